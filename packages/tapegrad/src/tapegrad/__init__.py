@@ -1,0 +1,83 @@
+"""tapegrad: reverse-mode automatic differentiation over NumPy.
+
+>>> import tapegrad as tg
+>>> x = tg.tensor([1.0, 2.0], requires_grad=True)
+>>> (x + x).sum().backward()
+>>> x.grad
+tensor([2., 2.])
+
+Ops come from plugins (tapegrad-elementwise, tapegrad-shape, ...), found through the
+entry-point group ``tapegrad`` when this module is imported.
+"""
+
+import sys as _sys
+
+import numpy as _np
+
+from . import _engine
+from ._creation import arange, asarray, eye, full, full_like, linspace, ones, tensor, zeros
+from ._engine import (
+    Device, Node, Op, OpNotAvailableError, RemovableHandle, TensorMeta, is_grad_enabled,
+)
+from ._grad_mode import (
+    detect_anomaly, enable_grad, inference_mode, is_anomaly_enabled, no_grad, set_grad_enabled,
+)
+from ._plugins import (
+    PluginError, PluginWarning, Registry, Sample, hookimpl, register_plugin, registry,
+    unregister_plugin,
+)
+from ._tensor import Tensor
+from .function import Function, FunctionCtx
+
+__version__ = "0.1.0"
+
+float16, float32, float64 = _np.float16, _np.float32, _np.float64
+int32, int64, bool_ = _np.int32, _np.int64, _np.bool_
+newaxis = None
+
+
+def device(spec):
+    """The registered device called `spec` ("cpu", "cuda").
+
+    >>> import tapegrad as tg
+    >>> tg.device("cpu")
+    device('cpu')
+    """
+    return _engine.get_device(spec)
+
+
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False):
+    """Backpropagate from several tensors at once (sums their contributions).
+
+    >>> import tapegrad as tg
+    >>> x = tg.tensor([1.0], requires_grad=True)
+    >>> tg.backward([x + x, x]); x.grad.item()
+    3.0
+    """
+    tensors = tuple(tensors) if isinstance(tensors, (list, tuple)) else (tensors,)
+    if grad_tensors is None:
+        grad_tensors = (None,) * len(tensors)
+    elif not isinstance(grad_tensors, (list, tuple)):
+        grad_tensors = (grad_tensors,)
+    _engine.run_backward(tensors, tuple(grad_tensors), retain_graph, create_graph)
+
+
+def __getattr__(name):
+    if name == "testing":
+        from . import testing
+        return testing
+    if name in ("gradcheck", "GradcheckError"):
+        from . import testing
+        return getattr(testing, name)
+    if name.startswith("__"):
+        raise AttributeError(name)
+    raise _engine.missing_op_error(name)
+
+
+def _load():
+    from . import _core_plugin, _plugins
+    _engine.set_providers(_plugins.KNOWN_PROVIDERS)
+    _plugins.LOADER.load(_sys.modules[__name__], Tensor, _core_plugin)
+
+
+_load()

@@ -1,0 +1,115 @@
+"""The core's own plugin: the ``cpu`` device and the few differentiable primitives the
+engine needs to express gradients (accumulation ``add``, un-broadcasting
+``sum_to_shape``, ``broadcast_to``, ``astype``) plus ``zeros_like``/``ones_like``.
+
+It registers through the same hooks as every other plugin.
+"""
+
+import numpy as np
+
+from ._engine import Device, lookup
+from ._plugins import Sample, hookimpl
+
+
+class CpuDevice(Device):
+    """The host: arrays are ``numpy.ndarray``; kernels are NumPy functions."""
+
+    def __init__(self):
+        super().__init__("cpu", np.ndarray)
+        self.rng = np.random.default_rng()
+
+    def asarray(self, obj, dtype=None):
+        return np.asarray(obj, dtype=dtype)
+
+    def to_numpy(self, arr):
+        return arr
+
+    def copy(self, arr):
+        return arr.copy()
+
+    def copyto(self, dst, src):
+        np.copyto(dst, src, casting="same_kind")
+
+    def setitem(self, arr, index, value):
+        arr[index] = value
+
+    def zeros(self, shape, dtype):
+        return np.zeros(shape, dtype)
+
+    def ones(self, shape, dtype):
+        return np.ones(shape, dtype)
+
+    def get_rng_state(self):
+        return self.rng.bit_generator.state
+
+    def set_rng_state(self, state):
+        self.rng.bit_generator.state = state
+
+
+def sum_to_shape_kernel(a, shape):
+    """Sum `a` over the axes that broadcasting added or stretched, to get `shape`."""
+    shape = tuple(shape)
+    lead = a.ndim - len(shape)
+    if lead < 0:
+        raise ValueError(f"cannot sum shape {a.shape} down to the longer shape {shape}")
+    axes = tuple(range(lead)) + tuple(
+        lead + i for i, s in enumerate(shape) if s == 1 and a.shape[lead + i] != 1)
+    for i, s in enumerate(shape):
+        if s != 1 and a.shape[lead + i] != s:
+            raise ValueError(f"cannot sum shape {a.shape} down to shape {shape}")
+    out = a.sum(axis=axes, keepdims=True) if axes else a
+    return out.reshape(shape) if lead else out
+
+
+def _sum_to_shape_vjp(g, ans, x, *, shape):
+    return (lookup("broadcast_to")(g, shape=x.shape),)
+
+
+def _broadcast_to_vjp(g, ans, x, *, shape):
+    return (lookup("sum_to_shape")(g, shape=x.shape),)
+
+
+def _astype_vjp(g, ans, x, *, dtype):
+    return (lookup("astype")(g, dtype=x.dtype),)
+
+
+def _rand(*shape):
+    return np.random.default_rng(sum(shape) + 7).standard_normal(shape)
+
+
+@hookimpl
+def tapegrad_register_devices(registry):
+    registry.register_device(CpuDevice(), default=True)
+
+
+@hookimpl
+def tapegrad_register_ops(registry):
+    registry.register_op(
+        "add", kernels={"cpu": np.add},
+        vjp=lambda g, ans, x, y: (g, g),
+        save_inputs=(False, False), save_ans=False,
+        samples=[(_rand(3, 4), _rand(3, 4)), (_rand(3, 4), _rand(4)),
+                 (_rand(2, 1, 3), _rand(4, 1)), (_rand(3), 2.5), (1.5, _rand(2, 2))],
+        doc="x + y, elementwise with NumPy broadcasting.")
+    registry.register_op(
+        "sum_to_shape", kernels={"cpu": sum_to_shape_kernel}, vjp=_sum_to_shape_vjp,
+        save_inputs=(False,), save_ans=False, method=False,
+        samples=[Sample(_rand(2, 3, 4), shape=(3, 1)), Sample(_rand(3, 4), shape=(3, 4))],
+        doc="Sum x down to `shape` (the inverse of broadcasting): the engine calls it to "
+            "reduce gradients of broadcast inputs.")
+    registry.register_op(
+        "broadcast_to", kernels={"cpu": np.broadcast_to}, vjp=_broadcast_to_vjp, view=True,
+        save_inputs=(False,), save_ans=False,
+        samples=[Sample(_rand(3, 1), shape=(2, 3, 4)), Sample(_rand(4), shape=(3, 4))],
+        doc="x broadcast to `shape` (NumPy's broadcast_to; a read-only view on cpu).")
+    registry.register_op(
+        "astype", kernels={"cpu": lambda a, dtype: a.astype(dtype)}, vjp=_astype_vjp,
+        save_inputs=(False,), save_ans=False,
+        samples=[Sample(_rand(3, 2), dtype=np.float64)],
+        doc="x converted to `dtype`; the gradient is converted back to x's dtype.")
+    registry.register_op(
+        "zeros_like", kernels={"cpu": np.zeros_like}, nin=1,
+        samples=[(_rand(2, 3),)], doc="A tensor of zeros with x's shape, dtype and device.")
+    registry.register_op(
+        "ones_like", kernels={"cpu": np.ones_like}, nin=1,
+        samples=[(_rand(2, 3),)], doc="A tensor of ones with x's shape, dtype and device.")

@@ -1,0 +1,1478 @@
+# cython: language_level=3, embedsignature=True
+"""The tapegrad engine: Tensor, the tape Node, op dispatch and the backward traversal.
+
+The data structures are specified in `_engine.pxd`.  Vocabulary used throughout (and by
+every VJP rule in every plugin): `g` is the gradient flowing into an op's output, `ans`
+the op's forward result, `x, y, ...` its inputs.
+"""
+
+cimport cython
+from cpython.contextvars cimport get_value
+from cpython.ref cimport PyObject
+
+import contextvars
+import threading
+import traceback
+import weakref
+
+import numpy as np
+
+# ---------------------------------------------------------------------------------------
+# Grad mode and anomaly mode: context variables, so each thread and each asyncio task has
+# its own setting (a thread starts from the default; a task starts from a copy of its
+# creator's context and its changes never leak back).
+# ---------------------------------------------------------------------------------------
+
+GRAD_ENABLED = contextvars.ContextVar("tapegrad_grad_enabled", default=True)
+ANOMALY_ENABLED = contextvars.ContextVar("tapegrad_anomaly_enabled", default=False)
+
+
+cdef inline bint _grad_enabled():
+    return <bint>get_value(GRAD_ENABLED, True)
+
+
+def is_grad_enabled():
+    """Whether ops record onto the tape in this thread / asyncio task.
+
+    >>> import tapegrad as tg
+    >>> tg.is_grad_enabled()
+    True
+    """
+    return _grad_enabled()
+
+
+# ---------------------------------------------------------------------------------------
+# Module state filled in by the registry (tapegrad._plugins) once plugins are loaded.
+# ---------------------------------------------------------------------------------------
+
+cdef object _TensorClass = None        # the public Python subclass tapegrad.Tensor
+cdef dict _OPS = {}                     # op name -> Op: the dispatch table, built once
+cdef dict _PROVIDERS = {}               # op name -> distribution that provides it (hints)
+cdef dict _DEVICES = {}                 # device name -> Device
+cdef Device _DEFAULT_DEVICE = None      # where Python scalars and ndarrays live ("cpu")
+cdef Op _op_add = None                  # the core primitives the engine itself calls
+cdef Op _op_sum_to_shape = None
+cdef Op _op_broadcast_to = None
+cdef Op _op_astype = None
+cdef object _grad_lock = threading.Lock()   # guards read-modify-write of .grad
+
+_python_scalars = (float, int, bool, complex, np.generic)
+
+
+def set_tensor_class(cls):
+    global _TensorClass
+    _TensorClass = cls
+
+
+def ops_table():
+    """The live op table (name -> Op). Read-only by convention."""
+    return _OPS
+
+
+def devices_table():
+    return _DEVICES
+
+
+def set_providers(dict providers):
+    _PROVIDERS.clear()
+    _PROVIDERS.update(providers)
+
+
+def install_device(Device device, bint default=False):
+    global _DEFAULT_DEVICE
+    _DEVICES[device.name] = device
+    if default or _DEFAULT_DEVICE is None:
+        _DEFAULT_DEVICE = device
+
+
+def default_device():
+    return _DEFAULT_DEVICE
+
+
+def install_op(Op op):
+    global _op_add, _op_sum_to_shape, _op_broadcast_to, _op_astype
+    _OPS[op.name] = op
+    if op.name == "add":
+        _op_add = op
+    elif op.name == "sum_to_shape":
+        _op_sum_to_shape = op
+    elif op.name == "broadcast_to":
+        _op_broadcast_to = op
+    elif op.name == "astype":
+        _op_astype = op
+
+
+class OpNotAvailableError(AttributeError, NotImplementedError):
+    """An op is not registered: the plugin that provides it is not installed."""
+
+
+def missing_op_error(str name):
+    provider = _PROVIDERS.get(name)
+    if provider is not None:
+        return OpNotAvailableError(
+            f"tapegrad op '{name}' is not available: it is provided by the plugin "
+            f"'{provider}', which is not installed or failed to load "
+            f"(pip install {provider})")
+    return OpNotAvailableError(f"module 'tapegrad' has no attribute or op '{name}'")
+
+
+cdef Op _lookup(str name):
+    op = _OPS.get(name)
+    if op is None:
+        raise missing_op_error(name)
+    return <Op>op
+
+
+def lookup(str name):
+    return _lookup(name)
+
+
+# ---------------------------------------------------------------------------------------
+# Devices and version counters
+# ---------------------------------------------------------------------------------------
+
+cdef class VersionCounter:
+    def __repr__(self):
+        return f"VersionCounter({self.value})"
+
+
+cdef inline VersionCounter _get_vc(TensorBase t):
+    if t._vc is None:
+        t._vc = VersionCounter()
+    return t._vc
+
+
+cdef inline long long _version_of(TensorBase t):
+    return 0 if t._vc is None else t._vc.value
+
+
+cdef class Device:
+    """A place arrays live: registered by a plugin through `tapegrad_register_devices`.
+
+    Subclasses implement the array-level interface below for their array type; the engine
+    never touches an array except through it (and the array-API attributes `shape`,
+    `dtype`, `ndim`, `size`).
+    """
+
+    def __init__(self, str name, array_type):
+        self.name = name
+        self.array_type = array_type
+
+    def __repr__(self):
+        return f"device('{self.name}')"
+
+    def __eq__(self, other):
+        if isinstance(other, Device):
+            return self.name == (<Device>other).name
+        if isinstance(other, str):
+            return self.name == other
+        return NotImplemented
+
+    def __hash__(self):
+        return hash(self.name)
+
+    def __reduce__(self):
+        return (_device_by_name, (self.name,))
+
+    # -- the array interface every device implements ----------------------------------
+    def asarray(self, obj, dtype=None):
+        """Host data (scalars, lists, ndarrays) -> an array on this device."""
+        raise NotImplementedError
+
+    def to_numpy(self, arr):
+        """An array of this device -> a numpy.ndarray on the host."""
+        raise NotImplementedError
+
+    def copy(self, arr):
+        raise NotImplementedError
+
+    def copyto(self, dst, src):
+        """Write src into dst in place (same_kind casting, broadcasting src)."""
+        raise NotImplementedError
+
+    def setitem(self, arr, index, value):
+        raise NotImplementedError
+
+    def zeros(self, shape, dtype):
+        raise NotImplementedError
+
+    def ones(self, shape, dtype):
+        raise NotImplementedError
+
+    def readonly(self, arr):
+        """A view of arr the caller cannot write through (or arr, if the device can't)."""
+        return arr
+
+    def get_rng_state(self):
+        raise NotImplementedError
+
+    def set_rng_state(self, state):
+        raise NotImplementedError
+
+
+def _device_by_name(name):
+    return get_device(name)
+
+
+def get_device(spec):
+    """The registered Device for `spec` (a name like "cpu", or a Device)."""
+    if isinstance(spec, Device):
+        return spec
+    if spec is None:
+        return _DEFAULT_DEVICE
+    if not isinstance(spec, str):
+        raise TypeError(f"device must be a string like 'cpu' or a tapegrad device, got {type(spec).__name__}")
+    name = spec.split(":", 1)[0]
+    dev = _DEVICES.get(name)
+    if dev is None:
+        if name == "cuda":
+            raise RuntimeError(
+                "device 'cuda' is not available: install the plugin 'tapegrad-cuda' and its "
+                "GPU wheels (see tg.cuda.is_available()); registered devices: "
+                + ", ".join(sorted(_DEVICES)))
+        raise RuntimeError(f"unknown device '{spec}'; registered devices: " + ", ".join(sorted(_DEVICES)))
+    return dev
+
+
+# ---------------------------------------------------------------------------------------
+# Op: one registered operation.  Calling it is the whole per-op path.
+# ---------------------------------------------------------------------------------------
+
+cdef class Op:
+    """A registered op: `tg.<name>` is this object; calling it runs the op."""
+
+    def __init__(self, str name, str plugin, dict kernels, vjp, jvp, int nin, bint seq_input,
+                 tuple params, differentiable, bint view, bint twice_differentiable,
+                 samples, doc, save_inputs, bint save_ans):
+        self.name = name
+        self.plugin = plugin
+        self.kernels = kernels
+        self.vjp = vjp
+        self.jvp = jvp
+        self.nin = nin
+        self.seq_input = seq_input
+        self.params = params
+        self.view = view
+        self.twice_differentiable = twice_differentiable
+        self.samples = list(samples or [])
+        self.doc = doc or ""
+        self.save_ans = save_ans
+        if vjp is None:
+            differentiable = ()
+        if differentiable is None:
+            self.differentiable = None
+            self._all_diff = True
+        else:
+            self.differentiable = tuple(differentiable)
+            self._all_diff = False
+        self.save_inputs = None if save_inputs is None or save_inputs is True else tuple(save_inputs)
+
+    @property
+    def __doc__(self):
+        return self.doc
+
+    def is_differentiable(self, int index):
+        """Whether input `index` gets a gradient."""
+        if self.vjp is None:
+            return False
+        return self._all_diff or index in self.differentiable
+
+    def __repr__(self):
+        return f"<tapegrad op '{self.name}' from {self.plugin}>"
+
+    def __call__(self, *args, **kwargs):
+        return _apply(self, args, kwargs)
+
+    def __get__(self, instance, owner):
+        if instance is None:
+            return self
+        return BoundOp(self, instance)
+
+    def __reduce__(self):
+        return (lookup, (self.name,))
+
+
+cdef class BoundOp:
+    """`t.<op>` : the op with the tensor bound as its first input."""
+    cdef Op op
+    cdef object this
+
+    def __init__(self, Op op, this):
+        self.op = op
+        self.this = this
+
+    def __call__(self, *args, **kwargs):
+        return _apply(self.op, (self.this,) + args, kwargs)
+
+    def __repr__(self):
+        return f"<bound tapegrad op '{self.op.name}'>"
+
+
+cdef class TensorMeta:
+    """What a Node keeps of an input it does not save: enough for shapes and dtypes."""
+    cdef readonly tuple shape
+    cdef readonly object dtype
+    cdef readonly Device device
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def size(self):
+        cdef Py_ssize_t n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    def __repr__(self):
+        return f"TensorMeta(shape={self.shape}, dtype={self.dtype}, device='{self.device.name}')"
+
+
+cdef TensorMeta _meta_of(TensorBase t):
+    cdef TensorMeta m = TensorMeta.__new__(TensorMeta)
+    m.shape = t._data.shape
+    m.dtype = t._data.dtype
+    m.device = t._device
+    return m
+
+
+cdef dict _bind_params(Op op, tuple extra, dict kwargs):
+    if len(extra) > len(op.params):
+        raise TypeError(
+            f"{op.name}() got {len(extra)} extra positional arguments after its tensor inputs; "
+            f"it takes at most {len(op.params)} ({', '.join(op.params) or 'none'})")
+    kwargs = dict(kwargs)
+    for name, value in zip(op.params, extra):
+        if name in kwargs:
+            raise TypeError(f"{op.name}() got multiple values for argument '{name}'")
+        kwargs[name] = value
+    return kwargs
+
+
+cdef str _describe(tuple inputs):
+    parts = []
+    for i, a in enumerate(inputs):
+        if isinstance(a, TensorBase):
+            t = <TensorBase>a
+            parts.append(f"input {i}: shape {tuple(t._data.shape)} {t._data.dtype} on {t._device.name}")
+        else:
+            parts.append(f"input {i}: {type(a).__name__} {a!r}"[:120])
+    return "; ".join(parts)
+
+
+cdef object _op_error(Op op, BaseException exc, tuple inputs, dict kwargs):
+    for cls in (IndexError, ValueError, TypeError):
+        if isinstance(exc, cls):
+            break
+    else:
+        cls = RuntimeError
+    params = f" with {kwargs}" if kwargs else ""
+    return cls(f"{op.name}: {exc} ({_describe(inputs)}){params}")
+
+
+cdef object _to_constant(object a, Op op, Py_ssize_t i):
+    """Wrap a non-tensor, non-scalar input (ndarray, list) as a constant tensor."""
+    if isinstance(a, np.ndarray) or isinstance(a, (list, tuple)):
+        arr = _DEFAULT_DEVICE.asarray(a)
+        return _new_tensor(arr, _DEFAULT_DEVICE)
+    if hasattr(a, "__array__"):
+        return _new_tensor(_DEFAULT_DEVICE.asarray(np.asarray(a)), _DEFAULT_DEVICE)
+    raise TypeError(f"{op.name}: input {i} must be a tensor, array or number, not {type(a).__name__}")
+
+
+cdef inline TensorBase _new_tensor(object data, Device device):
+    cdef TensorBase t = TensorBase.__new__(_TensorClass)
+    t._data = data
+    t._device = device
+    return t
+
+
+def new_tensor(data, Device device, bint requires_grad=False):
+    """Wrap a device array as a Tensor (no copy, no checks: for plugins and the core)."""
+    cdef TensorBase t = _new_tensor(data, device)
+    if requires_grad:
+        _check_can_require_grad(t)
+        t._requires_grad = True
+    return t
+
+
+cdef inline bint _is_float_array(object arr):
+    return arr.dtype.kind == "f"
+
+
+cdef object _apply(Op op, tuple args, dict kwargs):
+    cdef tuple inputs
+    cdef Py_ssize_t nargs = len(args), n, i
+    cdef Device device = None
+    cdef bint needs_grad = False
+    cdef TensorBase t
+    cdef list converted = None
+
+    # -- split positional arguments into tensor inputs and parameters ------------------
+    if op.seq_input:
+        if nargs < 1:
+            raise TypeError(f"{op.name}() needs a sequence of tensors as its first argument")
+        try:
+            inputs = tuple(args[0])
+        except TypeError:
+            raise TypeError(f"{op.name}() needs a sequence of tensors, got {type(args[0]).__name__}") from None
+        if len(inputs) == 0:
+            raise ValueError(f"{op.name}() needs at least one tensor")
+        if nargs > 1:
+            kwargs = _bind_params(op, args[1:], kwargs)
+    elif op.nin < 0 or op.nin == nargs:
+        inputs = args
+    elif nargs < op.nin:
+        raise TypeError(f"{op.name}() takes {op.nin} tensor inputs, got {nargs}")
+    else:
+        inputs = args[:op.nin]
+        kwargs = _bind_params(op, args[op.nin:], kwargs)
+
+    # -- resolve device, collect arrays, see whether anything needs a gradient ---------
+    n = len(inputs)
+    arrays = [None] * n
+    for i in range(n):
+        a = inputs[i]
+        if isinstance(a, TensorBase):
+            t = <TensorBase>a
+        elif isinstance(a, _python_scalars):
+            arrays[i] = a
+            continue
+        else:
+            t = _to_constant(a, op, i)
+            if converted is None:
+                converted = list(inputs)
+            converted[i] = t
+        if device is None:
+            device = t._device
+        elif t._device is not device:
+            raise RuntimeError(
+                f"{op.name}: expected all tensors on the same device, but found "
+                f"{device.name} and {t._device.name} ({_describe(inputs)}); "
+                f"move them with .to(device) first")
+        arrays[i] = t._data
+        if t._requires_grad and (op._all_diff or (op.differentiable is not None and i in op.differentiable)):
+            needs_grad = True
+    if converted is not None:
+        inputs = tuple(converted)
+    if device is None:
+        device = _DEFAULT_DEVICE
+
+    kernel = op.kernels.get(device.name)
+    if kernel is None:
+        raise RuntimeError(
+            f"{op.name}: no kernel for device '{device.name}' (kernels registered for: "
+            f"{', '.join(sorted(op.kernels)) or 'none'}); a plugin adds one with "
+            f"registry.register_kernel('{op.name}', '{device.name}', fn)")
+    try:
+        if kwargs:
+            out = kernel(*arrays, **kwargs)
+        else:
+            out = kernel(*arrays)
+    except (ValueError, TypeError, IndexError) as exc:
+        raise _op_error(op, exc, inputs, kwargs) from exc
+    if type(out) is not device.array_type:
+        out = device.asarray(out)
+
+    t = _new_tensor(out, device)
+    if op.view and n and isinstance(inputs[0], TensorBase):
+        t._vc = _get_vc(<TensorBase>inputs[0])
+        t._is_view = True
+    if needs_grad and _grad_enabled() and _is_float_array(out):
+        _record(op, inputs, kwargs, t)
+    return t
+
+
+cdef void _record(Op op, tuple inputs, dict params, TensorBase out) except *:
+    cdef OpNode node = OpNode.__new__(OpNode)
+    cdef Py_ssize_t n = len(inputs), i
+    cdef list edges = [None] * n
+    cdef list nrs = None
+    cdef list versions = None
+    cdef list saved = None
+    cdef TensorBase t
+    cdef long long v
+    for i in range(n):
+        a = inputs[i]
+        if not isinstance(a, TensorBase):
+            continue
+        t = <TensorBase>a
+        if t._requires_grad and (op._all_diff or i in op.differentiable):
+            if t._node is not None:
+                edges[i] = t._node
+                if t._output_nr != 0:
+                    if nrs is None:
+                        nrs = [0] * n
+                    nrs[i] = t._output_nr
+            else:
+                edges[i] = t
+        if op.save_inputs is not None and not op.save_inputs[i]:
+            if saved is None:
+                saved = list(inputs)
+            saved[i] = _meta_of(t)
+            continue
+        v = _version_of(t)
+        if v != 0:
+            if versions is None:
+                versions = [0] * n
+            versions[i] = v
+    node.name = op.name
+    node.op = op
+    node.edges = tuple(edges)
+    node.edge_nrs = None if nrs is None else tuple(nrs)
+    node.inputs = inputs if saved is None else tuple(saved)
+    node.versions = None if versions is None else tuple(versions)
+    node.params = params
+    node.n_outputs = 1
+    node.device = out._device
+    if op.save_ans:
+        node.ans_data = out._data
+        node.ans_vc = _get_vc(out)
+        node.ans_version = node.ans_vc.value
+    if get_value(ANOMALY_ENABLED, False):
+        node.trace = traceback.extract_stack()[:-1]
+    out._node = node
+    out._output_nr = 0
+    out._requires_grad = True
+
+
+# ---------------------------------------------------------------------------------------
+# Nodes
+# ---------------------------------------------------------------------------------------
+
+@cython.trashcan(True)
+cdef class Node:
+    """An entry of the tape: what one op needs to send gradients to its inputs."""
+
+    def __repr__(self):
+        return f"<{self.name} node>"
+
+    @property
+    def next_functions(self):
+        """(edge, output_nr) per input, like PyTorch's grad_fn.next_functions."""
+        nrs = self.edge_nrs or (0,) * len(self.edges)
+        return tuple(zip(self.edges, nrs))
+
+    @property
+    def saved_released(self):
+        return self.released
+
+    def saved_arrays(self):
+        """The arrays this node keeps alive for its VJP (for memory reports)."""
+        out = []
+        if self.inputs is not None:
+            for a in self.inputs:
+                if isinstance(a, TensorBase):
+                    out.append((<TensorBase>a)._data)
+        return out
+
+    def register_hook(self, hook, int output_nr=0):
+        if self.hooks is None:
+            self.hooks = {}
+        self.hooks.setdefault(output_nr, []).append(hook)
+        return RemovableHandle(self.hooks[output_nr], hook)
+
+    cdef list _run_vjp(self, list grads):
+        raise NotImplementedError
+
+    cdef void release(self):
+        self.inputs = None
+        self.released = True
+
+    cdef void _check_saved(self) except *:
+        if self.released:
+            raise RuntimeError(
+                f"Trying to backward through the graph a second time: the values '{self.name}' "
+                f"saved for its gradient were already freed by an earlier backward(). "
+                f"Pass retain_graph=True to the first backward() (or tg.grad) if you need to "
+                f"backward through the same graph again.")
+        if self.inputs is None:
+            return
+        cdef Py_ssize_t i
+        cdef long long saved_v, cur
+        for i in range(len(self.inputs)):
+            a = self.inputs[i]
+            if not isinstance(a, TensorBase):
+                continue
+            saved_v = 0 if self.versions is None else self.versions[i]
+            cur = _version_of(<TensorBase>a)
+            if cur != saved_v:
+                t = <TensorBase>a
+                raise RuntimeError(
+                    f"one of the values needed for gradient computation has been modified by an "
+                    f"in-place operation: input {i} of '{self.name}' (shape "
+                    f"{tuple(t._data.shape)}, {t._data.dtype}) is at version {cur}; '{self.name}' "
+                    f"saved it at version {saved_v}. Use an out-of-place op (or .clone()) "
+                    f"before modifying it." + _creation_note(self))
+
+
+cdef str _creation_note(Node node):
+    if node.trace is None:
+        return " (Run under tg.detect_anomaly() to see where it was created.)"
+    return "\n'" + node.name + "' was created at:\n" + "".join(
+        traceback.format_list(_user_frames(node.trace)))
+
+
+def _user_frames(trace):
+    frames = [f for f in trace if "/tapegrad/" not in f.filename.replace("\\", "/")
+              or "/tests/" in f.filename.replace("\\", "/")]
+    return frames[-8:] or list(trace)[-8:]
+
+
+cdef class OpNode(Node):
+
+    cdef void release(self):
+        self.inputs = None
+        self.ans_data = None
+        self.released = True
+
+    def saved_arrays(self):
+        out = Node.saved_arrays(self)
+        if self.ans_data is not None:
+            out.append(self.ans_data)
+        return out
+
+    cdef list _run_vjp(self, list grads):
+        self._check_saved()
+        cdef Op op = self.op
+        ans = None
+        if op.save_ans:
+            if self.ans_vc.value != self.ans_version:
+                raise RuntimeError(
+                    f"one of the values needed for gradient computation has been modified by an "
+                    f"in-place operation: the output of '{self.name}' (shape "
+                    f"{tuple(self.ans_data.shape)}, {self.ans_data.dtype}) is at version "
+                    f"{self.ans_vc.value}; '{self.name}' saved it at version {self.ans_version}. "
+                    f"Use an out-of-place op (or .clone()) before modifying it."
+                    + _creation_note(self))
+            ans_t = _new_tensor(self.ans_data, self.device)
+            ans_t._vc = self.ans_vc
+            if _grad_enabled():
+                # create_graph: `ans` depends on the inputs through this very node.
+                ans_t._node = self
+                ans_t._requires_grad = True
+            ans = ans_t
+        try:
+            if self.params:
+                res = op.vjp(grads[0], ans, *self.inputs, **self.params)
+            else:
+                res = op.vjp(grads[0], ans, *self.inputs)
+        except Exception as exc:
+            exc.add_note(f"(while computing the gradient of '{self.name}')")
+            raise
+        return _fit_grads(self, res)
+
+
+cdef class FunctionNode(Node):
+
+    cdef void release(self):
+        self.inputs = None
+        self.released = True
+        if self.ctx is not None:
+            self.ctx._release()
+
+    cdef list _run_vjp(self, list grads):
+        self._check_saved()
+        cdef Py_ssize_t k
+        for k in range(self.n_outputs):
+            if grads[k] is None:
+                shape, dtype, dev = self.out_meta[k]
+                grads[k] = _new_tensor((<Device>dev).zeros(shape, dtype), dev)
+        try:
+            res = self.backward_fn(self.ctx, *grads)
+        except Exception as exc:
+            exc.add_note(f"(while computing the gradient of '{self.name}')")
+            raise
+        return _fit_grads(self, res)
+
+
+cdef list _fit_grads(Node node, object res):
+    """Check a VJP's result and fit each gradient to its input's shape and dtype."""
+    cdef Py_ssize_t n = len(node.edges), i
+    if not isinstance(res, (tuple, list)):
+        res = (res,)
+    if len(res) != n:
+        raise RuntimeError(
+            f"the gradient rule of '{node.name}' returned {len(res)} gradients, but the op has "
+            f"{n} inputs (return one per input, None where there is no gradient)")
+    cdef list out = [None] * n
+    for i in range(n):
+        if node.edges[i] is None:
+            continue
+        gi = res[i]
+        if gi is None:
+            continue
+        out[i] = _fit_grad(node, i, gi, node.inputs[i])
+    return out
+
+
+cdef object _fit_grad(Node node, Py_ssize_t i, object gi, object x):
+    cdef TensorBase gt
+    x_shape = x.shape
+    x_dtype = x.dtype
+    if isinstance(gi, TensorBase):
+        gt = <TensorBase>gi
+    else:
+        dev = x.device
+        gt = _new_tensor((<Device>dev).asarray(gi, x_dtype), dev)
+    shape = gt._data.shape
+    if shape != x_shape:
+        try:
+            if len(shape) >= len(x_shape):
+                gt = _op_sum_to_shape(gt, shape=x_shape)
+            if gt._data.shape != x_shape:
+                gt = _op_broadcast_to(gt, shape=x_shape)
+        except (ValueError, RuntimeError) as exc:
+            raise RuntimeError(
+                f"the gradient rule of '{node.name}' returned a gradient of shape {shape} for "
+                f"input {i}, which has shape {x_shape}, and it does not reduce or broadcast "
+                f"to it") from exc
+    if gt._data.dtype != x_dtype:
+        gt = _op_astype(gt, dtype=x_dtype)
+    return gt
+
+
+# ---------------------------------------------------------------------------------------
+# Hooks
+# ---------------------------------------------------------------------------------------
+
+class RemovableHandle:
+    """Returned by register_hook; `handle.remove()` unregisters the hook."""
+
+    def __init__(self, hooks, hook):
+        self._hooks = hooks
+        self._hook = hook
+
+    def remove(self):
+        try:
+            self._hooks.remove(self._hook)
+        except ValueError:
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+cdef object _run_hooks(list hooks, object g):
+    for hook in list(hooks):
+        r = hook(g)
+        if r is not None:
+            if not isinstance(r, TensorBase):
+                raise TypeError(f"a tensor hook must return a Tensor or None, got {type(r).__name__}")
+            if (<TensorBase>r)._data.shape != (<TensorBase>g)._data.shape:
+                raise ValueError(
+                    f"a tensor hook returned a gradient of shape {tuple((<TensorBase>r)._data.shape)}"
+                    f" for a gradient of shape {tuple((<TensorBase>g)._data.shape)}")
+            g = r
+    return g
+
+
+# ---------------------------------------------------------------------------------------
+# The backward traversal
+# ---------------------------------------------------------------------------------------
+
+cdef object _detached_copy(TensorBase g):
+    return _new_tensor(g._device.copy(g._data), g._device)
+
+
+cdef void _accumulate_grad(TensorBase t, object g, bint create_graph, bint fresh) except *:
+    """Add g into t.grad. The first gradient is stored as a private copy unless `fresh`."""
+    cdef TensorBase cur
+    with _grad_lock:
+        if t._grad is None:
+            if create_graph:
+                t._grad = g
+            else:
+                t._grad = g if fresh else _detached_copy(<TensorBase>g)
+        else:
+            if create_graph:
+                t._grad = _op_add(t._grad, g)
+            else:
+                cur = <TensorBase>t._grad
+                t._grad = _new_tensor(_op_add.kernels[cur._device.name](cur._data, (<TensorBase>g)._data), cur._device)
+
+
+cdef class _Slot:
+    """Gradients collected for one graph key (a Node or a leaf) during one backward."""
+    cdef list grads          # one per output
+    cdef set fresh           # indexes whose gradient is a buffer this traversal owns
+
+
+cdef void _add_to_slot(_Slot slot, Py_ssize_t nr, object g, bint create_graph) except *:
+    cdef TensorBase cur
+    prev = slot.grads[nr]
+    if prev is None:
+        slot.grads[nr] = g
+        return
+    if create_graph:
+        slot.grads[nr] = _op_add(prev, g)
+        return
+    cur = <TensorBase>prev
+    kernel = _op_add.kernels[cur._device.name]
+    if slot.fresh is not None and nr in slot.fresh:
+        # NOTE: accumulate in place only into a buffer this traversal allocated itself;
+        # the first gradient may be shared with other slots (add's VJP returns g twice).
+        cur._device.copyto(cur._data, kernel(cur._data, (<TensorBase>g)._data))
+    else:
+        slot.grads[nr] = _new_tensor(kernel(cur._data, (<TensorBase>g)._data), cur._device)
+        if slot.fresh is None:
+            slot.fresh = set()
+        slot.fresh.add(nr)
+
+
+cdef _Slot _slot_for(dict slots, object key, Py_ssize_t n_outputs):
+    cdef _Slot slot = slots.get(key)
+    if slot is None:
+        slot = _Slot.__new__(_Slot)
+        slot.grads = [None] * n_outputs
+        slots[key] = slot
+    return slot
+
+
+cdef object _check_finite(Node node, list grads):
+    for i, g in enumerate(grads):
+        if g is None:
+            continue
+        arr = (<TensorBase>g)._device.to_numpy((<TensorBase>g)._data)
+        if not np.all(np.isfinite(arr)):
+            shapes = [tuple(a.shape) for a in (node.inputs or ()) if hasattr(a, "shape")]
+            raise RuntimeError(
+                f"anomaly: the gradient of '{node.name}' (input shapes {shapes}) produced NaN or "
+                f"inf for input {i}." + _creation_note(node))
+
+
+def run_backward(tuple tensors, tuple grad_tensors, retain_graph=None, bint create_graph=False,
+                 tuple inputs=None, bint allow_unused=False):
+    """Backpropagate from `tensors` seeded with `grad_tensors`.
+
+    With `inputs` (tg.grad), return the gradients flowing into those tensors and leave every
+    `.grad` untouched; otherwise accumulate into the `.grad` of leaves (and retain_grad
+    tensors).
+    """
+    cdef bint retain = create_graph if retain_graph is None else bool(retain_graph)
+    cdef dict slots = {}
+    cdef dict deps = {}
+    cdef list stack = []
+    cdef list ready = []
+    cdef set seen = set()
+    cdef TensorBase t, g
+    cdef Node node
+    cdef _Slot slot
+    cdef Py_ssize_t i, n, nr
+    cdef dict cap_leaf = None
+    cdef dict cap_node = None
+    cdef list captured = None
+    cdef bint accumulate = inputs is None
+    cdef bint anomaly = get_value(ANOMALY_ENABLED, False)
+
+    if len(tensors) != len(grad_tensors):
+        raise ValueError(f"backward: got {len(tensors)} tensors but {len(grad_tensors)} gradients")
+    if inputs is not None:
+        cap_leaf = {}
+        cap_node = {}
+        captured = [None] * len(inputs)
+        for i in range(len(inputs)):
+            x = inputs[i]
+            if not isinstance(x, TensorBase):
+                raise TypeError(f"grad: inputs must be tensors, input {i} is {type(x).__name__}")
+            t = <TensorBase>x
+            if not t._requires_grad:
+                raise RuntimeError(f"grad: input {i} (shape {tuple(t._data.shape)}) does not require grad")
+            if t._node is None:
+                cap_leaf.setdefault(t, []).append(i)
+            else:
+                cap_node.setdefault(t._node, []).append((t._output_nr, i))
+
+    # -- seed the roots --------------------------------------------------------------
+    roots = []
+    for i in range(len(tensors)):
+        x = tensors[i]
+        if not isinstance(x, TensorBase):
+            raise TypeError(f"backward: expected a Tensor, got {type(x).__name__}")
+        t = <TensorBase>x
+        if not t._requires_grad:
+            raise RuntimeError(
+                f"backward: tensor {i} (shape {tuple(t._data.shape)}) does not require grad and "
+                f"has no grad_fn: nothing in its computation requires grad (make an input with "
+                f"requires_grad=True, and do not compute it under tg.no_grad())")
+        g = _seed_grad(t, grad_tensors[i], i)
+        key = t._node if t._node is not None else t
+        nout = (<Node>key).n_outputs if t._node is not None else 1
+        slot = _slot_for(slots, key, nout)
+        _add_to_slot(slot, t._output_nr, g, create_graph)
+        if key not in seen:
+            seen.add(key)
+            roots.append(key)
+            stack.append(key)
+
+    # -- count, for every reachable key, the edges that point to it ---------------------
+    while stack:
+        key = stack.pop()
+        if not isinstance(key, Node):
+            continue
+        for e in (<Node>key).edges:
+            if e is None:
+                continue
+            deps[e] = deps.get(e, 0) + 1
+            if e not in seen:
+                seen.add(e)
+                stack.append(e)
+    for key in roots:
+        if key not in deps:
+            ready.append(key)
+
+    # -- Kahn's traversal --------------------------------------------------------------
+    token = GRAD_ENABLED.set(create_graph)
+    try:
+        while ready:
+            key = ready.pop()
+            slot = slots.pop(key, None)
+            if not isinstance(key, Node):
+                t = <TensorBase>key
+                if slot is None or slot.grads[0] is None:
+                    continue
+                gv = slot.grads[0]
+                if t._hooks:
+                    gv = _run_hooks(t._hooks, gv)
+                if cap_leaf is not None:
+                    for idx in cap_leaf.get(t, ()):
+                        captured[idx] = gv
+                elif accumulate:
+                    _accumulate_grad(t, gv, create_graph, slot.fresh is not None and 0 in slot.fresh and gv is slot.grads[0])
+                continue
+
+            node = <Node>key
+            grads = slot.grads if slot is not None else None
+            has_grad = False
+            if grads is not None:
+                for nr in range(node.n_outputs):
+                    gv = grads[nr]
+                    if gv is None:
+                        continue
+                    if node.hooks is not None and nr in node.hooks:
+                        gv = _run_hooks(node.hooks[nr], gv)
+                        grads[nr] = gv
+                    if node.retained is not None and nr in node.retained:
+                        owner = node.retained[nr]()
+                        if owner is not None and accumulate:
+                            _accumulate_grad(<TensorBase>owner, gv, create_graph, False)
+                    has_grad = True
+                if cap_node is not None and node in cap_node:
+                    for nr, idx in cap_node[node]:
+                        captured[idx] = grads[nr]
+            if has_grad:
+                in_grads = node._run_vjp(grads)
+                if anomaly:
+                    _check_finite(node, in_grads)
+            n = len(node.edges)
+            for i in range(n):
+                e = node.edges[i]
+                if e is None:
+                    continue
+                if has_grad and in_grads[i] is not None:
+                    nr = 0 if node.edge_nrs is None else node.edge_nrs[i]
+                    nout = (<Node>e).n_outputs if isinstance(e, Node) else 1
+                    _add_to_slot(_slot_for(slots, e, nout), nr, in_grads[i], create_graph)
+                remaining = <Py_ssize_t>deps[e] - 1
+                deps[e] = remaining
+                if remaining == 0:
+                    ready.append(e)
+            if not retain:
+                node.release()
+    finally:
+        GRAD_ENABLED.reset(token)
+
+    if captured is None:
+        return None
+    for i in range(len(captured)):
+        if captured[i] is None and not allow_unused:
+            raise RuntimeError(
+                f"grad: input {i} (shape {tuple(inputs[i].shape)}) was not used to compute the "
+                f"outputs (or no gradient reaches it); pass allow_unused=True to get None for it")
+        if captured[i] is not None and not create_graph:
+            captured[i] = _new_tensor((<TensorBase>captured[i])._data, (<TensorBase>captured[i])._device)
+    return tuple(captured)
+
+
+cdef TensorBase _seed_grad(TensorBase t, object grad, Py_ssize_t i):
+    cdef TensorBase g
+    if grad is None:
+        if t._data.size != 1:
+            raise RuntimeError(
+                f"backward: the gradient can be implied only for a tensor with one element; "
+                f"tensor {i} has shape {tuple(t._data.shape)}: pass gradient= (a tensor of that "
+                f"shape), or reduce it first (e.g. .sum())")
+        return _new_tensor(t._device.ones(t._data.shape, t._data.dtype), t._device)
+    if isinstance(grad, TensorBase):
+        g = <TensorBase>grad
+    else:
+        g = _new_tensor(t._device.asarray(grad, t._data.dtype), t._device)
+    if g._data.shape != t._data.shape:
+        raise RuntimeError(
+            f"backward: gradient {i} has shape {tuple(g._data.shape)} but the tensor has shape "
+            f"{tuple(t._data.shape)}")
+    if g._device is not t._device:
+        raise RuntimeError(
+            f"backward: gradient {i} is on {g._device.name} but the tensor is on {t._device.name}")
+    return g
+
+
+# ---------------------------------------------------------------------------------------
+# tg.Function support
+# ---------------------------------------------------------------------------------------
+
+def attach_function_node(str name, ctx, backward_fn, tuple args, tuple outputs, tuple differentiable_mask):
+    """Record a tg.Function call: `outputs` get one FunctionNode whose VJP is backward_fn."""
+    cdef FunctionNode node = FunctionNode.__new__(FunctionNode)
+    cdef Py_ssize_t n = len(args), i
+    cdef list edges = [None] * n
+    cdef list nrs = [0] * n
+    cdef TensorBase t
+    for i in range(n):
+        a = args[i]
+        if isinstance(a, TensorBase) and differentiable_mask[i]:
+            t = <TensorBase>a
+            if t._requires_grad:
+                edges[i] = t._node if t._node is not None else t
+                nrs[i] = t._output_nr
+    node.name = name
+    node.edges = tuple(edges)
+    node.edge_nrs = tuple(nrs)
+    node.inputs = tuple(_meta_of(<TensorBase>a) if isinstance(a, TensorBase) else a for a in args)
+    node.versions = None
+    node.n_outputs = len(outputs)
+    node.ctx = ctx
+    node.backward_fn = backward_fn
+    if get_value(ANOMALY_ENABLED, False):
+        node.trace = traceback.extract_stack()[:-2]
+    meta = []
+    for i in range(len(outputs)):
+        t = <TensorBase>outputs[i]
+        meta.append((t._data.shape, t._data.dtype, t._device))
+        if _is_float_array(t._data):
+            t._node = node
+            t._output_nr = <int>i
+            t._requires_grad = True
+    node.out_meta = tuple(meta)
+    return node
+
+
+# ---------------------------------------------------------------------------------------
+# Tensor
+# ---------------------------------------------------------------------------------------
+
+cdef void _check_can_require_grad(TensorBase t) except *:
+    if t._data.dtype.kind != "f":
+        raise TypeError(
+            f"only floating-point tensors can require gradients; this tensor has dtype "
+            f"{t._data.dtype} (convert it with .astype(np.float64) first)")
+
+
+cdef object _binary(str name, a, b):
+    return _lookup(name)(a, b)
+
+
+@cython.trashcan(True)
+cdef class TensorBase:
+    """The engine half of tapegrad.Tensor (see tapegrad.Tensor for the public docs)."""
+
+    __array_priority__ = 1000
+
+    # -- attributes ---------------------------------------------------------------------
+    @property
+    def shape(self):
+        return tuple(self._data.shape)
+
+    @property
+    def dtype(self):
+        return self._data.dtype
+
+    @property
+    def ndim(self):
+        return self._data.ndim
+
+    @property
+    def size(self):
+        return self._data.size
+
+    @property
+    def device(self):
+        return self._device
+
+    @property
+    def is_leaf(self):
+        return self._node is None
+
+    @property
+    def grad_fn(self):
+        return self._node
+
+    @property
+    def output_nr(self):
+        return self._output_nr
+
+    @property
+    def retains_grad(self):
+        return self._retains_grad
+
+    @property
+    def _version(self):
+        return _version_of(self)
+
+    @property
+    def requires_grad(self):
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value):
+        value = bool(value)
+        if self._node is not None:
+            if not value:
+                raise RuntimeError(
+                    "requires_grad can only be changed on leaf tensors; use .detach() to get a "
+                    "tensor of this value that does not require grad")
+            return
+        if value:
+            _check_can_require_grad(self)
+        self._requires_grad = value
+
+    def requires_grad_(self, requires_grad=True):
+        self.requires_grad = requires_grad
+        return self
+
+    @property
+    def grad(self):
+        return self._grad
+
+    @grad.setter
+    def grad(self, value):
+        cdef TensorBase g
+        if value is None:
+            self._grad = None
+            return
+        if not isinstance(value, TensorBase):
+            value = _new_tensor(self._device.asarray(value, self._data.dtype), self._device)
+        g = <TensorBase>value
+        if g._data.shape != self._data.shape:
+            raise ValueError(
+                f"assigned grad has shape {tuple(g._data.shape)}, but the tensor has shape "
+                f"{tuple(self._data.shape)}")
+        if g._data.dtype != self._data.dtype:
+            raise TypeError(f"assigned grad has dtype {g._data.dtype}, but the tensor has dtype {self._data.dtype}")
+        if g._device is not self._device:
+            raise RuntimeError(f"assigned grad is on {g._device.name}, but the tensor is on {self._device.name}")
+        self._grad = g
+
+    # -- graph control ------------------------------------------------------------------
+    def detach(self):
+        """A tensor sharing this one's data, cut from the graph (requires_grad False)."""
+        cdef TensorBase t = _new_tensor(self._data, self._device)
+        t._vc = _get_vc(self)
+        t._is_view = True
+        return t
+
+    def detach_(self):
+        """Cut this tensor from the graph in place; it becomes a leaf."""
+        self._node = None
+        self._output_nr = 0
+        self._requires_grad = False
+        return self
+
+    def retain_grad(self):
+        """Keep .grad on this non-leaf tensor after backward (leaves always keep it)."""
+        if self._node is None:
+            if not self._requires_grad:
+                raise RuntimeError("retain_grad: the tensor does not require grad")
+            return self
+        if self._node.retained is None:
+            self._node.retained = {}
+        self._node.retained[self._output_nr] = weakref.ref(self)
+        self._retains_grad = True
+        return self
+
+    def register_hook(self, hook):
+        """Call hook(grad) when the gradient for this tensor is computed; a returned
+        tensor replaces the gradient. Returns a handle whose .remove() unregisters it."""
+        if not self._requires_grad:
+            raise RuntimeError("register_hook: cannot register a hook on a tensor that does not require grad")
+        if self._node is not None:
+            return self._node.register_hook(hook, self._output_nr)
+        if self._hooks is None:
+            self._hooks = []
+        self._hooks.append(hook)
+        return RemovableHandle(self._hooks, hook)
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False):
+        """Accumulate d(self)/d(leaf) into every leaf's .grad.
+
+        `gradient` is required unless the tensor has one element. Saved values are freed
+        as the traversal passes unless `retain_graph` (which defaults to `create_graph`).
+        """
+        run_backward((self,), (gradient,), retain_graph, create_graph)
+
+    # -- conversion -----------------------------------------------------------------------
+    def numpy(self):
+        """The data as a numpy.ndarray (shared memory on cpu; read-only if requires_grad)."""
+        arr = self._device.to_numpy(self._data)
+        if self._requires_grad:
+            arr = arr.view()
+            arr.flags.writeable = False
+        return arr
+
+    def __array__(self, dtype=None, copy=None):
+        arr = self._device.to_numpy(self._data)
+        if dtype is not None and arr.dtype != dtype:
+            return arr.astype(dtype)
+        if copy:
+            return arr.copy()
+        if self._requires_grad:
+            arr = arr.view()
+            arr.flags.writeable = False
+        return arr
+
+    def item(self):
+        if self._data.size != 1:
+            raise ValueError(
+                f"item(): only a tensor with one element can be converted to a Python scalar; "
+                f"this one has shape {tuple(self._data.shape)}")
+        return self._device.to_numpy(self._data).item()
+
+    def tolist(self):
+        return self._device.to_numpy(self._data).tolist()
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __bool__(self):
+        if self._data.size != 1:
+            raise ValueError(
+                f"the truth value of a tensor with {self._data.size} elements is ambiguous; "
+                f"use .any() or .all()")
+        return bool(self.item())
+
+    def __len__(self):
+        if self._data.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self._data.shape[0]
+
+    def __iter__(self):
+        if self._data.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        for i in range(self._data.shape[0]):
+            yield self[i]
+
+    def __hash__(self):
+        return id(self)
+
+    # -- operators ------------------------------------------------------------------------
+    def __add__(self, other):
+        return _op_add(self, other)
+
+    def __radd__(self, other):
+        return _op_add(other, self)
+
+    def __sub__(self, other):
+        return _binary("subtract", self, other)
+
+    def __rsub__(self, other):
+        return _binary("subtract", other, self)
+
+    def __mul__(self, other):
+        return _binary("multiply", self, other)
+
+    def __rmul__(self, other):
+        return _binary("multiply", other, self)
+
+    def __truediv__(self, other):
+        return _binary("divide", self, other)
+
+    def __rtruediv__(self, other):
+        return _binary("divide", other, self)
+
+    def __pow__(self, other, mod):
+        if mod is not None:
+            raise TypeError("pow() with a modulus is not supported for tensors")
+        return _binary("power", self, other)
+
+    def __rpow__(self, other, mod):
+        return _binary("power", other, self)
+
+    def __matmul__(self, other):
+        return _binary("matmul", self, other)
+
+    def __rmatmul__(self, other):
+        return _binary("matmul", other, self)
+
+    def __neg__(self):
+        return _lookup("negative")(self)
+
+    def __pos__(self):
+        return self
+
+    def __abs__(self):
+        return _lookup("abs")(self)
+
+    def __lt__(self, other):
+        return _binary("less", self, other)
+
+    def __le__(self, other):
+        return _binary("less_equal", self, other)
+
+    def __gt__(self, other):
+        return _binary("greater", self, other)
+
+    def __ge__(self, other):
+        return _binary("greater_equal", self, other)
+
+    def __eq__(self, other):
+        if other is None:
+            return False
+        return _binary("equal", self, other)
+
+    def __ne__(self, other):
+        if other is None:
+            return True
+        return _binary("not_equal", self, other)
+
+    def __getitem__(self, index):
+        return _lookup("getitem")(self, index=_index_arrays(index))
+
+    @property
+    def T(self):
+        return _lookup("transpose")(self)
+
+    # -- in-place ops (bump the version; see _inplace) --------------------------------------
+    def add_(self, other):
+        return _inplace(self, _op_add, (other,), None)
+
+    def sub_(self, other):
+        return _inplace(self, _lookup("subtract"), (other,), None)
+
+    def mul_(self, other):
+        return _inplace(self, _lookup("multiply"), (other,), None)
+
+    def div_(self, other):
+        return _inplace(self, _lookup("divide"), (other,), None)
+
+    def zero_(self):
+        return _inplace(self, _lookup("zeros_like"), (), None)
+
+    def __iadd__(self, other):
+        return self.add_(other)
+
+    def __isub__(self, other):
+        return self.sub_(other)
+
+    def __imul__(self, other):
+        return self.mul_(other)
+
+    def __itruediv__(self, other):
+        return self.div_(other)
+
+    def __setitem__(self, index, value):
+        index = _index_arrays(index)
+        if _inplace_records(self, (value,)):
+            _inplace(self, _lookup("setitem"), (value,), {"index": index})
+            return
+        if isinstance(value, TensorBase):
+            if (<TensorBase>value)._device is not self._device:
+                raise RuntimeError(
+                    f"setitem: value is on {(<TensorBase>value)._device.name} but the tensor is on "
+                    f"{self._device.name}")
+            value = (<TensorBase>value)._data
+        try:
+            self._device.setitem(self._data, index, value)
+        except (ValueError, TypeError, IndexError) as exc:
+            raise type(exc)(
+                f"setitem: {exc} (tensor shape {tuple(self._data.shape)} {self._data.dtype}, "
+                f"index {index!r})") from exc
+        _bump(self)
+
+
+cdef object _index_arrays(object index):
+    """Replace tensors inside an index by their arrays (indices are never differentiable)."""
+    if isinstance(index, TensorBase):
+        return (<TensorBase>index)._data
+    if type(index) is tuple:
+        return tuple(_index_arrays(i) for i in index)
+    if type(index) is list:
+        return np.asarray(index)
+    return index
+
+
+cdef bint _inplace_records(TensorBase self, tuple others):
+    if not _grad_enabled():
+        return False
+    if self._requires_grad:
+        return True
+    for o in others:
+        if isinstance(o, TensorBase) and (<TensorBase>o)._requires_grad:
+            return True
+    return False
+
+
+cdef object _inplace(TensorBase self, Op op, tuple others, dict params):
+    """self <- op(self, *others): write the result into self's storage and bump its version.
+
+    When recording, the op is recorded on a stand-in for self's old value (a copy if the
+    op's VJP reads it), and self becomes that op's output.
+    """
+    cdef TensorBase shadow, r
+    name = op.name + "_"
+    params = params or {}
+    if not _inplace_records(self, others):
+        token = GRAD_ENABLED.set(False)
+        try:
+            r = _apply(op, (self,) + others, params)
+        finally:
+            GRAD_ENABLED.reset(token)
+        _write_inplace(self, r, name)
+        return self
+    if self._node is None and self._requires_grad:
+        raise RuntimeError(
+            f"{name}: a leaf tensor that requires grad (shape {tuple(self._data.shape)}) cannot be "
+            f"modified in place while grad mode is on; wrap the update in `with tg.no_grad():` "
+            f"or use an out-of-place op")
+    if self._is_view:
+        raise RuntimeError(
+            f"{name}: in-place modification of a view (a tensor from detach(), reshape, "
+            f"transpose or indexing that shares storage) is not supported while it takes part "
+            f"in a graph; use an out-of-place op")
+    saves_self = op.save_inputs is None or op.save_inputs[0]
+    shadow = _new_tensor(self._device.copy(self._data) if saves_self else self._data, self._device)
+    shadow._node = self._node
+    shadow._output_nr = self._output_nr
+    shadow._requires_grad = self._requires_grad
+    if not saves_self:
+        shadow._vc = _get_vc(self)
+    r = _apply(op, (shadow,) + others, params)
+    _write_inplace(self, r, name)
+    self._node = r._node
+    self._output_nr = r._output_nr
+    self._requires_grad = r._requires_grad
+    return self
+
+
+cdef void _write_inplace(TensorBase self, TensorBase r, str name) except *:
+    if r._data.shape != self._data.shape:
+        raise ValueError(
+            f"{name}: the result has shape {tuple(r._data.shape)}, which cannot be stored in place "
+            f"into a tensor of shape {tuple(self._data.shape)}")
+    if r._data.dtype != self._data.dtype and not np.can_cast(r._data.dtype, self._data.dtype, "same_kind"):
+        raise TypeError(
+            f"{name}: the result has dtype {r._data.dtype}, which cannot be stored in place into a "
+            f"{self._data.dtype} tensor")
+    self._device.copyto(self._data, r._data)
+    _bump(self)
+
+
+cdef inline void _bump(TensorBase t):
+    cdef VersionCounter vc = _get_vc(t)
+    vc.value += 1

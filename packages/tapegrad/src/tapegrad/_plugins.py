@@ -1,0 +1,520 @@
+"""Plugin discovery and the op registry.
+
+pluggy is used here and only here: at import (and in ``tg.register_plugin``) the hooks of
+every plugin run once and fill the op table of the engine. Op calls never come back here.
+
+Loading rules (docs/plugins.md):
+* each plugin registers as one transaction: if any of its hooks raises, or it defines a
+  name another plugin already defined (without ``override=True``), nothing of it is kept
+  and a ``PluginWarning`` names it and the cause; ``TAPEGRAD_STRICT_PLUGINS=1`` turns
+  that into a ``PluginError``;
+* ``tg.register_plugin`` at run time raises ``PluginError`` directly.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import sys
+import warnings
+from importlib import metadata
+
+import numpy as np
+import pluggy
+
+from . import _engine, hookspecs
+from ._engine import Device, Op
+
+hookimpl = pluggy.HookimplMarker("tapegrad")
+
+_PHASES = ("tapegrad_register_devices", "tapegrad_register_ops",
+           "tapegrad_register_kernels", "tapegrad_api")
+
+# Which first-party distribution provides which public name: used only to say what to
+# install when a name is missing.
+_FIRST_PARTY = {
+    "tapegrad-elementwise": (
+        "subtract multiply divide negative power exp log sqrt abs clip tanh sigmoid relu sin "
+        "cos maximum minimum where sign equal not_equal less less_equal greater greater_equal "
+        "logical_and logical_or logical_not square"),
+    "tapegrad-shape": (
+        "sum mean max min var reshape transpose flatten getitem setitem concatenate stack split "
+        "squeeze expand_dims swapaxes moveaxis prod"),
+    "tapegrad-linalg": "matmul dot einsum",
+    "tapegrad-nn": "softmax log_softmax logsumexp cross_entropy mse_loss nn optim data",
+    "tapegrad-checkpoint": "checkpoint checkpoint_sequential",
+    "tapegrad-higher": "grad vjp jvp jacobian hessian hvp",
+    "tapegrad-cuda": "cuda",
+}
+KNOWN_PROVIDERS = {name: dist for dist, names in _FIRST_PARTY.items() for name in names.split()}
+
+
+class PluginError(RuntimeError):
+    """A plugin could not be registered (conflict, bad registration, or it raised)."""
+
+
+class PluginWarning(UserWarning):
+    """A plugin failed to load and was skipped; the rest of tapegrad works."""
+
+
+class Sample:
+    """Sample inputs for the contract kit: ``Sample(x, y, axis=0)``.
+
+    Positional values are the op's inputs (arrays, numbers), keywords its parameters.
+    A plain tuple of inputs works too.
+
+    >>> import numpy as np, tapegrad as tg
+    >>> s = tg.Sample(np.ones((2, 3)), axis=1)
+    >>> s.args[0].shape, s.kwargs
+    ((2, 3), {'axis': 1})
+    """
+
+    def __init__(self, *args, **kwargs):
+        self.args = args
+        self.kwargs = kwargs
+
+    def __repr__(self):
+        shapes = [getattr(a, "shape", a) for a in self.args]
+        return f"Sample({shapes}, {self.kwargs})"
+
+    @classmethod
+    def coerce(cls, sample) -> "Sample":
+        if isinstance(sample, Sample):
+            return sample
+        if isinstance(sample, tuple):
+            return cls(*sample)
+        return cls(sample)
+
+
+class FunctionDef:
+    """A public function composed of other ops (no kernel, no VJP of its own)."""
+
+    def __init__(self, name, fn, plugin, samples, method, differentiable):
+        self.name = name
+        self.fn = fn
+        self.plugin = plugin
+        self.samples = [Sample.coerce(s) for s in (samples or [])]
+        self.method = method
+        self.differentiable = differentiable
+
+    def __repr__(self):
+        return f"<tapegrad function '{self.name}' from {self.plugin}>"
+
+
+def _infer_signature(name, vjp, kernels):
+    """(nin, params) from the VJP's signature ``vjp(g, ans, x, y, ..., *, shape, axis=None)``.
+
+    Positional parameters without a default are the tensor inputs; the rest (defaulted or
+    keyword-only) are the op's parameters, bound in that order by extra positional args.
+    """
+    if vjp is not None:
+        sig = inspect.signature(vjp)
+        ps = list(sig.parameters.values())
+        if len(ps) < 2 and not any(p.kind is p.VAR_POSITIONAL for p in ps):
+            raise PluginError(f"op '{name}': the VJP must take (g, ans, *inputs), got {sig}")
+        nin, params = 0, []
+        for p in ps[2:]:
+            if p.kind is p.VAR_POSITIONAL:
+                nin = -1
+            elif p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty:
+                nin = nin + 1 if nin >= 0 else nin
+            elif p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
+                params.append(p.name)
+        return nin, tuple(params)
+    for fn in kernels.values():
+        if isinstance(fn, np.ufunc):
+            return fn.nin, ()
+    raise PluginError(f"op '{name}' has no VJP and no ufunc kernel: pass nin= (the number of tensor inputs)")
+
+
+class Registry:
+    """What a plugin's hooks receive: ``registry.register_op(...)`` and friends.
+
+    Registrations are staged and committed together when the plugin's hooks all succeed.
+    """
+
+    def __init__(self, loader: "_Loader", plugin: str):
+        self._loader = loader
+        self.plugin = plugin
+        self.ops: dict[str, Op] = {}
+        self.functions: dict[str, FunctionDef] = {}
+        self.kernels: list = []
+        self.devices: list = []
+        self.api: dict = {}
+        self.overrides: set = set()
+        self.methods: dict[str, object] = {}
+
+    # -- ops ---------------------------------------------------------------------------
+    def register_op(self, name, kernels, vjp=None, samples=None, *, differentiable=None,
+                    nin=None, params=None, jvp=None, method=None, seq_input=False, view=False,
+                    twice_differentiable=True, save_inputs=True, save_ans=True, doc=None,
+                    override=False):
+        """Define op `name`.
+
+        kernels: {device name: fn(*arrays, **params) -> array}.
+        vjp: vjp(g, ans, *inputs, **params) -> one gradient (Tensor or None) per input,
+            written with tapegrad ops (so it is device-agnostic and differentiable).
+            Gradients may have the broadcast shape: the engine sums them back to each
+            input's shape. None: the op is not differentiable (comparisons).
+        samples: inputs for the contract kit (tuples or tg.Sample).
+        differentiable: indexes of inputs that get gradients (default: all).
+        nin / params: tensor inputs and the names extra positional arguments bind to;
+            inferred from the VJP signature (inputs without defaults, then parameters).
+        method: also bind as Tensor.<name> (default True when that name is free), a
+            different method name, or a function to install as the method.
+        seq_input: inputs arrive as one sequence (``tg.concatenate([a, b], axis=0)``).
+        view: the kernel's output may share input 0's storage.
+        save_inputs / save_ans: which values the VJP reads (True, or one bool per input);
+            values it does not read are not kept alive and not version-checked.
+        twice_differentiable: False if the VJP is not itself differentiable.
+        """
+        if not isinstance(name, str) or not name.isidentifier():
+            raise PluginError(f"op name must be an identifier, got {name!r}")
+        if not isinstance(kernels, dict) or not kernels:
+            raise PluginError(f"op '{name}': kernels must be a non-empty dict {{device: fn}}")
+        for dev, fn in kernels.items():
+            if not callable(fn):
+                raise PluginError(f"op '{name}': kernel for '{dev}' is not callable")
+        if vjp is not None and not callable(vjp):
+            raise PluginError(f"op '{name}': vjp must be callable or None")
+        if vjp is None and nin is not None:
+            inferred_nin, inferred_params = nin, ()
+        else:
+            inferred_nin, inferred_params = _infer_signature(name, vjp, kernels)
+        if seq_input:
+            inferred_nin = -1
+        nin = inferred_nin if nin is None else nin
+        params = inferred_params if params is None else tuple(params)
+        if save_inputs is not True and save_inputs is not None:
+            save_inputs = tuple(bool(s) for s in save_inputs)
+        op = Op(name, self.plugin, dict(kernels), vjp, jvp, nin, bool(seq_input), params,
+                differentiable, bool(view), bool(twice_differentiable),
+                [Sample.coerce(s) for s in (samples or [])], doc or "", save_inputs,
+                bool(save_ans))
+        self._stage(self.ops, name, op, override)
+        self.methods[name] = method
+        return op
+
+    def register_function(self, name, fn, *, samples=None, method=None, differentiable=None,
+                          override=False):
+        """Define a public function composed of other ops (``tg.<name>``).
+
+        Its samples are gradchecked by the contract kit like an op's.
+        """
+        if not callable(fn):
+            raise PluginError(f"function '{name}' is not callable")
+        fdef = FunctionDef(name, fn, self.plugin, samples, method, differentiable)
+        self._stage(self.functions, name, fdef, override)
+        self.methods[name] = method
+        return fdef
+
+    def register_kernel(self, op, device, fn, *, override=False):
+        """Add the kernel of op `op` (defined by any plugin) for device `device`."""
+        if not callable(fn):
+            raise PluginError(f"kernel for '{op}' on '{device}' is not callable")
+        self.kernels.append((op, device, fn, override))
+
+    def register_device(self, device, *, default=False, override=False):
+        if not isinstance(device, Device):
+            raise PluginError(f"register_device needs a tapegrad.Device, got {type(device).__name__}")
+        self.devices.append((device, default, override))
+
+    def _stage(self, table, name, obj, override):
+        if name in self.ops or name in self.functions:
+            raise PluginError(f"plugin '{self.plugin}' registers '{name}' twice")
+        table[name] = obj
+        if override:
+            self.overrides.add(name)
+
+
+class _Loader:
+    """Owns the pluggy manager and everything committed to the engine."""
+
+    def __init__(self):
+        self.pm = pluggy.PluginManager("tapegrad")
+        self.pm.add_hookspecs(hookspecs)
+        self.namespace = None
+        self.tensor_cls = None
+        self.functions: dict[str, FunctionDef] = {}
+        self.owner: dict[str, str] = {}        # public name -> plugin that defined it
+        self.kernel_owner: dict = {}           # (op, device) -> plugin
+        self.pending_kernels: list = []
+        self.plugins: dict[str, object] = {}
+        self.failed: dict[str, str] = {}
+        self.methods: dict[str, str] = {}      # method name -> public name it binds
+        self.core_names: set = set()
+
+    # -- loading ---------------------------------------------------------------------
+    def load(self, namespace, tensor_cls, core_plugin):
+        self.namespace = namespace
+        self.tensor_cls = tensor_cls
+        self.core_names = {n for n in vars(namespace) if not n.startswith("_")}
+        self.register(core_plugin, "tapegrad", strict=True)
+        for ep in sorted(metadata.entry_points(group="tapegrad"), key=lambda e: e.name):
+            dist = ep.dist.name if ep.dist is not None else ep.name
+            name = dist if dist else ep.name
+            if name in self.plugins:
+                continue
+            try:
+                obj = ep.load()
+            except Exception as exc:  # noqa: BLE001 - any import failure is reported
+                self._report(name, f"import of {ep.value!r} failed: {type(exc).__name__}: {exc}")
+                continue
+            try:
+                self.register(obj, name, strict=False)
+            except PluginError:
+                if _strict():
+                    raise
+
+    def _report(self, name, cause):
+        self.failed[name] = cause
+        msg = f"tapegrad plugin '{name}' was not loaded: {cause}"
+        if _strict():
+            raise PluginError(msg)
+        warnings.warn(msg + " (set TAPEGRAD_STRICT_PLUGINS=1 to make this an error)",
+                      PluginWarning, stacklevel=3)
+
+    def register(self, obj, name=None, strict=True):
+        name = name or getattr(obj, "__name__", None) or type(obj).__name__
+        if name in self.plugins or self.pm.is_registered(obj):
+            raise PluginError(f"plugin '{name}' is already registered")
+        try:
+            self.pm.register(obj, name=name)
+        except ValueError as exc:
+            raise PluginError(f"plugin '{name}' could not be registered: {exc}") from exc
+        try:
+            reg = self._collect(obj, name)
+            self._check_conflicts(reg)
+        except Exception as exc:
+            self.pm.unregister(obj)
+            cause = f"{type(exc).__name__}: {exc}" if not isinstance(exc, PluginError) else str(exc)
+            if strict:
+                raise PluginError(f"plugin '{name}' could not be registered: {cause}") from exc
+            self._report(name, cause)
+            raise PluginError(cause) from exc
+        self._commit(reg)
+        self.plugins[name] = obj
+        return name
+
+    def _collect(self, obj, name) -> Registry:
+        reg = Registry(self, name)
+        for phase in _PHASES:
+            impls = [i for i in getattr(self.pm.hook, phase).get_hookimpls() if i.plugin is obj]
+            for impl in impls:
+                kwargs = {"registry": reg}
+                result = impl.function(*[kwargs[a] for a in impl.argnames])
+                if phase == "tapegrad_api":
+                    if result is None:
+                        continue
+                    if not isinstance(result, dict):
+                        raise PluginError(f"tapegrad_api of '{name}' must return a dict, got {type(result).__name__}")
+                    for key, value in result.items():
+                        if key in reg.api:
+                            raise PluginError(f"plugin '{name}' exports '{key}' twice")
+                        reg.api[key] = value
+        return reg
+
+    def _check_conflicts(self, reg: Registry):
+        devices = _engine.devices_table()
+        for device, _default, override in reg.devices:
+            if device.name in devices and not override:
+                raise PluginError(
+                    f"device '{device.name}' is registered by both '{self.owner.get('device:' + device.name)}' "
+                    f"and '{reg.plugin}' (pass override=True to replace it)")
+        for name in list(reg.ops) + list(reg.functions) + list(reg.api):
+            taken = self.owner.get(name)
+            if taken is None and name in self.core_names:
+                taken = "tapegrad"
+            if taken is not None and name not in reg.overrides:
+                raise PluginError(
+                    f"'{name}' is defined by both '{taken}' and '{reg.plugin}' "
+                    f"(pass override=True in '{reg.plugin}' to replace it)")
+        for op, device, _fn, override in reg.kernels:
+            taken = self.kernel_owner.get((op, device))
+            if taken is not None and not override:
+                raise PluginError(
+                    f"kernel for '{op}' on '{device}' is registered by both '{taken}' and "
+                    f"'{reg.plugin}' (pass override=True to replace it)")
+        for op_name, op in reg.ops.items():
+            for device in op.kernels:
+                taken = self.kernel_owner.get((op_name, device))
+                if taken is not None and op_name not in reg.overrides and taken != reg.plugin:
+                    raise PluginError(
+                        f"kernel for '{op_name}' on '{device}' is registered by both '{taken}' "
+                        f"and '{reg.plugin}'")
+
+    def _commit(self, reg: Registry):
+        for device, default, _override in reg.devices:
+            _engine.install_device(device, default)
+            self.owner["device:" + device.name] = reg.plugin
+        for name, op in reg.ops.items():
+            old = _engine.ops_table().get(name)
+            if old is not None:
+                for dev, fn in old.kernels.items():
+                    if self.kernel_owner.get((name, dev)) != self.owner.get(name):
+                        op.kernels.setdefault(dev, fn)   # keep kernels other plugins added
+            _engine.install_op(op)
+            for dev in op.kernels:
+                self.kernel_owner.setdefault((name, dev), reg.plugin)
+            self._publish(name, op, reg)
+        for name, fdef in reg.functions.items():
+            self.functions[name] = fdef
+            self._publish(name, fdef.fn, reg)
+        for name, value in reg.api.items():
+            self.owner[name] = reg.plugin
+            setattr(self.namespace, name, value)
+        self.pending_kernels.extend((op, dev, fn, reg.plugin) for op, dev, fn, _o in reg.kernels)
+        self._attach_pending_kernels()
+
+    def _publish(self, name, obj, reg):
+        self.owner[name] = reg.plugin
+        setattr(self.namespace, name, obj)
+        method = reg.methods.get(name)
+        if method is False:
+            return
+        if callable(method) and not isinstance(method, (str, bool)):
+            mname, mobj, explicit = name, method, True
+        elif isinstance(method, str):
+            mname, mobj, explicit = method, obj, True
+        else:
+            mname, mobj, explicit = name, obj, method is True
+        if not isinstance(mobj, Op) and not hasattr(mobj, "__get__"):
+            mobj = _as_method(mobj)
+        existing = self.methods.get(mname)
+        if existing is None and mname in _tensor_attributes(self.tensor_cls):
+            if explicit:
+                raise PluginError(f"method Tensor.{mname} of '{name}' would replace a core attribute")
+            return
+        setattr(self.tensor_cls, mname, mobj)
+        self.methods[mname] = name
+
+    def _attach_pending_kernels(self):
+        table = _engine.ops_table()
+        keep = []
+        for op_name, device, fn, plugin in self.pending_kernels:
+            op = table.get(op_name)
+            if op is None:
+                keep.append((op_name, device, fn, plugin))
+                continue
+            op.kernels[device] = fn
+            self.kernel_owner[(op_name, device)] = plugin
+        self.pending_kernels = keep
+
+    def unregister(self, name):
+        """Remove a plugin registered at run time, with its ops, functions and names."""
+        obj = self.plugins.pop(name, None)
+        if obj is None:
+            raise PluginError(f"no plugin named '{name}' is registered")
+        self.pm.unregister(obj)
+        table = _engine.ops_table()
+        for pub, owner in list(self.owner.items()):
+            if owner != name:
+                continue
+            del self.owner[pub]
+            table.pop(pub, None)
+            self.functions.pop(pub, None)
+            if not pub.startswith("device:") and hasattr(self.namespace, pub):
+                delattr(self.namespace, pub)
+        for mname, pub in list(self.methods.items()):
+            if pub not in self.owner:
+                del self.methods[mname]
+                if mname in vars(self.tensor_cls):
+                    delattr(self.tensor_cls, mname)
+        for key, owner in list(self.kernel_owner.items()):
+            if owner == name:
+                del self.kernel_owner[key]
+                op = table.get(key[0])
+                if op is not None:
+                    op.kernels.pop(key[1], None)
+
+
+def _as_method(fn):
+    def method(self, *args, **kwargs):
+        return fn(self, *args, **kwargs)
+    method.__name__ = getattr(fn, "__name__", "method")
+    method.__doc__ = getattr(fn, "__doc__", None)
+    return method
+
+
+def _tensor_attributes(cls):
+    names = set()
+    for klass in cls.__mro__:
+        if klass is object:
+            continue
+        names.update(vars(klass))
+    return names
+
+
+def _strict():
+    return os.environ.get("TAPEGRAD_STRICT_PLUGINS", "") not in ("", "0")
+
+
+LOADER = _Loader()
+
+
+def register_plugin(plugin, name=None):
+    """Register a plugin object (module or instance with ``@tg.hookimpl`` functions) now.
+
+    Its ops become ``tg.<name>`` immediately. Raises ``PluginError`` on a conflict.
+
+    >>> import numpy as np, tapegrad as tg
+    >>> class Cube:
+    ...     @tg.hookimpl
+    ...     def tapegrad_register_ops(self, registry):
+    ...         registry.register_op("cube_doc", kernels={"cpu": lambda x: x ** 3},
+    ...                              vjp=lambda g, ans, x: (g * 3 * x * x,),
+    ...                              samples=[(np.random.randn(3),)])
+    >>> name = tg.register_plugin(Cube(), name="cube-doc")
+    >>> x = tg.tensor([2.0], requires_grad=True)
+    >>> tg.cube_doc(x).sum().backward(); x.grad.item()
+    12.0
+    >>> tg.unregister_plugin("cube-doc")
+    """
+    return LOADER.register(plugin, name, strict=True)
+
+
+def unregister_plugin(name):
+    """Remove a plugin registered with ``register_plugin`` (its ops and names go too)."""
+    LOADER.unregister(name)
+
+
+class RegistryView:
+    """Read-only view of what is loaded: ``tg.registry()``."""
+
+    @property
+    def ops(self) -> dict:
+        return dict(_engine.ops_table())
+
+    @property
+    def functions(self) -> dict:
+        return dict(LOADER.functions)
+
+    @property
+    def devices(self) -> dict:
+        return dict(_engine.devices_table())
+
+    @property
+    def plugins(self) -> list:
+        return list(LOADER.plugins)
+
+    @property
+    def failed(self) -> dict:
+        return dict(LOADER.failed)
+
+    def plugin_name(self, plugin) -> str | None:
+        return LOADER.pm.get_name(plugin)
+
+    def __repr__(self):
+        return (f"<tapegrad registry: {len(self.ops)} ops, {len(self.functions)} functions, "
+                f"devices {sorted(self.devices)}, plugins {self.plugins}>")
+
+
+def registry() -> RegistryView:
+    """What is loaded: ops, functions, devices, plugins and failures.
+
+    >>> import tapegrad as tg
+    >>> "add" in tg.registry().ops
+    True
+    """
+    return RegistryView()
+

@@ -1,0 +1,124 @@
+"""tapegrad.Tensor: the public tensor class.
+
+The engine half (fields, operators, backward) is the Cython class ``TensorBase``. This
+Python subclass exists so plugins can add methods (``t.sum()``, ``t.reshape()``) when they
+register: extension types cannot grow attributes at run time, and methods must be real
+attributes (no ``__getattr__`` fallback on the per-op path).
+"""
+
+import numpy as np
+
+from . import _engine
+from ._engine import TensorBase, get_device, new_tensor
+from .function import Function
+
+_UFUNC_ALIASES = {"absolute": "abs", "true_divide": "divide"}
+
+
+class Tensor(TensorBase):
+    """An n-dimensional array that records the ops computed from it.
+
+    >>> import tapegrad as tg
+    >>> x = tg.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    >>> y = (x * x).sum()
+    >>> y.backward()
+    >>> x.grad
+    tensor([2., 4., 6.])
+    """
+
+    __slots__ = ()
+
+    def __repr__(self):
+        arr = self.device.to_numpy(self._data)
+        body = np.array2string(arr, separator=", ", prefix="tensor(")
+        extras = []
+        if arr.dtype not in (np.float64, np.int64, np.bool_):
+            extras.append(f"dtype={arr.dtype}")
+        if self.device.name != "cpu":
+            extras.append(f"device='{self.device.name}'")
+        if self.grad_fn is not None:
+            extras.append(f"grad_fn=<{self.grad_fn.name}>")
+        elif self.requires_grad:
+            extras.append("requires_grad=True")
+        return "tensor(" + body + "".join(", " + e for e in extras) + ")"
+
+    def __format__(self, spec):
+        if self.size == 1 and spec:
+            return format(self.item(), spec)
+        return repr(self)
+
+    def __reduce__(self):
+        raise TypeError("tapegrad tensors are not pickled; use tg.save(obj, path) (NumPy .npz)")
+
+    def to(self, device):
+        """This tensor on `device` ("cpu", "cuda"); differentiable, and self if already there."""
+        dev = get_device(device)
+        if dev is self.device:
+            return self
+        return _ToDevice.apply(self, dev)
+
+    def cpu(self):
+        """This tensor on the cpu."""
+        return self.to("cpu")
+
+    def cuda(self):
+        """This tensor on the GPU (needs the tapegrad-cuda plugin)."""
+        return self.to("cuda")
+
+    # -- NumPy interoperability (NEP 13 / NEP 18) --------------------------------------
+    # np.exp(t), np.sum(t), ndarray + t dispatch to tapegrad ops when one is registered.
+    # Anything else falls back to NumPy on the arrays, but only when no input requires
+    # grad: computing through NumPy would silently drop that gradient.
+
+    __array_priority__ = 1000
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        name = _UFUNC_ALIASES.get(ufunc.__name__, ufunc.__name__)
+        op = _engine.ops_table().get(name)
+        if op is not None and method == "__call__" and not kwargs:
+            return op(*inputs)
+        return _numpy_fallback(f"numpy.{ufunc.__name__}", getattr(ufunc, method), inputs, kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        import tapegrad
+        target = getattr(tapegrad, func.__name__, None)
+        if target is not None and (isinstance(target, _engine.Op)
+                                   or func.__name__ in tapegrad.registry().functions):
+            return target(*args, **kwargs)
+        return _numpy_fallback(f"numpy.{func.__name__}", func, args, kwargs)
+
+
+def _numpy_fallback(what, func, args, kwargs):
+    needs_grad = []
+
+    def unwrap(obj):
+        if isinstance(obj, TensorBase):
+            if obj.requires_grad and _engine.is_grad_enabled():
+                needs_grad.append(obj)
+            return np.asarray(obj)
+        if isinstance(obj, (list, tuple)):
+            return type(obj)(unwrap(o) for o in obj)
+        return obj
+
+    args = unwrap(args)
+    kwargs = {k: unwrap(v) for k, v in kwargs.items()}
+    if needs_grad:
+        raise TypeError(
+            f"{what} has no tapegrad op, and an input requires grad (shape "
+            f"{needs_grad[0].shape}): computing it in NumPy would silently drop that gradient. "
+            f"Use tapegrad ops, or .detach() the input if no gradient is wanted.")
+    return func(*args, **kwargs)
+
+
+class _ToDevice(Function):
+    @staticmethod
+    def forward(ctx, x, device):
+        ctx.source = x.device
+        return new_tensor(device.asarray(x.device.to_numpy(x._data)), device)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.to(ctx.source), None
+
+
+_engine.set_tensor_class(Tensor)

@@ -1,0 +1,96 @@
+"""Custom differentiable functions without writing a plugin (the
+``torch.autograd.Function`` pattern)."""
+
+from ._engine import GRAD_ENABLED, TensorBase, attach_function_node, new_tensor
+
+
+class FunctionCtx:
+    """The ``ctx`` passed to ``forward`` and ``backward``; store anything on it."""
+
+    def __init__(self, needs_input_grad):
+        self.needs_input_grad = needs_input_grad
+        self._saved = ()
+        self._versions = ()
+        self._released = False
+
+    def save_for_backward(self, *tensors):
+        """Keep tensors for backward; modifying them in place afterwards is detected."""
+        for t in tensors:
+            if t is not None and not isinstance(t, TensorBase):
+                raise TypeError(f"save_for_backward takes tensors (or None), got {type(t).__name__}")
+        self._saved = tensors
+        self._versions = tuple(None if t is None else t._version for t in tensors)
+
+    @property
+    def saved_tensors(self):
+        if self._released:
+            raise RuntimeError(
+                "Trying to backward through the graph a second time: the tensors this Function "
+                "saved were freed by an earlier backward(); pass retain_graph=True to it")
+        for i, (t, v) in enumerate(zip(self._saved, self._versions)):
+            if t is not None and t._version != v:
+                raise RuntimeError(
+                    f"one of the values needed for gradient computation has been modified by an "
+                    f"in-place operation: saved tensor {i} (shape {t.shape}) is at version "
+                    f"{t._version}; it was saved at version {v}")
+        return self._saved
+
+    def _release(self):
+        self._saved = ()
+        self._released = True
+
+
+class Function:
+    """Subclass with static ``forward(ctx, *args)`` and ``backward(ctx, *grads)``.
+
+    ``forward`` runs with grad mode off and returns a Tensor or a tuple of Tensors.
+    ``backward`` gets one gradient per output and returns one gradient (or None) per
+    argument of ``forward``. Written with tapegrad ops, it is itself differentiable.
+
+    >>> import tapegrad as tg
+    >>> class Square(tg.Function):
+    ...     @staticmethod
+    ...     def forward(ctx, x):
+    ...         ctx.save_for_backward(x)
+    ...         return x * x
+    ...     @staticmethod
+    ...     def backward(ctx, g):
+    ...         (x,) = ctx.saved_tensors
+    ...         return g * 2 * x
+    >>> x = tg.tensor([3.0], requires_grad=True)
+    >>> Square.apply(x).sum().backward(); x.grad.item()
+    6.0
+    """
+
+    @staticmethod
+    def forward(ctx, *args, **kwargs):
+        raise NotImplementedError("a tg.Function subclass must define forward(ctx, ...)")
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise NotImplementedError("a tg.Function subclass must define backward(ctx, *grads)")
+
+    @classmethod
+    def apply(cls, *args, **kwargs):
+        needs = tuple(isinstance(a, TensorBase) and a.requires_grad for a in args)
+        ctx = FunctionCtx(needs)
+        token = GRAD_ENABLED.set(False)
+        try:
+            out = cls.forward(ctx, *args, **kwargs)
+        finally:
+            GRAD_ENABLED.reset(token)
+        if not GRAD_ENABLED.get() or not any(needs):
+            return out
+        single = not isinstance(out, tuple)
+        outs = (out,) if single else out
+        fixed = []
+        for i, o in enumerate(outs):
+            if not isinstance(o, TensorBase):
+                raise TypeError(f"{cls.__name__}.forward must return Tensors; output {i} is {type(o).__name__}")
+            if any(o is a for a in args) or o.grad_fn is not None or o.requires_grad:
+                # An input returned as is, or a tensor with history: give the output its
+                # own identity so that recording does not rewrite the input's graph.
+                o = new_tensor(o._data, o.device)
+            fixed.append(o)
+        attach_function_node(cls.__name__, ctx, cls.backward, args, tuple(fixed), needs)
+        return fixed[0] if single else tuple(fixed)

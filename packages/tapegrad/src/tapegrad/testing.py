@@ -1,0 +1,355 @@
+"""The contract kit: checks an op's gradient rule against finite differences.
+
+One finite-difference engine serves ``gradcheck`` (for any function of tensors) and the
+per-op checks (``check_op``, ``check_plugin``) that the repository runs over every
+installed op and a third-party plugin runs over its own.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import _engine
+from ._engine import Op, TensorBase, new_tensor, run_backward
+from ._grad_mode import no_grad
+from ._plugins import LOADER, FunctionDef, Sample, register_plugin
+
+
+class GradcheckError(AssertionError):
+    """An analytic gradient disagrees with central finite differences."""
+
+
+class ContractError(AssertionError):
+    """An op breaks the contract every registered op must keep."""
+
+
+# ---------------------------------------------------------------------------------------
+# Finite differences
+# ---------------------------------------------------------------------------------------
+
+def _outputs(result):
+    outs = result if isinstance(result, (tuple, list)) else (result,)
+    return [o for o in outs if isinstance(o, TensorBase) and o.dtype.kind == "f"]
+
+
+def _host(t):
+    return np.array(t.device.to_numpy(t._data), copy=True)
+
+
+def _with_value(t, host):
+    dev = t.device
+    return new_tensor(dev.asarray(host), dev, False)
+
+
+def numeric_jacobian(f, inputs, wrt, eps):
+    """J[k][i] as an (out.size, x.size) array per output k and checked input i."""
+    base = [_host(inputs[i]) for i in wrt]
+    with no_grad():
+        outs = _outputs(f(*inputs))
+    jac = [[np.zeros((o.size, inputs[i].size)) for i in wrt] for o in outs]
+    for col, i in enumerate(wrt):
+        flat = base[col].reshape(-1)
+        for k in range(flat.size):
+            vals = []
+            for sign in (1.0, -1.0):
+                pert = base[col].copy()
+                pert.reshape(-1)[k] += sign * eps
+                args = list(inputs)
+                args[i] = _with_value(inputs[i], pert)
+                with no_grad():
+                    vals.append([_host(o).reshape(-1).astype(np.float64) for o in _outputs(f(*args))])
+            for r, (plus, minus) in enumerate(zip(*vals)):
+                jac[r][col][:, k] = (plus - minus) / (2.0 * eps)
+    return jac
+
+
+def analytic_jacobian(f, inputs, wrt, *, create_graph=False):
+    """Rows of the Jacobian by one backward pass per output element."""
+    outs = _outputs(f(*inputs))
+    targets = tuple(inputs[i] for i in wrt)
+    jac = [[np.zeros((o.size, inputs[i].size)) for i in wrt] for o in outs]
+    for r, o in enumerate(outs):
+        if not o.requires_grad:
+            continue
+        for j in range(o.size):
+            seed = np.zeros(o.size, dtype=o.dtype)
+            seed[j] = 1.0
+            grads = run_backward((o,), (_with_value(o, seed.reshape(o.shape)),),
+                                 True, create_graph, targets, True)
+            for col, g in enumerate(grads):
+                if g is not None:
+                    jac[r][col][j, :] = _host(g).reshape(-1)
+    return jac
+
+
+def _as_inputs(inputs):
+    return tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
+
+
+def gradcheck(f, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, *, upcast=False):
+    """Check f's gradients against central finite differences in float64.
+
+    `inputs` is a tensor or a tuple; those with requires_grad are checked. Returns True,
+    or raises GradcheckError naming the worst entry (input, index, analytic, numeric).
+    float32 inputs are refused: a central difference with eps=1e-6 in float32 is mostly
+    rounding error. Pass ``upcast=True`` to check float64 copies of them instead.
+
+    >>> import tapegrad as tg
+    >>> x = tg.tensor([0.5, -1.0], requires_grad=True)
+    >>> tg.gradcheck(lambda x: x * x + x, x)
+    True
+    """
+    inputs = list(_as_inputs(inputs))
+    for i, x in enumerate(inputs):
+        if isinstance(x, TensorBase) and x.requires_grad and x.dtype != np.float64:
+            if not upcast:
+                raise TypeError(
+                    f"gradcheck: input {i} is {x.dtype}; finite differences need float64 (with "
+                    f"eps={eps} a float32 difference quotient is dominated by rounding). Pass "
+                    f"float64 inputs, or upcast=True to check float64 copies.")
+            inputs[i] = new_tensor(x.device.asarray(_host(x).astype(np.float64)), x.device, True)
+    wrt = [i for i, x in enumerate(inputs) if isinstance(x, TensorBase) and x.requires_grad]
+    if not wrt:
+        raise ValueError("gradcheck: no input requires grad, so there is nothing to check")
+    numeric = numeric_jacobian(f, inputs, wrt, eps)
+    analytic = analytic_jacobian(f, inputs, wrt)
+    _compare(analytic, numeric, inputs, wrt, atol, rtol, "gradient")
+    return True
+
+
+def _compare(analytic, numeric, inputs, wrt, atol, rtol, what):
+    worst = None
+    for r, (arow, nrow) in enumerate(zip(analytic, numeric)):
+        for col, (a, n) in enumerate(zip(arow, nrow)):
+            excess = np.abs(a - n) - (atol + rtol * np.abs(n))
+            if excess.size and (worst is None or excess.max() > worst[0]):
+                j, k = np.unravel_index(int(np.argmax(excess)), excess.shape)
+                worst = (excess.max(), r, col, j, k, a[j, k], n[j, k])
+    if worst is not None and worst[0] > 0:
+        _, r, col, j, k, a, n = worst
+        i = wrt[col]
+        index = np.unravel_index(k, inputs[i].shape) if inputs[i].ndim else ()
+        raise GradcheckError(
+            f"{what} check failed for input {i} at index {tuple(int(v) for v in index)} "
+            f"(output {r}, element {j}): analytic {a:.10g} vs numeric {n:.10g} "
+            f"(|difference| {abs(a - n):.3g} > atol {atol} + rtol {rtol} * |numeric|)")
+
+
+# ---------------------------------------------------------------------------------------
+# The op contract
+# ---------------------------------------------------------------------------------------
+
+class Report:
+    """What check_op verified for one op or function."""
+
+    def __init__(self, name):
+        self.name = name
+        self.checks: list[str] = []
+
+    def __repr__(self):
+        return f"<contract report '{self.name}': {len(self.checks)} checks passed>"
+
+
+def _cast(value, dtype):
+    if isinstance(value, np.ndarray) and value.dtype.kind == "f":
+        return value.astype(dtype)
+    return value
+
+
+def _tensors(sample: Sample, dtype, grad_positions):
+    out = []
+    for i, a in enumerate(sample.args):
+        if isinstance(a, np.ndarray):
+            arr = _cast(a, dtype)
+            out.append(_engine.new_tensor(np.array(arr), _engine.default_device(),
+                                          i in grad_positions and arr.dtype.kind == "f"))
+        elif isinstance(a, (list, tuple)) and a and isinstance(a[0], np.ndarray):
+            out.append([_engine.new_tensor(_cast(x, dtype).copy(), _engine.default_device(),
+                                           x.dtype.kind == "f") for x in a])
+        else:
+            out.append(a)
+    return out
+
+
+def _positions(entry, sample):
+    n = len(sample.args)
+    if isinstance(entry, Op):
+        return [i for i in range(n) if entry.is_differentiable(i)]
+    diff = entry.differentiable
+    return list(range(n)) if diff is None else [i for i in diff if i < n]
+
+
+def _call(entry, args, kwargs):
+    fn = entry if isinstance(entry, Op) else entry.fn
+    return fn(*args, **kwargs)
+
+
+def _flatten_seq(args):
+    """Expand a sequence argument (concatenate's list) into separate positional inputs."""
+    if args and isinstance(args[0], list):
+        seq = args[0]
+        return seq + list(args[1:]), len(seq)
+    return list(args), None
+
+
+def check_op(op, *, atol=1e-5, rtol=1e-3, eps=1e-6) -> Report:
+    """Check one registered op (name or Op) or function against the contract.
+
+    For every sample: the op's tensor result equals its kernel's; in float64 its VJP
+    matches central finite differences for every differentiable input (broadcast inputs
+    included: their gradients must come back in their own shape); inputs that are not
+    differentiable get no gradient; in float32 it returns float32 results and gradients.
+    Raises ContractError (or GradcheckError) on the first failure.
+
+    >>> import tapegrad as tg
+    >>> tg.testing.check_op("add")
+    <contract report 'add': ... checks passed>
+    """
+    entry = _resolve(op)
+    report = Report(entry.name)
+    if not entry.samples:
+        raise ContractError(f"'{entry.name}' registers no samples, so its gradient cannot be checked")
+    for s, sample in enumerate(entry.samples):
+        where = f"'{entry.name}' sample {s} {sample!r}"
+        positions = _positions(entry, sample)
+        if isinstance(entry, Op):
+            _check_forward(entry, sample, where, report)
+        _check_gradients(entry, sample, positions, where, report, atol, rtol, eps)
+        _check_nondifferentiable(entry, sample, positions, where, report)
+        _check_float32(entry, sample, positions, where, report)
+    return report
+
+
+def _resolve(op):
+    if isinstance(op, (Op, FunctionDef)):
+        return op
+    table = _engine.ops_table()
+    if op in table:
+        return table[op]
+    if op in LOADER.functions:
+        return LOADER.functions[op]
+    raise ContractError(f"no op or function named '{op}' is registered")
+
+
+def _check_forward(op, sample, where, report):
+    args = _tensors(sample, np.float64, ())
+    out = op(*args, **sample.kwargs)
+    if not isinstance(out, TensorBase):
+        raise ContractError(f"{where}: returned {type(out).__name__}, not a Tensor")
+    arrays = [[t._data for t in a] if isinstance(a, list) else (a._data if isinstance(a, TensorBase) else a)
+              for a in args]
+    if op.seq_input:
+        arrays = list(arrays[0]) + list(arrays[1:])
+    expected = np.asarray(op.kernels[_engine.default_device().name](*arrays, **sample.kwargs))
+    got = _host(out)
+    if got.shape != expected.shape or got.dtype != expected.dtype or not np.array_equal(got, expected, equal_nan=True):
+        raise ContractError(f"{where}: the tensor result differs from the kernel's "
+                            f"({got.shape} {got.dtype} vs {expected.shape} {expected.dtype})")
+    report.checks.append("forward")
+
+
+def _check_gradients(entry, sample, positions, where, report, atol, rtol, eps):
+    args = _tensors(sample, np.float64, positions)
+    flat, nseq = _flatten_seq(args)
+    if nseq is not None and not positions:
+        flat = flat  # sequence inputs of a non-differentiable op
+    with no_grad():
+        probe = _call(entry, args, sample.kwargs)
+    if not isinstance(probe, TensorBase) or probe.dtype.kind != "f" or not positions:
+        return
+    if isinstance(entry, Op) and entry.vjp is None:
+        return
+
+    def f(*xs):
+        if nseq is not None:
+            return _call(entry, [list(xs[:nseq])] + list(xs[nseq:]), sample.kwargs)
+        return _call(entry, list(xs), sample.kwargs)
+
+    grad_inputs = [x for x in flat if isinstance(x, TensorBase) and x.requires_grad]
+    if not grad_inputs:
+        return
+    try:
+        gradcheck(f, flat, eps=eps, atol=atol, rtol=rtol)
+    except GradcheckError as exc:
+        raise GradcheckError(f"{where}: {exc}") from None
+    # Gradients land in each input's own shape and dtype (broadcasting undone).
+    out = f(*flat)
+    cot = np.random.default_rng(0).standard_normal(out.shape)
+    out.backward(_with_value(out, cot.astype(out.dtype)))
+    for i, x in enumerate(grad_inputs):
+        if x.grad is None:
+            continue
+        if x.grad.shape != x.shape or x.grad.dtype != x.dtype:
+            raise ContractError(f"{where}: gradient of input {i} has shape {x.grad.shape} "
+                                f"{x.grad.dtype}, input has {x.shape} {x.dtype}")
+    report.checks.append("float64 gradient vs finite differences")
+
+
+def _check_nondifferentiable(entry, sample, positions, where, report):
+    args = _tensors(sample, np.float64, range(len(sample.args)))
+    flat, _ = _flatten_seq(args)
+    floats = [i for i, x in enumerate(args) if isinstance(x, TensorBase) and x.dtype.kind == "f"]
+    others = [i for i in floats if i not in positions]
+    out = _call(entry, args, sample.kwargs)
+    if not isinstance(out, TensorBase):
+        return
+    if not positions or (isinstance(entry, Op) and entry.vjp is None):
+        if out.requires_grad:
+            raise ContractError(f"{where}: a non-differentiable op returned a tensor that requires grad")
+        report.checks.append("no gradient from a non-differentiable op")
+        return
+    if not others or not out.requires_grad:
+        return
+    out.backward(_with_value(out, np.ones(out.shape, out.dtype)))
+    for i in others:
+        if args[i].grad is not None:
+            raise ContractError(f"{where}: input {i} is not differentiable but received a gradient")
+    report.checks.append("no gradient for non-differentiable inputs")
+
+
+def _check_float32(entry, sample, positions, where, report):
+    args64 = _tensors(sample, np.float64, ())
+    with no_grad():
+        out64 = _call(entry, args64, sample.kwargs)
+    args = _tensors(sample, np.float32, positions)
+    out = _call(entry, args, sample.kwargs)
+    if not isinstance(out, TensorBase):
+        return
+    had_float32 = any(
+        (isinstance(a, TensorBase) and a.dtype == np.float32)
+        or (isinstance(a, list) and any(t.dtype == np.float32 for t in a)) for a in args)
+    if had_float32 and out64.dtype == np.float64 and "dtype" not in sample.kwargs:
+        if out.dtype != np.float32:
+            raise ContractError(f"{where}: float32 inputs gave a {out.dtype} result")
+    if not np.allclose(_host(out).astype(np.float64), _host(out64), rtol=1e-3, atol=1e-4, equal_nan=True):
+        raise ContractError(f"{where}: float32 result differs from float64 beyond float32 precision")
+    if out.requires_grad:
+        out.backward(_with_value(out, np.ones(out.shape, out.dtype)))
+        flat, _ = _flatten_seq(args)
+        for i, x in enumerate(flat):
+            if isinstance(x, TensorBase) and x.grad is not None and x.grad.dtype != x.dtype:
+                raise ContractError(f"{where}: input {i} is {x.dtype} but its gradient is {x.grad.dtype}")
+    report.checks.append("float32")
+
+
+def check_plugin(plugin, *, atol=1e-5, rtol=1e-3, eps=1e-6) -> list:
+    """Run check_op over every op and function a plugin registers (registering it first
+    if it is not registered yet). Returns the reports; raises ContractError listing every
+    failure."""
+    name = LOADER.pm.get_name(plugin) if not isinstance(plugin, str) else plugin
+    if name is None:
+        name = register_plugin(plugin)
+    entries = [op for op in _engine.ops_table().values() if op.plugin == name]
+    entries += [f for f in LOADER.functions.values() if f.plugin == name]
+    if not entries:
+        raise ContractError(f"plugin '{name}' registers no ops or functions")
+    reports, failures = [], []
+    for entry in sorted(entries, key=lambda e: e.name):
+        try:
+            reports.append(check_op(entry, atol=atol, rtol=rtol, eps=eps))
+        except AssertionError as exc:
+            failures.append(f"- {entry.name}: {exc}")
+    if failures:
+        raise ContractError(f"plugin '{name}': {len(failures)} of {len(entries)} ops fail the "
+                            f"contract:\n" + "\n".join(failures))
+    return reports
