@@ -2,7 +2,7 @@
 
 >>> import tapegrad as tg
 >>> x = tg.tensor([1.0, 2.0], requires_grad=True)
->>> (x + x).sum().backward()
+>>> (x + x + 1.0).backward(tg.ones(2))
 >>> x.grad
 tensor([2., 2.])
 

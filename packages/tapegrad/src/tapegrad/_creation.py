@@ -39,7 +39,7 @@ def asarray(data, dtype=None, device=None):
 
     >>> import numpy as np, tapegrad as tg
     >>> a = np.zeros(2)
-    >>> t = tg.asarray(a); a[0] = 5; t.numpy()[0]
+    >>> t = tg.asarray(a); a[0] = 5; t.tolist()[0]
     5.0
     """
     if isinstance(data, TensorBase) and (dtype is None or data.dtype == dtype) and (

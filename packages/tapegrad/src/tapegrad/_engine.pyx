@@ -85,6 +85,13 @@ def install_device(Device device, bint default=False):
         _DEFAULT_DEVICE = device
 
 
+def uninstall_device(str name):
+    global _DEFAULT_DEVICE
+    dev = _DEVICES.pop(name, None)
+    if dev is _DEFAULT_DEVICE:
+        _DEFAULT_DEVICE = _DEVICES.get("cpu")
+
+
 def default_device():
     return _DEFAULT_DEVICE
 
@@ -1350,19 +1357,19 @@ cdef class TensorBase:
 
     # -- in-place ops (bump the version; see _inplace) --------------------------------------
     def add_(self, other):
-        return _inplace(self, _op_add, (other,), None)
+        return _inplace(self, "add", (other,), None)
 
     def sub_(self, other):
-        return _inplace(self, _lookup("subtract"), (other,), None)
+        return _inplace(self, "subtract", (other,), None)
 
     def mul_(self, other):
-        return _inplace(self, _lookup("multiply"), (other,), None)
+        return _inplace(self, "multiply", (other,), None)
 
     def div_(self, other):
-        return _inplace(self, _lookup("divide"), (other,), None)
+        return _inplace(self, "divide", (other,), None)
 
     def zero_(self):
-        return _inplace(self, _lookup("zeros_like"), (), None)
+        return _inplace(self, "zeros_like", (), None)
 
     def __iadd__(self, other):
         return self.add_(other)
@@ -1379,7 +1386,7 @@ cdef class TensorBase:
     def __setitem__(self, index, value):
         index = _index_arrays(index)
         if _inplace_records(self, (value,)):
-            _inplace(self, _lookup("setitem"), (value,), {"index": index})
+            _inplace(self, "setitem", (value,), {"index": index})
             return
         if isinstance(value, TensorBase):
             if (<TensorBase>value)._device is not self._device:
@@ -1418,16 +1425,18 @@ cdef bint _inplace_records(TensorBase self, tuple others):
     return False
 
 
-cdef object _inplace(TensorBase self, Op op, tuple others, dict params):
+cdef object _inplace(TensorBase self, str op_name, tuple others, dict params):
     """self <- op(self, *others): write the result into self's storage and bump its version.
 
     When recording, the op is recorded on a stand-in for self's old value (a copy if the
     op's VJP reads it), and self becomes that op's output.
     """
     cdef TensorBase shadow, r
-    name = op.name + "_"
+    cdef Op op
+    name = op_name + "_"
     params = params or {}
     if not _inplace_records(self, others):
+        op = _lookup(op_name)
         token = GRAD_ENABLED.set(False)
         try:
             r = _apply(op, (self,) + others, params)
@@ -1445,6 +1454,7 @@ cdef object _inplace(TensorBase self, Op op, tuple others, dict params):
             f"{name}: in-place modification of a view (a tensor from detach(), reshape, "
             f"transpose or indexing that shares storage) is not supported while it takes part "
             f"in a graph; use an out-of-place op")
+    op = _lookup(op_name)
     saves_self = op.save_inputs is None or op.save_inputs[0]
     shadow = _new_tensor(self._device.copy(self._data) if saves_self else self._data, self._device)
     shadow._node = self._node

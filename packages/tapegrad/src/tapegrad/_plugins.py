@@ -243,6 +243,7 @@ class _Loader:
         self.failed: dict[str, str] = {}
         self.methods: dict[str, str] = {}      # method name -> public name it binds
         self.core_names: set = set()
+        self.shadowed: dict[str, list] = {}    # name -> [(plugin, previous definition)]
 
     # -- loading ---------------------------------------------------------------------
     def load(self, namespace, tensor_cls, core_plugin):
@@ -347,6 +348,11 @@ class _Loader:
         for device, default, _override in reg.devices:
             _engine.install_device(device, default)
             self.owner["device:" + device.name] = reg.plugin
+        for name in list(reg.ops) + list(reg.functions) + list(reg.api):
+            if name in self.owner:       # an explicit override: remember what it replaces
+                previous = _engine.ops_table().get(name) or self.functions.get(name) \
+                    or getattr(self.namespace, name, None)
+                self.shadowed.setdefault(name, []).append((self.owner[name], previous))
         for name, op in reg.ops.items():
             old = _engine.ops_table().get(name)
             if old is not None:
@@ -411,10 +417,15 @@ class _Loader:
             if owner != name:
                 continue
             del self.owner[pub]
+            if pub.startswith("device:"):
+                _engine.uninstall_device(pub[len("device:"):])
+                continue
             table.pop(pub, None)
             self.functions.pop(pub, None)
-            if not pub.startswith("device:") and hasattr(self.namespace, pub):
+            if hasattr(self.namespace, pub):
                 delattr(self.namespace, pub)
+            if self.shadowed.get(pub):
+                self._restore(pub, *self.shadowed[pub].pop())
         for mname, pub in list(self.methods.items()):
             if pub not in self.owner:
                 del self.methods[mname]
@@ -426,6 +437,16 @@ class _Loader:
                 op = table.get(key[0])
                 if op is not None:
                     op.kernels.pop(key[1], None)
+
+
+    def _restore(self, name, owner, previous):
+        self.owner[name] = owner
+        if isinstance(previous, Op):
+            _engine.install_op(previous)
+        elif isinstance(previous, FunctionDef):
+            self.functions[name] = previous
+            previous = previous.fn
+        setattr(self.namespace, name, previous)
 
 
 def _as_method(fn):
@@ -458,17 +479,17 @@ def register_plugin(plugin, name=None):
     Its ops become ``tg.<name>`` immediately. Raises ``PluginError`` on a conflict.
 
     >>> import numpy as np, tapegrad as tg
-    >>> class Cube:
+    >>> class Twice:
     ...     @tg.hookimpl
     ...     def tapegrad_register_ops(self, registry):
-    ...         registry.register_op("cube_doc", kernels={"cpu": lambda x: x ** 3},
-    ...                              vjp=lambda g, ans, x: (g * 3 * x * x,),
+    ...         registry.register_op("twice_doc", kernels={"cpu": lambda x: 2 * x},
+    ...                              vjp=lambda g, ans, x: (g + g,),
     ...                              samples=[(np.random.randn(3),)])
-    >>> name = tg.register_plugin(Cube(), name="cube-doc")
-    >>> x = tg.tensor([2.0], requires_grad=True)
-    >>> tg.cube_doc(x).sum().backward(); x.grad.item()
-    12.0
-    >>> tg.unregister_plugin("cube-doc")
+    >>> name = tg.register_plugin(Twice(), name="twice-doc")
+    >>> x = tg.tensor([3.0], requires_grad=True)
+    >>> tg.twice_doc(x).backward(); x.grad.item()
+    2.0
+    >>> tg.unregister_plugin("twice-doc")
     """
     return LOADER.register(plugin, name, strict=True)
 

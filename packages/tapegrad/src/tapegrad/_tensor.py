@@ -20,10 +20,10 @@ class Tensor(TensorBase):
 
     >>> import tapegrad as tg
     >>> x = tg.tensor([1.0, 2.0, 3.0], requires_grad=True)
-    >>> y = (x * x).sum()
-    >>> y.backward()
+    >>> y = x + x + 1.0
+    >>> y.backward(tg.ones(3))
     >>> x.grad
-    tensor([2., 4., 6.])
+    tensor([2., 2., 2.])
     """
 
     __slots__ = ()

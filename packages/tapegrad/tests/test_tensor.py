@@ -1,0 +1,129 @@
+import numpy as np
+import pytest
+
+import tapegrad as tg
+
+
+def test_tensor_defaults_to_float64_like_numpy():
+    x = tg.tensor([[1.0, 2.0], [3.0, 4.0]])
+    assert x.dtype == np.float64
+    assert x.shape == (2, 2) and x.ndim == 2 and x.size == 4
+    assert x.device == tg.device("cpu") and x.device == "cpu"
+    assert tg.tensor([1, 2]).dtype == np.int64
+
+
+def test_tensor_keeps_float32_and_copies_its_input():
+    a = np.ones((2, 3), np.float32)
+    w = tg.tensor(a, requires_grad=True)
+    assert w.dtype == np.float32
+    a[0, 0] = 7
+    assert w.numpy()[0, 0] == 1.0
+
+
+def test_asarray_shares_memory():
+    a = np.zeros(3)
+    t = tg.asarray(a)
+    a[1] = 4.0
+    assert t.numpy()[1] == 4.0
+    assert tg.asarray(t) is t
+
+
+def test_leaf_attributes():
+    x = tg.tensor([1.0, 2.0], requires_grad=True)
+    assert x.is_leaf and x.requires_grad and x.grad is None and x.grad_fn is None
+    y = x + 1.0
+    assert not y.is_leaf and y.requires_grad and y.grad_fn.name == "add"
+
+
+def test_integer_and_bool_tensors_cannot_require_grad():
+    with pytest.raises(TypeError, match="floating-point.*int64"):
+        tg.tensor([1, 2], requires_grad=True)
+    with pytest.raises(TypeError, match="bool"):
+        tg.tensor([True]).requires_grad = True
+
+
+def test_requires_grad_cannot_be_cleared_on_a_non_leaf():
+    y = tg.tensor([1.0], requires_grad=True) + 1.0
+    with pytest.raises(RuntimeError, match="leaf"):
+        y.requires_grad = False
+
+
+def test_numpy_conversion():
+    x = tg.tensor([1.0, 2.0], requires_grad=True)
+    arr = x.numpy()
+    assert isinstance(arr, np.ndarray) and not arr.flags.writeable
+    assert np.asarray(x).tolist() == [1.0, 2.0]
+    assert np.asarray(x, dtype=np.float32).dtype == np.float32
+    plain = tg.tensor([1.0, 2.0])
+    plain.numpy()[0] = 9.0          # no grad involved: shares memory, writable
+    assert plain.tolist() == [9.0, 2.0]
+
+
+def test_item_and_scalar_conversions():
+    x = tg.tensor([2.5])
+    assert x.item() == 2.5 and float(x) == 2.5 and int(x) == 2 and bool(x)
+    with pytest.raises(ValueError, match="one element"):
+        tg.tensor([1.0, 2.0]).item()
+    with pytest.raises(ValueError, match="ambiguous"):
+        bool(tg.tensor([1.0, 2.0]))
+    assert len(tg.tensor([[1.0], [2.0]])) == 2
+    with pytest.raises(TypeError):
+        len(tg.tensor(1.0))
+
+
+def test_repr_shows_grad_state():
+    assert repr(tg.tensor([1.0, 2.0])) == "tensor([1., 2.])"
+    assert "requires_grad=True" in repr(tg.tensor([1.0], requires_grad=True))
+    assert "grad_fn=<add>" in repr(tg.tensor([1.0], requires_grad=True) + 1)
+    assert "dtype=float32" in repr(tg.tensor([1.0], dtype=np.float32))
+
+
+def test_creation_functions():
+    assert tg.zeros((2, 3)).numpy().sum() == 0 and tg.zeros(2).shape == (2,)
+    assert tg.ones((2,), dtype=np.float32).dtype == np.float32
+    assert tg.full((2,), 7.0).tolist() == [7.0, 7.0]
+    assert tg.arange(4).tolist() == [0, 1, 2, 3]
+    assert tg.linspace(0, 1, 3).tolist() == [0.0, 0.5, 1.0]
+    assert tg.eye(2).tolist() == [[1.0, 0.0], [0.0, 1.0]]
+    z = tg.zeros_like(tg.ones((2, 2), requires_grad=True))
+    assert z.tolist() == [[0.0, 0.0], [0.0, 0.0]] and not z.requires_grad
+    assert tg.full_like(tg.ones(2), 3.0).tolist() == [3.0, 3.0]
+
+
+def test_tensor_rejects_non_numeric_data():
+    with pytest.raises(TypeError, match="unsupported"):
+        tg.tensor(["a", "b"])
+
+
+def test_tensors_are_hashable_by_identity():
+    a, b = tg.tensor([1.0]), tg.tensor([1.0])
+    assert len({a, b}) == 2 and {a: 1}[a] == 1
+
+
+def test_python_scalars_and_ndarrays_are_accepted_as_inputs():
+    x = tg.tensor([1.0, 2.0], requires_grad=True)
+    y = 1.0 + x + np.array([10.0, 20.0])
+    assert y.tolist() == [12.0, 23.0]
+    y.backward(tg.ones(2))
+    assert x.grad.tolist() == [1.0, 1.0]
+
+
+def test_numpy_ufunc_dispatches_to_registered_ops():
+    x = tg.tensor([1.0, 2.0], requires_grad=True)
+    y = np.add(x, 1.0)
+    assert isinstance(y, tg.Tensor) and y.requires_grad
+    z = np.array([1.0, 1.0]) + x        # ndarray on the left defers to the tensor
+    assert isinstance(z, tg.Tensor)
+
+
+def test_numpy_fallback_refuses_to_drop_a_gradient():
+    x = tg.tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(TypeError, match="silently drop"):
+        np.log1p(x)
+    assert np.allclose(np.log1p(x.detach()), np.log1p([1.0, 2.0]))
+
+
+def test_tensors_are_not_pickled():
+    import pickle
+    with pytest.raises(TypeError, match="tg.save"):
+        pickle.dumps(tg.tensor([1.0]))

@@ -1,0 +1,82 @@
+import numpy as np
+import pytest
+
+import tapegrad as tg
+import tapegrad.testing as tgt
+
+
+class WrongRule:
+    @tg.hookimpl
+    def tapegrad_register_ops(self, registry):
+        registry.register_op(
+            "wrong_double", kernels={"cpu": lambda x: x + x},
+            vjp=lambda g, ans, x: (g,),            # should be 2g
+            save_inputs=(False,), save_ans=False,
+            samples=[(np.array([1.0, 2.0, 3.0]),)])
+        registry.register_op(
+            "no_samples", kernels={"cpu": lambda x: x + x},
+            vjp=lambda g, ans, x: (g + g,), save_inputs=(False,), save_ans=False)
+
+
+@pytest.fixture
+def wrong():
+    plugin = WrongRule()
+    name = tg.register_plugin(plugin, name="wrong")
+    yield plugin
+    tg.unregister_plugin(name)
+
+
+def test_gradcheck_passes_a_correct_gradient(times):
+    x = tg.tensor(np.random.default_rng(0).standard_normal((2, 3)), requires_grad=True)
+    y = tg.tensor(np.random.default_rng(1).standard_normal(3), requires_grad=True)
+    assert tg.gradcheck(lambda a, b: times(a, b) + a, (x, y)) is True
+
+
+def test_gradcheck_reports_the_worst_entry(wrong):
+    x = tg.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    with pytest.raises(tgt.GradcheckError, match=r"input 0 at index \(\d,\).*analytic 1 vs numeric 2"):
+        tg.gradcheck(tg.wrong_double, x)
+
+
+def test_gradcheck_refuses_float32_unless_upcast(times):
+    x = tg.tensor(np.ones(3, np.float32), requires_grad=True)
+    with pytest.raises(TypeError, match="float64.*rounding"):
+        tg.gradcheck(lambda a: times(a, a), x)
+    assert tg.gradcheck(lambda a: times(a, a), x, upcast=True)
+
+
+def test_gradcheck_needs_an_input_that_requires_grad():
+    with pytest.raises(ValueError, match="nothing to check"):
+        tg.gradcheck(lambda a: a + 1.0, tg.tensor([1.0]))
+
+
+def test_check_op_and_check_plugin(wrong):
+    with pytest.raises(tgt.GradcheckError, match="wrong_double"):
+        tgt.check_op("wrong_double")
+    with pytest.raises(tgt.ContractError, match="no_samples.*registers no samples"):
+        tgt.check_op("no_samples")
+    with pytest.raises(tgt.ContractError, match="2 of 2 ops fail"):
+        tgt.check_plugin(wrong)
+
+
+def test_check_plugin_registers_an_unregistered_plugin():
+    class Neg:
+        @tg.hookimpl
+        def tapegrad_register_ops(self, registry):
+            registry.register_op("neg_t", kernels={"cpu": np.negative},
+                                 vjp=lambda g, ans, x: (tg.neg_t(g),),
+                                 save_inputs=(False,), save_ans=False,
+                                 samples=[(np.array([1.0, -2.0]),)])
+
+    plugin = Neg()
+    try:
+        reports = tgt.check_plugin(plugin)
+        assert reports[0].name == "neg_t" and "float64 gradient vs finite differences" in reports[0].checks
+    finally:
+        tg.unregister_plugin(tg.registry().plugin_name(plugin))
+
+
+@pytest.mark.parametrize("name", sorted(n for n, op in tg.registry().ops.items() if op.plugin == "tapegrad"))
+def test_core_ops_keep_the_contract(name):
+    report = tgt.check_op(name)
+    assert report.checks
