@@ -63,20 +63,27 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False):
 
 
 def __getattr__(name):
+    # NOTE: import submodules with importlib: `from . import testing` here would look the
+    # name up on this module again and recurse into this function.
+    import importlib
     if name == "testing":
-        from . import testing
-        return testing
+        return importlib.import_module(".testing", __name__)
     if name in ("gradcheck", "GradcheckError"):
-        from . import testing
-        return getattr(testing, name)
+        return getattr(importlib.import_module(".testing", __name__), name)
     if name.startswith("__"):
         raise AttributeError(name)
+    if _plugins.LOADER.load_deferred() and name in globals():
+        return globals()[name]
     raise _engine.missing_op_error(name)
 
 
+from . import _plugins  # noqa: E402
+
+
 def _load():
-    from . import _core_plugin, _plugins
+    from . import _core_plugin
     _engine.set_providers(_plugins.KNOWN_PROVIDERS)
+    _engine.set_miss_handler(_plugins.LOADER.load_deferred)
     _plugins.LOADER.load(_sys.modules[__name__], Tensor, _core_plugin)
 
 

@@ -27,6 +27,9 @@ class CpuDevice(Device):
     def copy(self, arr):
         return arr.copy()
 
+    def may_share_memory(self, a, b):
+        return np.may_share_memory(a, b)
+
     def copyto(self, dst, src):
         np.copyto(dst, src, casting="same_kind")
 

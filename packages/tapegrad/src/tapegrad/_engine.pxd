@@ -45,7 +45,9 @@ cdef class Op:
     cdef readonly str doc
     cdef readonly tuple save_inputs   # per input: does the VJP read it? None = all are read
     cdef readonly bint save_ans       # does the VJP read `ans`?
+    cdef bint _save_no_inputs         # save_inputs=False: the VJP reads no input
     cdef bint _all_diff               # differentiable covers every input (fast path)
+    cdef bint saves_input(self, Py_ssize_t i)
 
 
 cdef class Node:

@@ -8,7 +8,25 @@ the op's forward result, `x, y, ...` its inputs.
 
 cimport cython
 from cpython.contextvars cimport get_value
-from cpython.ref cimport PyObject
+from cpython.ref cimport Py_INCREF
+from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
+
+cdef extern from *:
+    """
+    /* Replace item i of a tuple that this module created and nobody else holds yet. */
+    static void tapegrad_tuple_replace(PyObject* tup, Py_ssize_t i, PyObject* item) {
+        PyObject* old = PyTuple_GET_ITEM(tup, i);
+        PyTuple_SET_ITEM(tup, i, item);
+        Py_XDECREF(old);
+    }
+    /* Allocate an instance of a subclass of an extension type through its tp_new slot,
+       without the Python-level __new__ lookup that `Base.__new__(Sub)` compiles to. */
+    static PyObject* tapegrad_alloc(PyObject* cls, PyObject* empty_args) {
+        return ((PyTypeObject*)cls)->tp_new((PyTypeObject*)cls, empty_args, NULL);
+    }
+    """
+    object tapegrad_alloc(object cls, object empty_args)
+    void _tuple_replace "tapegrad_tuple_replace" (object tup, Py_ssize_t i, object item)
 
 import contextvars
 import threading
@@ -45,7 +63,7 @@ def is_grad_enabled():
 # Module state filled in by the registry (tapegrad._plugins) once plugins are loaded.
 # ---------------------------------------------------------------------------------------
 
-cdef object _TensorClass = None        # the public Python subclass tapegrad.Tensor
+cdef type _TensorClass = None          # the public Python subclass tapegrad.Tensor
 cdef dict _OPS = {}                     # op name -> Op: the dispatch table, built once
 cdef dict _PROVIDERS = {}               # op name -> distribution that provides it (hints)
 cdef dict _DEVICES = {}                 # device name -> Device
@@ -55,6 +73,8 @@ cdef Op _op_sum_to_shape = None
 cdef Op _op_broadcast_to = None
 cdef Op _op_astype = None
 cdef object _grad_lock = threading.Lock()   # guards read-modify-write of .grad
+cdef object _MISS_HANDLER = None        # called once when a name is not in the table
+cdef dict _NO_PARAMS = {}               # shared, never mutated: calls without parameters
 
 _python_scalars = (float, int, bool, complex, np.generic)
 
@@ -71,6 +91,13 @@ def ops_table():
 
 def devices_table():
     return _DEVICES
+
+
+def set_miss_handler(handler):
+    """`handler()` runs when an op is not found (it may register deferred plugins);
+    it returns True if the lookup should be retried."""
+    global _MISS_HANDLER
+    _MISS_HANDLER = handler
 
 
 def set_providers(dict providers):
@@ -126,7 +153,10 @@ def missing_op_error(str name):
 cdef Op _lookup(str name):
     op = _OPS.get(name)
     if op is None:
-        raise missing_op_error(name)
+        if _MISS_HANDLER is not None and _MISS_HANDLER():
+            op = _OPS.get(name)
+        if op is None:
+            raise missing_op_error(name)
     return <Op>op
 
 
@@ -206,6 +236,10 @@ cdef class Device:
     def ones(self, shape, dtype):
         raise NotImplementedError
 
+    def may_share_memory(self, a, b):
+        """Whether a and b might share storage (True when unsure)."""
+        return True
+
     def readonly(self, arr):
         """A view of arr the caller cannot write through (or arr, if the device can't)."""
         return arr
@@ -272,11 +306,25 @@ cdef class Op:
         else:
             self.differentiable = tuple(differentiable)
             self._all_diff = False
-        self.save_inputs = None if save_inputs is None or save_inputs is True else tuple(save_inputs)
+        # None: the rule reads every input; False: none; else one flag per input.
+        if save_inputs is None or save_inputs is True:
+            self.save_inputs = None
+        elif save_inputs is False:
+            self.save_inputs = ()
+            self._save_no_inputs = True
+        else:
+            self.save_inputs = tuple(save_inputs)
 
     @property
     def __doc__(self):
         return self.doc
+
+    cdef inline bint saves_input(self, Py_ssize_t i):
+        if self.save_inputs is None:
+            return True
+        if self._save_no_inputs:
+            return False
+        return i < len(self.save_inputs) and self.save_inputs[i]
 
     def is_differentiable(self, int index):
         """Whether input `index` gets a gradient."""
@@ -315,6 +363,7 @@ cdef class BoundOp:
         return f"<bound tapegrad op '{self.op.name}'>"
 
 
+@cython.no_gc
 cdef class TensorMeta:
     """What a Node keeps of an input it does not save: enough for shapes and dtypes."""
     cdef readonly tuple shape
@@ -388,8 +437,11 @@ cdef object _to_constant(object a, Op op, Py_ssize_t i):
     raise TypeError(f"{op.name}: input {i} must be a tensor, array or number, not {type(a).__name__}")
 
 
+cdef tuple _EMPTY = ()
+
+
 cdef inline TensorBase _new_tensor(object data, Device device):
-    cdef TensorBase t = TensorBase.__new__(_TensorClass)
+    cdef TensorBase t = <TensorBase>tapegrad_alloc(_TensorClass, _EMPTY)
     t._data = data
     t._device = device
     return t
@@ -438,13 +490,15 @@ cdef object _apply(Op op, tuple args, dict kwargs):
 
     # -- resolve device, collect arrays, see whether anything needs a gradient ---------
     n = len(inputs)
-    arrays = [None] * n
+    cdef tuple arrays = PyTuple_New(n)
+    cdef object item
     for i in range(n):
         a = inputs[i]
         if isinstance(a, TensorBase):
             t = <TensorBase>a
         elif isinstance(a, _python_scalars):
-            arrays[i] = a
+            Py_INCREF(a)
+            PyTuple_SET_ITEM(arrays, i, a)
             continue
         else:
             t = _to_constant(a, op, i)
@@ -458,7 +512,9 @@ cdef object _apply(Op op, tuple args, dict kwargs):
                 f"{op.name}: expected all tensors on the same device, but found "
                 f"{device.name} and {t._device.name} ({_describe(inputs)}); "
                 f"move them with .to(device) first")
-        arrays[i] = t._data
+        item = t._data
+        Py_INCREF(item)
+        PyTuple_SET_ITEM(arrays, i, item)
         if t._requires_grad and (op._all_diff or (op.differentiable is not None and i in op.differentiable)):
             needs_grad = True
     if converted is not None:
@@ -483,7 +539,8 @@ cdef object _apply(Op op, tuple args, dict kwargs):
         out = device.asarray(out)
 
     t = _new_tensor(out, device)
-    if op.view and n and isinstance(inputs[0], TensorBase):
+    if op.view and n and isinstance(inputs[0], TensorBase) and device.may_share_memory(
+            out, (<TensorBase>inputs[0])._data):
         t._vc = _get_vc(<TensorBase>inputs[0])
         t._is_view = True
     if needs_grad and _grad_enabled() and _is_float_array(out):
@@ -494,41 +551,51 @@ cdef object _apply(Op op, tuple args, dict kwargs):
 cdef void _record(Op op, tuple inputs, dict params, TensorBase out) except *:
     cdef OpNode node = OpNode.__new__(OpNode)
     cdef Py_ssize_t n = len(inputs), i
-    cdef list edges = [None] * n
+    cdef tuple edges = PyTuple_New(n)
+    cdef tuple saved = inputs
     cdef list nrs = None
     cdef list versions = None
-    cdef list saved = None
     cdef TensorBase t
     cdef long long v
+    cdef object edge, item
     for i in range(n):
         a = inputs[i]
-        if not isinstance(a, TensorBase):
-            continue
-        t = <TensorBase>a
-        if t._requires_grad and (op._all_diff or i in op.differentiable):
-            if t._node is not None:
-                edges[i] = t._node
-                if t._output_nr != 0:
-                    if nrs is None:
-                        nrs = [0] * n
-                    nrs[i] = t._output_nr
+        edge = None
+        if isinstance(a, TensorBase):
+            t = <TensorBase>a
+            if t._requires_grad and (op._all_diff or i in op.differentiable):
+                if t._node is not None:
+                    edge = t._node
+                    if t._output_nr != 0:
+                        if nrs is None:
+                            nrs = [0] * n
+                        nrs[i] = t._output_nr
+                else:
+                    edge = t
+            if op.save_inputs is not None and not op.saves_input(i):
+                if saved is inputs:
+                    saved = PyTuple_New(n)
+                    for k in range(n):
+                        item = inputs[k]
+                        Py_INCREF(item)
+                        PyTuple_SET_ITEM(saved, k, item)
+                # NOTE: a tuple's items may be replaced only while nobody else holds it.
+                item = _meta_of(t)
+                Py_INCREF(item)
+                _tuple_replace(saved, i, item)
             else:
-                edges[i] = t
-        if op.save_inputs is not None and not op.save_inputs[i]:
-            if saved is None:
-                saved = list(inputs)
-            saved[i] = _meta_of(t)
-            continue
-        v = _version_of(t)
-        if v != 0:
-            if versions is None:
-                versions = [0] * n
-            versions[i] = v
+                v = _version_of(t)
+                if v != 0:
+                    if versions is None:
+                        versions = [0] * n
+                    versions[i] = v
+        Py_INCREF(edge)
+        PyTuple_SET_ITEM(edges, i, edge)
     node.name = op.name
     node.op = op
-    node.edges = tuple(edges)
+    node.edges = edges
     node.edge_nrs = None if nrs is None else tuple(nrs)
-    node.inputs = inputs if saved is None else tuple(saved)
+    node.inputs = saved
     node.versions = None if versions is None else tuple(versions)
     node.params = params
     node.n_outputs = 1
@@ -716,10 +783,19 @@ cdef list _fit_grads(Node node, object res):
 
 cdef object _fit_grad(Node node, Py_ssize_t i, object gi, object x):
     cdef TensorBase gt
-    x_shape = x.shape
-    x_dtype = x.dtype
+    if isinstance(x, TensorBase):
+        x_shape = (<TensorBase>x)._data.shape
+        x_dtype = (<TensorBase>x)._data.dtype
+    elif isinstance(x, TensorMeta):
+        x_shape = (<TensorMeta>x).shape
+        x_dtype = (<TensorMeta>x).dtype
+    else:
+        x_shape = x.shape
+        x_dtype = x.dtype
     if isinstance(gi, TensorBase):
         gt = <TensorBase>gi
+        if gt._data.shape == x_shape and (gt._data.dtype is x_dtype or gt._data.dtype == x_dtype):
+            return gt
     else:
         dev = x.device
         gt = _new_tensor((<Device>dev).asarray(gi, x_dtype), dev)
@@ -803,10 +879,18 @@ cdef void _accumulate_grad(TensorBase t, object g, bint create_graph, bint fresh
                 t._grad = _new_tensor(_op_add.kernels[cur._device.name](cur._data, (<TensorBase>g)._data), cur._device)
 
 
+@cython.no_gc
 cdef class _Slot:
-    """Gradients collected for one graph key (a Node or a leaf) during one backward."""
-    cdef list grads          # one per output
-    cdef set fresh           # indexes whose gradient is a buffer this traversal owns
+    """What one backward knows about one graph key (a Node, or a leaf Tensor)."""
+    cdef Py_ssize_t deps     # edges into this key from reachable nodes that have not run
+    cdef list grads          # gradient per output, None until one arrives
+    cdef set fresh           # outputs whose gradient is a buffer this traversal allocated
+
+
+cdef _Slot _new_slot(Py_ssize_t n_outputs):
+    cdef _Slot slot = _Slot.__new__(_Slot)
+    slot.grads = [None] * n_outputs
+    return slot
 
 
 cdef void _add_to_slot(_Slot slot, Py_ssize_t nr, object g, bint create_graph) except *:
@@ -816,7 +900,7 @@ cdef void _add_to_slot(_Slot slot, Py_ssize_t nr, object g, bint create_graph) e
         slot.grads[nr] = g
         return
     if create_graph:
-        slot.grads[nr] = _op_add(prev, g)
+        slot.grads[nr] = _apply(_op_add, (prev, g), _NO_PARAMS)
         return
     cur = <TensorBase>prev
     kernel = _op_add.kernels[cur._device.name]
@@ -831,13 +915,8 @@ cdef void _add_to_slot(_Slot slot, Py_ssize_t nr, object g, bint create_graph) e
         slot.fresh.add(nr)
 
 
-cdef _Slot _slot_for(dict slots, object key, Py_ssize_t n_outputs):
-    cdef _Slot slot = slots.get(key)
-    if slot is None:
-        slot = _Slot.__new__(_Slot)
-        slot.grads = [None] * n_outputs
-        slots[key] = slot
-    return slot
+cdef inline Py_ssize_t _n_outputs(object key):
+    return (<Node>key).n_outputs if isinstance(key, Node) else 1
 
 
 cdef object _check_finite(Node node, list grads):
@@ -862,19 +941,20 @@ def run_backward(tuple tensors, tuple grad_tensors, retain_graph=None, bint crea
     """
     cdef bint retain = create_graph if retain_graph is None else bool(retain_graph)
     cdef dict slots = {}
-    cdef dict deps = {}
     cdef list stack = []
     cdef list ready = []
-    cdef set seen = set()
+    cdef list roots = []
     cdef TensorBase t, g
     cdef Node node
-    cdef _Slot slot
+    cdef _Slot slot, eslot
     cdef Py_ssize_t i, n, nr
     cdef dict cap_leaf = None
     cdef dict cap_node = None
     cdef list captured = None
+    cdef list in_grads = None
     cdef bint accumulate = inputs is None
     cdef bint anomaly = get_value(ANOMALY_ENABLED, False)
+    cdef bint has_grad
 
     if len(tensors) != len(grad_tensors):
         raise ValueError(f"backward: got {len(tensors)} tensors but {len(grad_tensors)} gradients")
@@ -895,7 +975,6 @@ def run_backward(tuple tensors, tuple grad_tensors, retain_graph=None, bint crea
                 cap_node.setdefault(t._node, []).append((t._output_nr, i))
 
     # -- seed the roots --------------------------------------------------------------
-    roots = []
     for i in range(len(tensors)):
         x = tensors[i]
         if not isinstance(x, TensorBase):
@@ -908,13 +987,13 @@ def run_backward(tuple tensors, tuple grad_tensors, retain_graph=None, bint crea
                 f"requires_grad=True, and do not compute it under tg.no_grad())")
         g = _seed_grad(t, grad_tensors[i], i)
         key = t._node if t._node is not None else t
-        nout = (<Node>key).n_outputs if t._node is not None else 1
-        slot = _slot_for(slots, key, nout)
-        _add_to_slot(slot, t._output_nr, g, create_graph)
-        if key not in seen:
-            seen.add(key)
+        slot = slots.get(key)
+        if slot is None:
+            slot = _new_slot(_n_outputs(key))
+            slots[key] = slot
             roots.append(key)
             stack.append(key)
+        _add_to_slot(slot, t._output_nr, g, create_graph)
 
     # -- count, for every reachable key, the edges that point to it ---------------------
     while stack:
@@ -924,12 +1003,14 @@ def run_backward(tuple tensors, tuple grad_tensors, retain_graph=None, bint crea
         for e in (<Node>key).edges:
             if e is None:
                 continue
-            deps[e] = deps.get(e, 0) + 1
-            if e not in seen:
-                seen.add(e)
+            eslot = slots.get(e)
+            if eslot is None:
+                eslot = _new_slot(_n_outputs(e))
+                slots[e] = eslot
                 stack.append(e)
+            eslot.deps += 1
     for key in roots:
-        if key not in deps:
+        if (<_Slot>slots[key]).deps == 0:
             ready.append(key)
 
     # -- Kahn's traversal --------------------------------------------------------------
@@ -937,40 +1018,40 @@ def run_backward(tuple tensors, tuple grad_tensors, retain_graph=None, bint crea
     try:
         while ready:
             key = ready.pop()
-            slot = slots.pop(key, None)
+            slot = slots.pop(key)
             if not isinstance(key, Node):
                 t = <TensorBase>key
-                if slot is None or slot.grads[0] is None:
-                    continue
                 gv = slot.grads[0]
+                if gv is None:
+                    continue
                 if t._hooks:
                     gv = _run_hooks(t._hooks, gv)
                 if cap_leaf is not None:
                     for idx in cap_leaf.get(t, ()):
                         captured[idx] = gv
                 elif accumulate:
-                    _accumulate_grad(t, gv, create_graph, slot.fresh is not None and 0 in slot.fresh and gv is slot.grads[0])
+                    _accumulate_grad(t, gv, create_graph,
+                                     slot.fresh is not None and gv is slot.grads[0])
                 continue
 
             node = <Node>key
-            grads = slot.grads if slot is not None else None
+            grads = slot.grads
             has_grad = False
-            if grads is not None:
-                for nr in range(node.n_outputs):
-                    gv = grads[nr]
-                    if gv is None:
-                        continue
-                    if node.hooks is not None and nr in node.hooks:
-                        gv = _run_hooks(node.hooks[nr], gv)
-                        grads[nr] = gv
-                    if node.retained is not None and nr in node.retained:
-                        owner = node.retained[nr]()
-                        if owner is not None and accumulate:
-                            _accumulate_grad(<TensorBase>owner, gv, create_graph, False)
-                    has_grad = True
-                if cap_node is not None and node in cap_node:
-                    for nr, idx in cap_node[node]:
-                        captured[idx] = grads[nr]
+            for nr in range(node.n_outputs):
+                gv = grads[nr]
+                if gv is None:
+                    continue
+                if node.hooks is not None and nr in node.hooks:
+                    gv = _run_hooks(node.hooks[nr], gv)
+                    grads[nr] = gv
+                if node.retained is not None and nr in node.retained:
+                    owner = node.retained[nr]()
+                    if owner is not None and accumulate:
+                        _accumulate_grad(<TensorBase>owner, gv, create_graph, False)
+                has_grad = True
+            if cap_node is not None and node in cap_node:
+                for nr, idx in cap_node[node]:
+                    captured[idx] = grads[nr]
             if has_grad:
                 in_grads = node._run_vjp(grads)
                 if anomaly:
@@ -980,13 +1061,12 @@ def run_backward(tuple tensors, tuple grad_tensors, retain_graph=None, bint crea
                 e = node.edges[i]
                 if e is None:
                     continue
+                eslot = <_Slot>slots[e]
                 if has_grad and in_grads[i] is not None:
                     nr = 0 if node.edge_nrs is None else node.edge_nrs[i]
-                    nout = (<Node>e).n_outputs if isinstance(e, Node) else 1
-                    _add_to_slot(_slot_for(slots, e, nout), nr, in_grads[i], create_graph)
-                remaining = <Py_ssize_t>deps[e] - 1
-                deps[e] = remaining
-                if remaining == 0:
+                    _add_to_slot(eslot, nr, in_grads[i], create_graph)
+                eslot.deps -= 1
+                if eslot.deps == 0:
                     ready.append(e)
             if not retain:
                 node.release()
@@ -1080,7 +1160,18 @@ cdef void _check_can_require_grad(TensorBase t) except *:
 
 
 cdef object _binary(str name, a, b):
-    return _lookup(name)(a, b)
+    return _apply(_lookup(name), (a, b), _NO_PARAMS)
+
+
+cdef object _logical(str name, a, b):
+    for x in (a, b):
+        if isinstance(x, TensorBase) and (<TensorBase>x)._data.dtype.kind != "b":
+            raise TypeError(
+                f"{name.replace('logical_', '')} operators (&, |, ~) are defined for bool tensors; "
+                f"got {(<TensorBase>x)._data.dtype} (compare first, e.g. (x > 0) & (x < 1))")
+    if b is None:
+        return _apply(_lookup(name), (a,), _NO_PARAMS)
+    return _apply(_lookup(name), (a, b), _NO_PARAMS)
 
 
 @cython.trashcan(True)
@@ -1092,7 +1183,7 @@ cdef class TensorBase:
     # -- attributes ---------------------------------------------------------------------
     @property
     def shape(self):
-        return tuple(self._data.shape)
+        return self._data.shape
 
     @property
     def dtype(self):
@@ -1280,10 +1371,10 @@ cdef class TensorBase:
 
     # -- operators ------------------------------------------------------------------------
     def __add__(self, other):
-        return _op_add(self, other)
+        return _apply(_op_add, (self, other), _NO_PARAMS)
 
     def __radd__(self, other):
-        return _op_add(other, self)
+        return _apply(_op_add, (other, self), _NO_PARAMS)
 
     def __sub__(self, other):
         return _binary("subtract", self, other)
@@ -1318,7 +1409,7 @@ cdef class TensorBase:
         return _binary("matmul", other, self)
 
     def __neg__(self):
-        return _lookup("negative")(self)
+        return _apply(_lookup("negative"), (self,), _NO_PARAMS)
 
     def __pos__(self):
         return self
@@ -1347,6 +1438,21 @@ cdef class TensorBase:
         if other is None:
             return True
         return _binary("not_equal", self, other)
+
+    def __and__(self, other):
+        return _logical("logical_and", self, other)
+
+    def __rand__(self, other):
+        return _logical("logical_and", other, self)
+
+    def __or__(self, other):
+        return _logical("logical_or", self, other)
+
+    def __ror__(self, other):
+        return _logical("logical_or", other, self)
+
+    def __invert__(self):
+        return _logical("logical_not", self, None)
 
     def __getitem__(self, index):
         return _lookup("getitem")(self, index=_index_arrays(index))
@@ -1455,7 +1561,7 @@ cdef object _inplace(TensorBase self, str op_name, tuple others, dict params):
             f"transpose or indexing that shares storage) is not supported while it takes part "
             f"in a graph; use an out-of-place op")
     op = _lookup(op_name)
-    saves_self = op.save_inputs is None or op.save_inputs[0]
+    saves_self = op.saves_input(0)
     shadow = _new_tensor(self._device.copy(self._data) if saves_self else self._data, self._device)
     shadow._node = self._node
     shadow._output_nr = self._output_nr

@@ -244,6 +244,7 @@ class _Loader:
         self.methods: dict[str, str] = {}      # method name -> public name it binds
         self.core_names: set = set()
         self.shadowed: dict[str, list] = {}    # name -> [(plugin, previous definition)]
+        self.deferred: list = []               # (name, module) still importing at load time
 
     # -- loading ---------------------------------------------------------------------
     def load(self, namespace, tensor_cls, core_plugin):
@@ -261,11 +262,30 @@ class _Loader:
             except Exception as exc:  # noqa: BLE001 - any import failure is reported
                 self._report(name, f"import of {ep.value!r} failed: {type(exc).__name__}: {exc}")
                 continue
-            try:
-                self.register(obj, name, strict=False)
-            except PluginError:
-                if _strict():
-                    raise
+            if _initializing(obj):
+                # The plugin module itself is being imported and imported tapegrad (a program
+                # that starts with `import tapegrad_x.ops`): its hooks do not exist yet.
+                self.deferred.append((name, obj))
+                continue
+            self._register_entry_point(obj, name)
+
+    def _register_entry_point(self, obj, name):
+        try:
+            self.register(obj, name, strict=False)
+        except PluginError:
+            if _strict():
+                raise
+
+    def load_deferred(self):
+        """Register plugins whose module was still importing at load time. Runs only when a
+        name is missing (never on the per-op path); returns whether it registered any."""
+        ready = [(n, o) for n, o in self.deferred if not _initializing(o)]
+        if not ready:
+            return False
+        self.deferred = [(n, o) for n, o in self.deferred if _initializing(o)]
+        for name, obj in ready:
+            self._register_entry_point(obj, name)
+        return True
 
     def _report(self, name, cause):
         self.failed[name] = cause
@@ -466,6 +486,11 @@ def _tensor_attributes(cls):
     return names
 
 
+def _initializing(obj):
+    spec = getattr(obj, "__spec__", None)
+    return bool(getattr(spec, "_initializing", False))
+
+
 def _strict():
     return os.environ.get("TAPEGRAD_STRICT_PLUGINS", "") not in ("", "0")
 
@@ -537,5 +562,6 @@ def registry() -> RegistryView:
     >>> "add" in tg.registry().ops
     True
     """
+    LOADER.load_deferred()
     return RegistryView()
 

@@ -1,0 +1,35 @@
+"""tapegrad-elementwise: NumPy's elementwise math for tapegrad, with gradients.
+
+Installing this distribution is all it takes: tapegrad finds the module
+``tapegrad_elementwise.ops`` through the entry-point group ``tapegrad`` and registers
+its ops when it is imported. They are then ``tg.<name>(...)`` and ``t.<name>(...)``,
+and the operators ``-  *  /  **  unary-  abs()  ==  !=  <  <=  >  >=`` dispatch to them.
+
+Differentiable: subtract, multiply, divide, negative, power, square, sqrt, abs, sign,
+clip, exp, log, sin, cos, tanh, sigmoid, relu, maximum, minimum, where (in x and y).
+Not differentiable (bool results): equal, not_equal, less, less_equal, greater,
+greater_equal, logical_and, logical_or, logical_not. (``add`` is tapegrad's own.)
+
+>>> import tapegrad as tg
+>>> x = tg.tensor([-1.0, 0.5, 2.0], requires_grad=True)
+>>> y = tg.maximum(x, 0.0) * tg.exp(x - 2.0)
+>>> y.backward(tg.ones(3))
+>>> x.grad.numpy().round(4)
+array([0.    , 0.3347, 3.    ])
+"""
+
+# NOTE: import tapegrad before anything of this package: tapegrad loads its plugins when
+# it is first imported, and that import must not start from inside ``ops`` (a half-run
+# ops module would register no ops). Importing it here makes ``import
+# tapegrad_elementwise.ops`` safe as the very first import of a program.
+import tapegrad as _tapegrad  # noqa: F401
+
+__version__ = "0.1.0"
+
+OPS = (
+    "subtract", "multiply", "divide", "negative", "power", "square", "sqrt", "abs", "sign",
+    "clip", "exp", "log", "sin", "cos", "tanh", "sigmoid", "relu", "maximum", "minimum",
+    "where", "equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
+    "logical_and", "logical_or", "logical_not",
+)
+"""The names this plugin registers, in the order of the list above."""

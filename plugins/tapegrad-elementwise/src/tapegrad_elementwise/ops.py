@@ -1,0 +1,359 @@
+"""The elementwise ops: arithmetic, exp/log, activations, min/max, where, comparisons.
+
+Each op below is one ``registry.register_op`` call holding, side by side, its CPU kernel
+(NumPy, so dtypes, broadcasting and Python-scalar promotion are NumPy's), its gradient
+rule and the sample inputs the contract kit checks it on.
+
+Vocabulary, for every rule in this file:
+    g        the gradient flowing into the op's output (shape and dtype of ``ans``)
+    ans      the op's forward result
+    x, y     the op's inputs, in order (``cond, x, y`` for ``where``)
+
+A rule returns one gradient per input (None where there is none). It may return a
+gradient in the broadcast shape, or in ``g``'s dtype: the engine sums it back to the
+input's shape and casts it to the input's dtype. Rules use tapegrad ops only (operators,
+``tg.<op>``), never NumPy on arrays, so they run on every device and are themselves
+differentiable (``backward(create_graph=True)``). Masks are applied with
+``tg.where(mask, g, 0)``, which keeps ``g``'s dtype (a float64 mask would promote a
+float32 gradient). Inputs a rule does not read are declared with ``save_inputs=`` /
+``save_ans=`` so the tape neither keeps them alive nor version-checks them; such inputs
+arrive as ``tg.TensorMeta`` (shape, dtype, device). Python scalars arrive as themselves.
+
+>>> import tapegrad as tg
+>>> x = tg.tensor([1.0, 4.0], requires_grad=True)
+>>> y = 3 * tg.sqrt(x) - x          # d/dx = 3 / (2 sqrt(x)) - 1
+>>> y.backward(tg.ones(2))
+>>> x.grad
+tensor([ 0.5 , -0.25])
+>>> x < 2.0
+tensor([ True, False])
+"""
+
+import math
+
+import numpy as np
+
+import tapegrad as tg
+
+_NUMBER = (int, float, complex, np.generic)
+
+
+def _is_number(v):
+    """Whether an input is a Python/NumPy scalar (it gets no gradient)."""
+    return isinstance(v, _NUMBER)
+
+
+def _needs_grad(v):
+    """Whether a saved input is a tensor that wants a gradient.
+
+    Rules skip the gradients nobody asked for (``x * 2.0``, ``x ** 3``): those would be
+    computed and then dropped by the engine.
+    """
+    return isinstance(v, tg.Tensor) and v.requires_grad
+
+
+# ---------------------------------------------------------------------------------------
+# Kernels that are more than one NumPy call
+# ---------------------------------------------------------------------------------------
+
+def _sigmoid_kernel(x):
+    # NOTE: 1 / (1 + exp(-x)) overflows, with a warning, for x << 0. exp(-|x|) lies in
+    # (0, 1], so both branches are finite; it underflows silently to 0 only where the
+    # result is 0 or 1 to working precision anyway.
+    e = np.exp(-np.abs(x))
+    s = 1 / (1 + e)
+    return np.where(x >= 0, s, e * s)
+
+
+def _relu_kernel(x):
+    return np.maximum(x, 0)
+
+
+def _clip_kernel(x, a_min=None, a_max=None):
+    return np.clip(x, a_min, a_max)
+
+
+# ---------------------------------------------------------------------------------------
+# Gradient rules longer than one expression
+# ---------------------------------------------------------------------------------------
+
+def _multiply_vjp(g, ans, x, y):
+    return (g * y if _needs_grad(x) else None,
+            g * x if _needs_grad(y) else None)
+
+
+def _divide_vjp(g, ans, x, y):
+    gx = g / y
+    return gx, (-gx * x / y if _needs_grad(y) else None)
+
+
+def _power_vjp(g, ans, x, y):
+    gx = gy = None
+    if _needs_grad(x):
+        if _is_number(y):
+            # NOTE: d/dx x**0 is 0, also at x == 0, where 0 * 0**-1 would be nan.
+            gx = g * y * x ** (y - 1) if y != 0 else tg.zeros_like(g)
+        else:
+            # NOTE: the same trap elementwise: where y == 0 use the exponent 1 - 1 = 0, so
+            # y * x**(y-1) is 0 * 1 = 0 instead of 0 * inf = nan (with a warning) at x == 0.
+            gx = g * y * x ** (tg.where(y == 0, 1, y) - 1)
+    if _needs_grad(y):
+        gy = _power_exponent_grad(g, x, y)
+    return gx, gy
+
+
+def _power_exponent_grad(g, x, y):
+    """d(x**y)/dy = x**y log(x), taken as 0 where x == 0 and y >= 0 (PyTorch's rule)."""
+    # NOTE: x**y is recomputed rather than saved as `ans`. Saving it would keep every
+    # `x ** 2` output alive for a rule that almost never runs (exponents rarely require
+    # grad) and make `y = x ** 2; y += 1` fail backward as "modified in place".
+    ans = x ** y
+    if _is_number(x) and x > 0:
+        return g * ans * math.log(x)
+    at_zero = tg.logical_and(x == 0, y >= 0)
+    # NOTE: "safe where": take the log of 1 where the mask holds. log(0) would warn, and
+    # its -inf, although masked out here, would turn into nan in the second derivative.
+    return tg.where(at_zero, 0, g * ans * tg.log(tg.where(at_zero, 1, x)))
+
+
+def _clip_vjp(g, ans, x, a_min=None, a_max=None):
+    # The gradient passes where a_min <= x <= a_max, bounds included (PyTorch's clamp).
+    if a_min is None and a_max is None:
+        return (g,)
+    if a_min is None:
+        inside = x <= a_max
+    elif a_max is None:
+        inside = x >= a_min
+    else:
+        inside = tg.logical_and(x >= a_min, x <= a_max)
+    return (tg.where(inside, g, 0),)
+
+
+# Note: [ties in maximum and minimum]
+# Where x == y the derivative does not exist; each input gets half of g (PyTorch's rule),
+# which is also what a central finite difference measures there, and keeps
+# maximum(x, x) == x with gradient g. Where either is nan, both get g (as PyTorch).
+
+def _maximum_vjp(g, ans, x, y):
+    split = tg.where(x == y, g * 0.5, g)        # see Note: [ties in maximum and minimum]
+    return (tg.where(x < y, 0, split) if _needs_grad(x) else None,
+            tg.where(x > y, 0, split) if _needs_grad(y) else None)
+
+
+def _minimum_vjp(g, ans, x, y):
+    split = tg.where(x == y, g * 0.5, g)        # see Note: [ties in maximum and minimum]
+    return (tg.where(x > y, 0, split) if _needs_grad(x) else None,
+            tg.where(x < y, 0, split) if _needs_grad(y) else None)
+
+
+def _where_vjp(g, ans, cond, x, y):
+    return (None,
+            None if _is_number(x) else tg.where(cond, g, 0),
+            None if _is_number(y) else tg.where(cond, 0, g))
+
+
+# ---------------------------------------------------------------------------------------
+# Sample inputs
+# ---------------------------------------------------------------------------------------
+
+class _Draw:
+    """Seeded sample values: the same arrays every time the plugin registers."""
+
+    def __init__(self, seed):
+        self._rng = np.random.default_rng(seed)
+
+    def normal(self, *shape):
+        return self._rng.standard_normal(shape)
+
+    def positive(self, *shape):
+        """In [0.5, 2]: inside the domain of log, sqrt, a power's base."""
+        return self._rng.uniform(0.5, 2.0, shape)
+
+    def nonzero(self, *shape):
+        """|v| in [0.2, 2]: away from the kinks of abs, sign and relu and from 1/0."""
+        return self._rng.choice([-1.0, 1.0], shape) * self._rng.uniform(0.2, 2.0, shape)
+
+    def exponent(self, *shape):
+        return self._rng.uniform(-1.5, 2.5, shape)
+
+    def small_ints(self, *shape):
+        """Integer-valued floats in {-1, 0, 1}, so comparisons meet equal entries."""
+        return self._rng.integers(-1, 2, shape).astype(np.float64)
+
+    def bools(self, *shape):
+        return self._rng.random(shape) < 0.5
+
+    def away_from(self, points, *shape, gap=0.1):
+        """Uniform in [-2, 2], moved at least `gap` away from each of `points`."""
+        v = self._rng.uniform(-2.0, 2.0, shape)
+        for p in points:
+            near = np.abs(v - p) < gap
+            v[near] = p + 2 * gap + (v[near] - p)
+        return v
+
+
+def _binary_samples(a, b, scalar_a=1.5, scalar_b=2.5):
+    """The broadcasting cases every binary op is checked on; `a`, `b`: shape -> array."""
+    return [(a(3, 4), b(3, 4)), (a(3, 4), b(4)), (a(2, 1, 3), b(4, 1)),
+            (a(3), scalar_b), (scalar_a, b(2, 2))]
+
+
+def _unary_samples(a):
+    return [(a(3, 4),), (a(2, 1, 3),), (np.asarray(a()),)]
+
+
+# ---------------------------------------------------------------------------------------
+# Registration
+# ---------------------------------------------------------------------------------------
+
+_COMPARISONS = (
+    ("equal", np.equal, "x == y"),
+    ("not_equal", np.not_equal, "x != y"),
+    ("less", np.less, "x < y"),
+    ("less_equal", np.less_equal, "x <= y"),
+    ("greater", np.greater, "x > y"),
+    ("greater_equal", np.greater_equal, "x >= y"),
+)
+
+_LOGICAL = (
+    ("logical_and", np.logical_and, 2, "x and y"),
+    ("logical_or", np.logical_or, 2, "x or y"),
+    ("logical_not", np.logical_not, 1, "not x"),
+)
+
+
+@tg.hookimpl
+def tapegrad_register_ops(registry):
+    """Register every op of this plugin (``add`` is the core's)."""
+    draw = _Draw(seed=0)
+    reg = registry.register_op
+
+    # -- arithmetic -----------------------------------------------------------------------
+    reg("subtract", kernels={"cpu": np.subtract},
+        vjp=lambda g, ans, x, y: (g, None if _is_number(y) else -g),
+        save_inputs=(False, False), save_ans=False,
+        samples=_binary_samples(draw.normal, draw.normal),
+        doc="x - y, elementwise with NumPy broadcasting.")
+    reg("multiply", kernels={"cpu": np.multiply}, vjp=_multiply_vjp,
+        save_ans=False,
+        samples=_binary_samples(draw.normal, draw.normal),
+        doc="x * y, elementwise with NumPy broadcasting.")
+    reg("divide", kernels={"cpu": np.divide}, vjp=_divide_vjp,
+        save_ans=False,
+        samples=_binary_samples(draw.normal, draw.nonzero),
+        doc="x / y (true division), elementwise with NumPy broadcasting.")
+    reg("negative", kernels={"cpu": np.negative},
+        vjp=lambda g, ans, x: (-g,),
+        save_inputs=(False,), save_ans=False,
+        samples=_unary_samples(draw.normal),
+        doc="-x, elementwise.")
+    reg("power", kernels={"cpu": np.power}, vjp=_power_vjp,
+        save_ans=False,
+        samples=_binary_samples(draw.positive, draw.exponent)
+        + [(draw.normal(3, 4), 3), (draw.normal(3), 2.0), (draw.normal(2, 2), 0)],
+        doc="x ** y, elementwise with NumPy broadcasting. The gradient for y is "
+            "x**y log(x), taken as 0 where x == 0 and y >= 0.")
+    reg("square", kernels={"cpu": np.square},
+        vjp=lambda g, ans, x: (g * (2 * x),),
+        save_ans=False,
+        samples=_unary_samples(draw.normal),
+        doc="x * x, elementwise.")
+    reg("sqrt", kernels={"cpu": np.sqrt},
+        vjp=lambda g, ans, x: (g / (2 * ans),),
+        save_inputs=(False,),
+        samples=_unary_samples(draw.positive),
+        doc="The non-negative square root, elementwise (nan for x < 0, as NumPy).")
+    reg("abs", kernels={"cpu": np.abs},
+        vjp=lambda g, ans, x: (g * tg.sign(x),),
+        save_ans=False,
+        samples=_unary_samples(draw.nonzero),
+        doc="|x|, elementwise. The gradient at x == 0 is 0.")
+    reg("sign", kernels={"cpu": np.sign},
+        vjp=lambda g, ans, x: (tg.zeros_like(g),),
+        save_inputs=(False,), save_ans=False,
+        samples=_unary_samples(draw.nonzero),
+        doc="-1, 0 or 1 by the sign of x, elementwise. Its gradient is 0 everywhere "
+            "(as PyTorch and JAX), so sign(x) can sit in a differentiable expression.")
+    reg("clip", kernels={"cpu": _clip_kernel}, vjp=_clip_vjp,
+        save_ans=False,
+        samples=[tg.Sample(draw.away_from((-0.5, 0.5), 3, 4), a_min=-0.5, a_max=0.5),
+                 tg.Sample(draw.away_from((0.3,), 5), a_min=None, a_max=0.3),
+                 tg.Sample(draw.away_from((-1.0,), 2, 3), a_min=-1.0),
+                 tg.Sample(draw.away_from((-0.2, 1.0), 4), -0.2, 1.0)],
+        doc="x limited to [a_min, a_max] (either may be None), as numpy.clip. The gradient "
+            "passes where a_min <= x <= a_max.")
+
+    # -- exponentials and trigonometry ------------------------------------------------
+    reg("exp", kernels={"cpu": np.exp},
+        vjp=lambda g, ans, x: (g * ans,),
+        save_inputs=(False,),
+        samples=_unary_samples(draw.normal),
+        doc="e**x, elementwise.")
+    reg("log", kernels={"cpu": np.log},
+        vjp=lambda g, ans, x: (g / x,),
+        save_ans=False,
+        samples=_unary_samples(draw.positive),
+        doc="The natural logarithm, elementwise (-inf at 0, nan below, as NumPy).")
+    reg("sin", kernels={"cpu": np.sin},
+        vjp=lambda g, ans, x: (g * tg.cos(x),),
+        save_ans=False,
+        samples=_unary_samples(draw.normal),
+        doc="The sine of x (radians), elementwise.")
+    reg("cos", kernels={"cpu": np.cos},
+        vjp=lambda g, ans, x: (-g * tg.sin(x),),
+        save_ans=False,
+        samples=_unary_samples(draw.normal),
+        doc="The cosine of x (radians), elementwise.")
+    reg("tanh", kernels={"cpu": np.tanh},
+        vjp=lambda g, ans, x: (g * (1 - ans * ans),),
+        save_inputs=(False,),
+        samples=_unary_samples(draw.normal),
+        doc="The hyperbolic tangent, elementwise.")
+
+    # -- activations ----------------------------------------------------------------------
+    reg("sigmoid", kernels={"cpu": _sigmoid_kernel},
+        vjp=lambda g, ans, x: (g * ans * (1 - ans),),
+        save_inputs=(False,),
+        samples=_unary_samples(draw.normal) + [(3 * draw.normal(6),)],
+        doc="1 / (1 + exp(-x)), elementwise, computed without overflow for any x.")
+    reg("relu", kernels={"cpu": _relu_kernel},
+        vjp=lambda g, ans, x: (tg.where(ans > 0, g, 0),),
+        save_inputs=(False,),
+        samples=_unary_samples(draw.nonzero),
+        doc="max(x, 0), elementwise. The gradient is 0 where x <= 0.")
+
+    # -- selection --------------------------------------------------------------------
+    reg("maximum", kernels={"cpu": np.maximum}, vjp=_maximum_vjp,
+        save_ans=False,
+        samples=_binary_samples(draw.normal, draw.normal, scalar_a=0.1, scalar_b=-0.2),
+        doc="The larger of x and y, elementwise (nan if either is nan). At ties each "
+            "input gets half the gradient.")
+    reg("minimum", kernels={"cpu": np.minimum}, vjp=_minimum_vjp,
+        save_ans=False,
+        samples=_binary_samples(draw.normal, draw.normal, scalar_a=0.1, scalar_b=-0.2),
+        doc="The smaller of x and y, elementwise (nan if either is nan). At ties each "
+            "input gets half the gradient.")
+    reg("where", kernels={"cpu": np.where}, vjp=_where_vjp,
+        differentiable=(1, 2), method=False,
+        save_inputs=(True, False, False), save_ans=False,
+        samples=[(draw.bools(3, 4), draw.normal(3, 4), draw.normal(3, 4)),
+                 (draw.bools(3, 1), draw.normal(4), 0.0),
+                 (draw.bools(2, 1, 3), draw.normal(4, 1), draw.normal(3)),
+                 (draw.bools(4), -1.5, draw.normal(2, 4)),
+                 (draw.small_ints(3, 4), draw.normal(3, 4), draw.normal(4))],
+        doc="x where cond is true, else y (numpy.where with three arguments). "
+            "Differentiable in x and y; cond is a bool tensor or array.")
+
+    # -- comparisons and logic: not differentiable, bool results ------------------------
+    for name, ufunc, expr in _COMPARISONS:
+        reg(name, kernels={"cpu": ufunc}, vjp=None, nin=2,
+            samples=_binary_samples(draw.small_ints, draw.small_ints, 0.0, 1.0),
+            doc=f"{expr}, elementwise with NumPy broadcasting: a bool tensor that never "
+                f"requires grad.")
+    for name, ufunc, nin, expr in _LOGICAL:
+        samples = ([(draw.bools(3, 4), draw.bools(3, 4)), (draw.bools(2, 1, 3), draw.bools(4, 1)),
+                    (draw.bools(3), True), (draw.small_ints(3, 4), draw.bools(4))]
+                   if nin == 2 else [(draw.bools(3, 4),), (draw.small_ints(2, 3),)])
+        reg(name, kernels={"cpu": ufunc}, vjp=None, nin=nin, samples=samples,
+            doc=f"{expr}, elementwise (nonzero counts as true): a bool tensor that never "
+                f"requires grad.")

@@ -1,0 +1,624 @@
+"""Ops that reduce, reshape, index and join tensors, with NumPy's names and semantics.
+
+Vocabulary (as everywhere in tapegrad): ``g`` is the gradient flowing into an op's output,
+``ans`` the op's forward result, ``x, y, ...`` its inputs. Each op is registered below as
+its CPU kernel, ONE gradient rule written with tapegrad ops (so it runs on any device and
+is itself differentiable), and the sample inputs the contract kit checks it with, side by
+side. Functions that are compositions of other ops (``var``, ``squeeze``, ``split``, ...)
+have no rule of their own.
+
+>>> import tapegrad as tg
+>>> x = tg.tensor([[1., 2., 3.], [4., 5., 6.]], requires_grad=True)
+>>> x.sum(0)
+tensor([5., 7., 9.], grad_fn=<sum>)
+>>> tg.mean(x, axis=1, keepdims=True).shape
+(2, 1)
+>>> x.reshape(3, 2).T.shape
+(2, 3)
+>>> y = x[1:, [0, 0]]          # advanced indexing: column 0 twice
+>>> y.sum().backward()
+>>> x.grad                     # repeated indices accumulate
+tensor([[0., 0., 0.],
+        [2., 0., 0.]])
+>>> tg.concatenate([x, x], axis=1).shape
+(2, 6)
+>>> [t.shape for t in tg.split(x, 3, axis=1)]
+[(2, 1), (2, 1), (2, 1)]
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import operator
+
+import numpy as np
+
+import tapegrad as tg
+
+AxisError = np.exceptions.AxisError
+
+
+# ---------------------------------------------------------------------------------------
+# Shape helpers (plain Python on shapes and axes, never on arrays)
+# ---------------------------------------------------------------------------------------
+
+def _axes(axis, ndim, op):
+    """`axis` (None, an int or a tuple; negatives count from the end) as a tuple of
+    non-negative ints in the order given. None means every axis."""
+    if axis is None:
+        return tuple(range(ndim))
+    if not isinstance(axis, (tuple, list)):
+        axis = (axis,)
+    out = []
+    for a in axis:
+        try:
+            a = operator.index(a)
+        except TypeError:
+            raise TypeError(f"{op}: axis must be None, an int or a tuple of ints, got {axis!r}") from None
+        if not -ndim <= a < ndim:
+            # AxisError is both a ValueError and an IndexError, like NumPy's.
+            raise AxisError(f"{op}: axis {a} is out of bounds for a tensor of dimension {ndim}")
+        a %= ndim
+        if a in out:
+            raise ValueError(f"{op}: repeated axis {a} in {axis!r}")
+        out.append(a)
+    return tuple(out)
+
+
+def _kept_shape(shape, axes):
+    """The shape of a reduction over `axes` with keepdims=True."""
+    return tuple(1 if i in axes else s for i, s in enumerate(shape))
+
+
+def _unreduce(g, shape, axis, keepdims, op):
+    """g, the gradient of a reduction over `axis`, broadcast back to the input's `shape`."""
+    if axis is not None and not keepdims:
+        kept = _kept_shape(shape, _axes(axis, len(shape), op))
+        if g.shape != kept:
+            g = tg.reshape(g, kept)
+    if g.shape == tuple(shape):
+        return g
+    return tg.broadcast_to(g, shape)
+
+
+def _count(shape, axis, op):
+    """How many elements a reduction over `axis` combines into one."""
+    return math.prod(shape[a] for a in _axes(axis, len(shape), op))
+
+
+def _as_tensor(x):
+    return tg.asarray(x)
+
+
+def _rand(*shape, seed=0):
+    """Float64 sample data: a fixed standard-normal draw per shape."""
+    return np.random.default_rng(seed + 17 * len(shape) + sum(shape)).standard_normal(shape)
+
+
+def _distinct(*shape):
+    """Float64 sample data with no two entries equal (max/min samples need no ties)."""
+    n = math.prod(shape)
+    values = np.linspace(-2.0, 2.0, n) + 0.01 * np.random.default_rng(n).standard_normal(n)
+    return np.random.default_rng(n + 1).permutation(values).reshape(shape)
+
+
+# ---------------------------------------------------------------------------------------
+# Reductions: sum, mean, max, min (ops); var, std, prod (compositions)
+# ---------------------------------------------------------------------------------------
+
+def _sum_kernel(x, axis=None, dtype=None, keepdims=False):
+    return np.sum(x, axis=axis, dtype=dtype, keepdims=keepdims)
+
+
+def _sum_vjp(g, ans, x, axis=None, *, dtype=None, keepdims=False):
+    return (_unreduce(g, x.shape, axis, keepdims, "sum"),)
+
+
+def _mean_kernel(x, axis=None, dtype=None, keepdims=False):
+    return np.mean(x, axis=axis, dtype=dtype, keepdims=keepdims)
+
+
+def _mean_vjp(g, ans, x, axis=None, *, dtype=None, keepdims=False):
+    return (_unreduce(g, x.shape, axis, keepdims, "mean") / _count(x.shape, axis, "mean"),)
+
+
+def _max_kernel(x, axis=None, keepdims=False):
+    return np.max(x, axis=axis, keepdims=keepdims)
+
+
+def _min_kernel(x, axis=None, keepdims=False):
+    return np.min(x, axis=axis, keepdims=keepdims)
+
+
+def _extremum_vjp(g, ans, x, axis=None, *, keepdims=False):
+    # NOTE: ties share the gradient evenly: each of k entries equal to the max gets g / k
+    # (the mean of the one-sided derivatives, as in JAX and torch.amax). `hit` comes from
+    # a comparison, so it is a constant in the double-backward graph.
+    hit = (x == _unreduce(ans, x.shape, axis, keepdims, "max/min")).astype(x.dtype)
+    share = hit / tg.sum(hit, axis, keepdims=True)
+    return (_unreduce(g, x.shape, axis, keepdims, "max/min") * share,)
+
+
+def var(x, axis=None, *, ddof=0, keepdims=False):
+    """Variance over `axis` (NumPy's ``np.var``): mean of squared deviations, divided by
+    ``n - ddof``.
+
+    >>> import tapegrad as tg
+    >>> x = tg.tensor([[1., 2.], [3., 5.]])
+    >>> tg.var(x)
+    tensor(2.1875)
+    >>> x.var(axis=0, ddof=1)
+    tensor([2. , 4.5])
+    """
+    return _var(_as_tensor(x), axis, ddof, keepdims, "var")
+
+
+def _var(x, axis, ddof, keepdims, op):
+    n = max(_count(x.shape, axis, op) - ddof, 0)      # checks axis, naming the caller
+    d = x - tg.mean(x, axis, keepdims=True)
+    return tg.sum(d * d, axis, keepdims=keepdims) / n
+
+
+def std(x, axis=None, *, ddof=0, keepdims=False):
+    """Standard deviation over `axis` (NumPy's ``np.std``): ``sqrt(var(x, axis, ddof=ddof))``.
+
+    >>> import tapegrad as tg
+    >>> tg.std(tg.tensor([1., 3.]))
+    tensor(1.)
+    """
+    return tg.sqrt(_var(_as_tensor(x), axis, ddof, keepdims, "std"))
+
+
+def prod(x, axis=None, *, dtype=None, keepdims=False):
+    """Product over `axis` (NumPy's ``np.prod``).
+
+    Computed as a balanced tree of elementwise multiplies, so its gradient is exact when
+    entries are zero (no division by x) and differentiable to any order.
+
+    >>> import tapegrad as tg
+    >>> x = tg.tensor([[2., 0., 3.], [1., 4., 5.]], requires_grad=True)
+    >>> x.prod(axis=1).tolist()
+    [0.0, 20.0]
+    >>> x.prod(axis=1).sum().backward(); x.grad
+    tensor([[ 0.,  6.,  0.],
+            [20.,  5.,  4.]])
+    """
+    # NOTE: prod(x) / x is the textbook gradient, but it is 0/0 wherever x == 0; the tree
+    # of multiplies gives every partial product exactly (the approach of JAX's reduce_prod).
+    x = _as_tensor(x)
+    if dtype is None and x.dtype.kind in "biu" and x.dtype.itemsize < 8:
+        dtype = np.uint64 if x.dtype.kind == "u" else np.int64   # NumPy's accumulator
+    if dtype is not None and x.dtype != dtype:
+        x = x.astype(dtype)
+    axes = _axes(axis, x.ndim, "prod")
+    kept = [i for i in range(x.ndim) if i not in axes]
+    n = _count(x.shape, axis, "prod")
+    y = x
+    order = tuple(kept) + tuple(sorted(axes))
+    if order != tuple(range(x.ndim)):
+        y = tg.transpose(y, order)
+    y = tg.reshape(y, tuple(x.shape[i] for i in kept) + (n,))
+    if n == 0:
+        out = tg.sum(y, -1) + 1                       # the empty product, still on the graph
+    else:
+        rest = None                                   # product of the odd ones left over
+        while n > 1:
+            if n % 2:
+                last = y[..., n - 1]
+                rest = last if rest is None else rest * last
+                n -= 1
+            half = n // 2
+            y = y[..., :half] * y[..., half:n]
+            n = half
+        out = y[..., 0]
+        if rest is not None:
+            out = out * rest
+    if keepdims:
+        out = tg.reshape(out, _kept_shape(x.shape, axes))
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# Shapes: reshape, transpose (ops); flatten, squeeze, expand_dims, swapaxes, moveaxis
+# ---------------------------------------------------------------------------------------
+
+def _reshape_kernel(x, shape):
+    return np.reshape(x, shape)
+
+
+def _reshape_vjp(g, ans, x, *, shape):
+    return (tg.reshape(g, x.shape),)
+
+
+def _reshape_method(self, *shape, **kwargs):
+    """``t.reshape(2, 3)``, ``t.reshape((2, 3))`` or ``t.reshape(-1)``, as in NumPy."""
+    if not shape:
+        return tg.reshape(self, **kwargs)
+    if len(shape) == 1 and not isinstance(shape[0], (numbers.Integral, np.integer)):
+        shape = shape[0]
+    return tg.reshape(self, shape, **kwargs)
+
+
+def _transpose_kernel(x, axes=None):
+    return np.transpose(x, axes)
+
+
+def _transpose_vjp(g, ans, x, axes=None):
+    if axes is None:
+        return (tg.transpose(g),)
+    inverse = np.argsort([a % x.ndim for a in axes])
+    return (tg.transpose(g, tuple(int(a) for a in inverse)),)
+
+
+def _transpose_method(self, *axes):
+    """``t.transpose()``, ``t.transpose(1, 0)`` or ``t.transpose((1, 0))``, as in NumPy."""
+    if not axes:
+        return tg.transpose(self)
+    if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], (tuple, list))):
+        axes = axes[0]
+    return tg.transpose(self, axes)
+
+
+def flatten(x):
+    """x as one dimension (like ``ndarray.flatten``; differentiable, may share storage).
+
+    >>> import tapegrad as tg
+    >>> tg.ones((2, 3)).flatten().shape
+    (6,)
+    """
+    return tg.reshape(x, (-1,))
+
+
+def ravel(x):
+    """x as one dimension (NumPy's ``np.ravel``); the same as ``flatten``.
+
+    >>> import tapegrad as tg
+    >>> tg.ravel(tg.ones((2, 3))).shape
+    (6,)
+    """
+    return tg.reshape(x, (-1,))
+
+
+def squeeze(x, axis=None):
+    """x without the axes of length one (all of them, or those in `axis`).
+
+    >>> import tapegrad as tg
+    >>> tg.zeros((1, 3, 1)).squeeze().shape, tg.squeeze(tg.zeros((1, 3, 1)), axis=0).shape
+    ((3,), (3, 1))
+    """
+    x = _as_tensor(x)
+    if axis is None:
+        return tg.reshape(x, tuple(s for s in x.shape if s != 1))
+    axes = _axes(axis, x.ndim, "squeeze")
+    for a in axes:
+        if x.shape[a] != 1:
+            raise ValueError(
+                f"squeeze: cannot remove axis {a} of a tensor of shape {x.shape}: it has length "
+                f"{x.shape[a]}, and only axes of length one can be squeezed")
+    return tg.reshape(x, tuple(s for i, s in enumerate(x.shape) if i not in axes))
+
+
+def expand_dims(x, axis):
+    """x with new axes of length one inserted at `axis` (an int or a tuple), as in NumPy.
+
+    >>> import tapegrad as tg
+    >>> tg.expand_dims(tg.zeros((2, 3)), (0, -1)).shape
+    (1, 2, 3, 1)
+    """
+    x = _as_tensor(x)
+    n_new = len(axis) if isinstance(axis, (tuple, list)) else 1
+    axes = _axes(axis, x.ndim + n_new, "expand_dims")
+    dims = iter(x.shape)
+    return tg.reshape(x, tuple(1 if i in axes else next(dims) for i in range(x.ndim + n_new)))
+
+
+def swapaxes(x, axis1, axis2):
+    """x with axes `axis1` and `axis2` interchanged (NumPy's ``np.swapaxes``).
+
+    >>> import tapegrad as tg
+    >>> tg.zeros((2, 3, 4)).swapaxes(0, -1).shape
+    (4, 3, 2)
+    """
+    x = _as_tensor(x)
+    (a,), (b,) = _axes(axis1, x.ndim, "swapaxes"), _axes(axis2, x.ndim, "swapaxes")
+    perm = list(range(x.ndim))
+    perm[a], perm[b] = b, a
+    return tg.transpose(x, tuple(perm))
+
+
+def moveaxis(x, source, destination):
+    """x with the axes `source` moved to positions `destination` (NumPy's ``np.moveaxis``).
+
+    >>> import tapegrad as tg
+    >>> tg.moveaxis(tg.zeros((2, 3, 4)), 0, -1).shape
+    (3, 4, 2)
+    """
+    x = _as_tensor(x)
+    src = _axes(source, x.ndim, "moveaxis")
+    dst = _axes(destination, x.ndim, "moveaxis")
+    if len(src) != len(dst):
+        raise ValueError(
+            f"moveaxis: source {source!r} and destination {destination!r} must name the same "
+            f"number of axes")
+    order = [a for a in range(x.ndim) if a not in src]
+    for d, s in sorted(zip(dst, src)):
+        order.insert(d, s)
+    return tg.transpose(x, tuple(order))
+
+
+# ---------------------------------------------------------------------------------------
+# Indexing: getitem (and the scatter-add that is its gradient), setitem
+# ---------------------------------------------------------------------------------------
+
+def _getitem_kernel(x, *, index):
+    return x[index]
+
+
+def _getitem_vjp(g, ans, x, *, index):
+    return (tg._getitem_grad(g, index=index, shape=x.shape),)
+
+
+def _has_int_array(index):
+    """Whether `index` holds an integer array, so that an element may be picked twice."""
+    for i in index if isinstance(index, tuple) else (index,):
+        if isinstance(i, (np.ndarray, list)) and np.asarray(i).dtype.kind in "iu":
+            return True
+    return False
+
+
+def _getitem_grad_kernel(g, *, index, shape):
+    out = np.zeros(shape, dtype=g.dtype)
+    if _has_int_array(index):
+        np.add.at(out, index, g)     # repeated indices accumulate
+    else:
+        out[index] = g               # basic indexing and masks never repeat an element
+    return out
+
+
+def _getitem_grad_vjp(g, ans, x, *, index, shape):
+    return (tg.getitem(g, index=index),)
+
+
+def _setitem_kernel(x, value, *, index):
+    out = x.copy()
+    out[index] = value
+    return out
+
+
+def _setitem_vjp(g, ans, x, value, *, index):
+    # NOTE: with an advanced index that repeats an element NumPy keeps the last write, but
+    # every write receives the gradient here (PyTorch leaves this case undefined too).
+    gx = tg.setitem(g, 0.0, index=index)
+    if isinstance(value, numbers.Number):
+        return gx, None
+    gv = tg.getitem(g, index=index)
+    if gv.ndim < value.ndim:   # value had extra leading ones that assignment dropped
+        gv = tg.reshape(gv, (1,) * (value.ndim - gv.ndim) + gv.shape)
+    return gx, gv
+
+
+def split(x, indices_or_sections, axis=0):
+    """A list of sub-tensors of x along `axis` (NumPy's ``np.split``): an int cuts it into
+    that many equal parts, a list of indices cuts it before each index.
+
+    >>> import tapegrad as tg
+    >>> [t.tolist() for t in tg.split(tg.arange(6.0), [2, 5])]
+    [[0.0, 1.0], [2.0, 3.0, 4.0], [5.0]]
+    """
+    x = _as_tensor(x)
+    (ax,) = _axes(axis, x.ndim, "split")
+    n = x.shape[ax]
+    if isinstance(indices_or_sections, (numbers.Integral, np.integer)):
+        sections = int(indices_or_sections)
+        if sections <= 0:
+            raise ValueError(f"split: the number of sections must be positive, got {sections}")
+        if n % sections:
+            raise ValueError(
+                f"split: axis {ax} of a tensor of shape {x.shape} has {n} elements, which do "
+                f"not divide into {sections} equal sections; pass a list of split indices")
+        bounds = [i * (n // sections) for i in range(sections + 1)]
+    else:
+        bounds = [0] + [operator.index(i) for i in indices_or_sections] + [n]
+    lead = (slice(None),) * ax
+    return [x[lead + (slice(bounds[i], bounds[i + 1]),)] for i in range(len(bounds) - 1)]
+
+
+# ---------------------------------------------------------------------------------------
+# Joining: concatenate, stack
+# ---------------------------------------------------------------------------------------
+
+def _concatenate_kernel(*xs, axis=0):
+    return np.concatenate(xs, axis=axis)
+
+
+def _concatenate_vjp(g, ans, *xs, axis=0):
+    out, start = [], 0
+    if axis is None:                 # NumPy flattens every input first
+        for x in xs:
+            out.append(tg.reshape(g[start:start + x.size], x.shape))
+            start += x.size
+        return tuple(out)
+    (ax,) = _axes(axis, g.ndim, "concatenate")
+    lead = (slice(None),) * ax
+    for x in xs:
+        out.append(g[lead + (slice(start, start + x.shape[ax]),)])
+        start += x.shape[ax]
+    return tuple(out)
+
+
+def _stack_kernel(*xs, axis=0):
+    return np.stack(xs, axis=axis)
+
+
+def _stack_vjp(g, ans, *xs, axis=0):
+    (ax,) = _axes(axis, g.ndim, "stack")
+    lead = (slice(None),) * ax
+    return tuple(g[lead + (i,)] for i in range(len(xs)))
+
+
+# ---------------------------------------------------------------------------------------
+# Registration
+# ---------------------------------------------------------------------------------------
+
+def _mask(*shape, seed=3):
+    return np.random.default_rng(seed).standard_normal(shape) > 0
+
+
+_REDUCE_SAMPLES = [
+    tg.Sample(_rand(3, 4)),
+    tg.Sample(_rand(3, 4), axis=0),
+    tg.Sample(_rand(3, 4), 1),
+    tg.Sample(_rand(2, 3, 4), axis=-1, keepdims=True),
+    tg.Sample(_rand(2, 3, 4), axis=(0, 2)),
+    tg.Sample(_rand(2, 3, 4), axis=(-1, 0), keepdims=True),
+    tg.Sample(_rand(3, 4), keepdims=True),
+    tg.Sample(np.array(1.5)),
+]
+_EXTREMUM_SAMPLES = [
+    tg.Sample(_distinct(3, 4)),
+    tg.Sample(_distinct(3, 4), axis=1),
+    tg.Sample(_distinct(2, 3, 4), axis=-1, keepdims=True),
+    tg.Sample(_distinct(2, 3, 4), axis=(0, 2)),
+    tg.Sample(_distinct(3, 4), keepdims=True),
+]
+
+
+@tg.hookimpl
+def tapegrad_register_ops(registry):
+    # -- reductions --------------------------------------------------------------------
+    registry.register_op(
+        "sum", kernels={"cpu": _sum_kernel}, vjp=_sum_vjp, params=("axis",),
+        save_inputs=(False,), save_ans=False, samples=_REDUCE_SAMPLES,
+        doc="Sum of x over `axis` (None: all; an int or a tuple; negatives count from the "
+            "end), as np.sum(x, axis, dtype=None, keepdims=False).")
+    registry.register_op(
+        "mean", kernels={"cpu": _mean_kernel}, vjp=_mean_vjp, params=("axis",),
+        save_inputs=(False,), save_ans=False, samples=_REDUCE_SAMPLES,
+        doc="Mean of x over `axis`, as np.mean(x, axis, dtype=None, keepdims=False).")
+    for name, kernel in (("max", _max_kernel), ("min", _min_kernel)):
+        registry.register_op(
+            name, kernels={"cpu": kernel}, vjp=_extremum_vjp, params=("axis",),
+            samples=_EXTREMUM_SAMPLES,
+            doc=f"{name.capitalize()}imum of x over `axis`, as np.{name}(x, axis, "
+                f"keepdims=False). The gradient is shared evenly among tied entries.")
+    for name, kernel in (("argmax", np.argmax), ("argmin", np.argmin)):
+        registry.register_op(
+            name, kernels={"cpu": kernel}, nin=1, params=("axis",),
+            samples=[tg.Sample(_distinct(3, 4)), tg.Sample(_distinct(3, 4), axis=-1)],
+            doc=f"Index of the {name[3:]}imum of x (flattened, or along `axis`), as "
+                f"np.{name}; an integer tensor, not differentiable.")
+    registry.register_function(
+        "var", var, samples=[
+            tg.Sample(_rand(3, 4)), tg.Sample(_rand(3, 4), axis=0, ddof=1),
+            tg.Sample(_rand(2, 3, 4), axis=(0, -1), keepdims=True)])
+    registry.register_function(
+        "std", std, samples=[tg.Sample(_rand(3, 4)), tg.Sample(_rand(3, 4), axis=1, ddof=1)])
+    registry.register_function(
+        "prod", prod, samples=[
+            tg.Sample(_rand(3, 4)), tg.Sample(_rand(3, 5), axis=1),
+            tg.Sample(_rand(2, 3, 4), axis=(0, 2), keepdims=True),
+            tg.Sample(_rand(7), axis=-1),
+            tg.Sample(np.array([[1.5, 0.0, 2.0], [0.0, 0.0, -3.0], [0.5, 1.2, 0.0]]), axis=1),
+            tg.Sample(np.array([[1.5, 0.0, 2.0], [0.0, 0.7, -3.0]]))])
+
+    # -- shapes ------------------------------------------------------------------------
+    registry.register_op(
+        "reshape", kernels={"cpu": _reshape_kernel}, vjp=_reshape_vjp, view=True,
+        save_inputs=(False,), save_ans=False, method=_reshape_method,
+        samples=[tg.Sample(_rand(2, 3), shape=(3, 2)), tg.Sample(_rand(2, 3, 4), (4, -1)),
+                 tg.Sample(_rand(6), shape=(1, 2, 3)), tg.Sample(_rand(2, 3), shape=-1)],
+        doc="x with a new shape holding the same elements (-1 infers one length), as "
+            "np.reshape(x, shape); t.reshape(2, 3) and t.reshape((2, 3)) both work.")
+    registry.register_op(
+        "transpose", kernels={"cpu": _transpose_kernel}, vjp=_transpose_vjp, view=True,
+        save_inputs=(False,), save_ans=False, method=_transpose_method,
+        samples=[tg.Sample(_rand(2, 3)), tg.Sample(_rand(2, 3, 4), axes=(1, 0, 2)),
+                 tg.Sample(_rand(2, 3, 4), (-1, 0, 1))],
+        doc="x with its axes permuted by `axes` (None: reversed), as np.transpose(x, axes); "
+            "t.T, t.transpose(1, 0) and t.transpose((1, 0)) all work.")
+    registry.register_function("flatten", flatten, samples=[(_rand(2, 3),)])
+    registry.register_function("ravel", ravel, samples=[(_rand(2, 3),)])
+    registry.register_function(
+        "squeeze", squeeze, samples=[
+            tg.Sample(_rand(1, 3, 1)), tg.Sample(_rand(1, 3, 1), axis=-1),
+            tg.Sample(_rand(1, 3, 1), axis=(0, 2))])
+    registry.register_function(
+        "expand_dims", expand_dims, method=False, samples=[
+            tg.Sample(_rand(2, 3), axis=0), tg.Sample(_rand(2, 3), axis=-1),
+            tg.Sample(_rand(2, 3), axis=(0, 3))])
+    registry.register_function(
+        "swapaxes", swapaxes, samples=[tg.Sample(_rand(2, 3, 4), 0, -1),
+                                       tg.Sample(_rand(2, 3), axis1=1, axis2=1)])
+    registry.register_function(
+        "moveaxis", moveaxis, method=False, samples=[
+            tg.Sample(_rand(2, 3, 4), 0, -1),
+            tg.Sample(_rand(2, 3, 4), source=(0, 1), destination=(-1, 0))])
+
+    # -- indexing ------------------------------------------------------------------------
+    registry.register_op(
+        "getitem", kernels={"cpu": _getitem_kernel}, vjp=_getitem_vjp, view=True,
+        save_inputs=(False,), save_ans=False, method=False,
+        samples=[
+            tg.Sample(_rand(3, 4), index=1),
+            tg.Sample(_rand(3, 4), index=(slice(1, None), -1)),
+            tg.Sample(_rand(2, 3, 4), index=(Ellipsis, None, slice(None, None, -2))),
+            tg.Sample(_rand(5), index=np.array([0, 3, 0, 0])),                    # repeats
+            tg.Sample(_rand(3, 4), index=(slice(1, None), np.array([0, 0]))),     # mixed
+            tg.Sample(_rand(3, 4, 2), index=(np.array([0, 2, 0]), slice(None), np.array([1, 1, 0]))),
+            tg.Sample(_rand(3, 4), index=_mask(3, 4)),                            # bool mask
+            tg.Sample(_rand(3, 4), index=(np.array([True, False, True]), np.array([1, 1]))),
+        ],
+        doc="x[index] (the op behind t[index]): basic indexing (ints, slices, None, ...) and "
+            "advanced indexing (int arrays, bool masks, mixed), as in NumPy.")
+    registry.register_op(
+        "_getitem_grad", kernels={"cpu": _getitem_grad_kernel}, vjp=_getitem_grad_vjp,
+        save_inputs=(False,), save_ans=False, method=False,
+        samples=[
+            tg.Sample(_rand(3), index=np.array([0, 2, 0]), shape=(4,)),
+            tg.Sample(_rand(2, 3), index=(slice(None), np.array([0, 0, 2])), shape=(2, 4)),
+            tg.Sample(_rand(4), index=1, shape=(3, 4)),
+        ],
+        doc="The gradient of getitem: zeros of `shape` with g added at `index` (np.add.at, "
+            "so repeated indices accumulate). Its own gradient is getitem.")
+    registry.register_op(
+        "setitem", kernels={"cpu": _setitem_kernel}, vjp=_setitem_vjp,
+        save_inputs=(False, False), save_ans=False, method=False,
+        samples=[
+            tg.Sample(_rand(3, 4), _rand(4), index=1),
+            tg.Sample(_rand(3, 4), 2.5, index=(slice(None), 0)),
+            tg.Sample(_rand(3, 4), _rand(2, 4), index=np.array([0, 2])),
+            tg.Sample(_rand(3, 4), _rand(1), index=_mask(3, 4)),
+            tg.Sample(_rand(3, 4), _rand(1, 1, 4), index=0),
+        ],
+        doc="A copy of x with x[index] = value (the op t[index] = value records when "
+            "gradients flow): x gets g with zeros at index, value gets g[index].")
+
+    # -- joining -------------------------------------------------------------------------
+    registry.register_op(
+        "concatenate", kernels={"cpu": _concatenate_kernel}, vjp=_concatenate_vjp,
+        seq_input=True, save_ans=False, method=False,
+        samples=[tg.Sample([_rand(2, 3), _rand(1, 3)]),
+                 tg.Sample([_rand(2, 3), _rand(2, 1), _rand(2, 2)], axis=1),
+                 tg.Sample([_rand(2, 3), _rand(2, 3, seed=1)], axis=-1),
+                 tg.Sample([_rand(2, 2), _rand(3)], axis=None)],
+        doc="The tensors joined along an existing `axis` (None: flattened first), as "
+            "np.concatenate(xs, axis=0).")
+    registry.register_op(
+        "stack", kernels={"cpu": _stack_kernel}, vjp=_stack_vjp,
+        seq_input=True, save_ans=False, method=False,
+        samples=[tg.Sample([_rand(2, 3), _rand(2, 3, seed=1)]),
+                 tg.Sample([_rand(2, 3), _rand(2, 3, seed=1), _rand(2, 3, seed=2)], axis=-1),
+                 tg.Sample([_rand(2, 3), _rand(2, 3, seed=1)], axis=1)],
+        doc="The tensors (all of one shape) joined along a new `axis`, as "
+            "np.stack(xs, axis=0).")
+    registry.register_function(
+        "split", split, method=False,
+        samples=[tg.Sample(_rand(6, 2), 3), tg.Sample(_rand(2, 5), [1, 3], axis=1)])
+
+    # -- copies --------------------------------------------------------------------------
+    copy = registry.register_op(
+        "copy", kernels={"cpu": np.copy}, vjp=lambda g, ans, x: (g,),
+        save_inputs=(False,), save_ans=False, samples=[(_rand(3, 4),)],
+        doc="A copy of x that shares no storage with it (np.copy); t.copy() and t.clone().")
+    registry.register_function("clone", copy, samples=[(_rand(3, 4),)])

@@ -1,0 +1,48 @@
+"""The contract kit over every op and function installed in this environment."""
+
+import numpy as np
+import pytest
+
+import tapegrad as tg
+import tapegrad.testing as tgt
+
+REGISTRY = tg.registry()
+ENTRIES = sorted(REGISTRY.ops) + sorted(REGISTRY.functions)
+
+ELEMENTWISE = ("subtract multiply divide negative power exp log sqrt abs clip tanh sigmoid relu "
+               "sin cos maximum minimum where equal not_equal less less_equal greater "
+               "greater_equal").split()
+SHAPE = ("sum mean max min var reshape transpose flatten getitem setitem concatenate stack "
+         "split").split()
+
+
+def test_no_plugin_failed_to_load():
+    assert REGISTRY.failed == {}
+
+
+@pytest.mark.parametrize("plugin,names", [("tapegrad-elementwise", ELEMENTWISE),
+                                          ("tapegrad-shape", SHAPE)])
+def test_first_party_plugins_provide_every_design_op(plugin, names):
+    assert plugin in REGISTRY.plugins
+    provided = {n for n, op in REGISTRY.ops.items() if op.plugin == plugin}
+    provided |= {n for n, f in REGISTRY.functions.items() if f.plugin == plugin}
+    assert set(names) <= provided, sorted(set(names) - provided)
+
+
+@pytest.mark.parametrize("name", ENTRIES)
+def test_every_installed_op_keeps_the_contract(name):
+    report = tgt.check_op(name)
+    assert report.checks, f"{name}: no check ran"
+
+
+def test_every_op_registers_samples():
+    missing = [n for n, op in REGISTRY.ops.items() if not op.samples]
+    assert missing == []
+
+
+def test_every_differentiable_op_is_gradchecked_with_a_broadcast_sample_when_binary():
+    for name, op in REGISTRY.ops.items():
+        if op.vjp is None or op.nin != 2:
+            continue
+        shapes = [tuple(np.shape(a) for a in s.args) for s in op.samples]
+        assert any(len(set(pair)) > 1 for pair in shapes), f"{name} has no broadcasting sample"
