@@ -211,14 +211,65 @@ def test_graph_is_freed_by_reference_counting(times):
     try:
         x = tg.tensor(np.ones(3), requires_grad=True)
         h = x + 1.0
-        y = times(h, h) + 2.0          # the graph behind y keeps h alive for times' rule
-        ref = weakref.ref(h)
+        y = times(h, h) + 2.0          # times' rule reads h: the graph keeps h's array
+        array_ref = weakref.ref(h._data)
         del h
-        assert ref() is not None
+        assert array_ref() is not None
         del y
-        assert ref() is None
+        assert array_ref() is None
     finally:
         gc.enable()
+
+
+def _freed_without_gc(build):
+    """Whether what build() returns (weakly referenced) dies by reference counting alone."""
+    gc.collect()
+    gc.disable()
+    try:
+        ref = build()
+        return ref() is None
+    finally:
+        gc.enable()
+
+
+def test_create_graph_gradient_does_not_leak_a_cycle(times):
+    def build():
+        x = tg.tensor([1.5, 2.0], requires_grad=True)
+        tg.cube(x).backward(tg.ones(2), create_graph=True)   # x.grad's graph reads x
+        assert x.grad.requires_grad
+        return weakref.ref(x)
+    assert _freed_without_gc(build)
+
+
+def test_inplace_update_from_its_own_value_does_not_leak_a_cycle(times):
+    def build():
+        x = tg.tensor([1.0, 2.0], requires_grad=True)
+        h = x + 0.0
+        h.add_(times(h, 2.0))          # times saved h's old value; h is rebound after
+        assert h.grad_fn.name == "add"
+        return weakref.ref(h)
+    assert _freed_without_gc(build)
+
+
+def test_graph_does_not_keep_a_leaf_alive():
+    x = tg.tensor([1.0], requires_grad=True)
+    y = x + 1.0
+    ref = weakref.ref(x)
+    del x
+    assert ref() is None
+    y.backward()                       # the leaf is gone: nothing to accumulate into
+    assert y.grad_fn.next_functions == ((None, 0), (None, 0))
+
+
+def test_hook_closing_a_cycle_is_collected(times):
+    def build():
+        x = tg.tensor([1.0], requires_grad=True)
+        h = x + 1.0
+        h.register_hook(lambda g: g if h is not None else g)   # refers back to h
+        return weakref.ref(h)
+    ref = build()
+    gc.collect()
+    assert ref() is None
 
 
 @pytest.mark.slow

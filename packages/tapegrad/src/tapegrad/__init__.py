@@ -18,6 +18,7 @@ from . import _engine
 from ._creation import arange, asarray, eye, full, full_like, linspace, ones, tensor, zeros
 from ._engine import (
     Device, Node, Op, OpNotAvailableError, RemovableHandle, TensorMeta, is_grad_enabled,
+    needs_grad,
 )
 from ._grad_mode import (
     detect_anomaly, enable_grad, inference_mode, is_anomaly_enabled, no_grad, set_grad_enabled,

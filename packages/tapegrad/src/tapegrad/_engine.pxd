@@ -7,18 +7,22 @@
 #   `retain_grad()`) ever hold `.grad`.
 # * A non-leaf Tensor always has `_requires_grad == True` and `_node` set: the Node that
 #   produced it, `_output_nr` saying which of that node's outputs it is.
-# * A Node holds strong references to what produced its inputs (`edges`: Nodes, or leaf
-#   Tensors that accumulate gradient) and to the inputs it saved for its VJP, but never to
-#   its own outputs (it keeps only the output's array and version counter).  So the graph is
-#   a DAG owned by its outputs: dropping the last output frees it by reference counting
-#   alone, with no cycle for the garbage collector to find.
+# * A Node holds strong references to what produced its inputs (`edges`: Nodes, or the
+#   LeafRef of a leaf, which reaches the leaf weakly) and to SavedTensor records of the
+#   values its rule reads (array, version counter, producer), but never to a Tensor object
+#   and never to its own outputs (it keeps only the output's array and version counter).
+#   So the graph is a DAG owned by its outputs that no user object is part of: dropping
+#   the last output frees it by reference counting alone, with no cycle for the garbage
+#   collector to find -- which is why nodes and their tuples are not GC-tracked (see
+#   Note: [the graph holds no user-visible tensors] in _engine.pyx).
 # * Versions: every in-place write to a tensor's storage bumps its VersionCounter, which is
-#   shared by every Tensor that aliases that storage (detach(), views).  A Node records the
-#   versions of what it saved; a VJP that would read a value written since raises.
-# * The traversal (`run_backward`) is iterative (Kahn's algorithm with dependency counts
-#   kept in dicts local to one call), so deep graphs cost linear time and no C or Python
-#   recursion, and two threads may run backward at the same time on independent graphs.
-
+#   shared by every Tensor that aliases that storage (detach(), views).  A SavedTensor
+#   records the version it saw; a rule that would read a value written since raises.
+# * The traversal (`run_backward`) is iterative (Kahn's algorithm with dependency counts),
+#   so deep graphs cost linear time and no C or Python recursion.  Per-node traversal
+#   state lives on the Node, owned by one running backward at a time (`_walk`); per-leaf
+#   state lives in a dict of the call, so threads may backpropagate independent graphs
+#   that share leaves.
 
 cdef class VersionCounter:
     cdef public long long value       # number of in-place writes to the guarded storage
@@ -52,16 +56,23 @@ cdef class Op:
 
 cdef class Node:
     cdef readonly str name            # op (or Function class) name, for errors and repr
-    cdef tuple edges                  # per input: Node, leaf Tensor or None (no gradient)
+    cdef tuple edges                  # per input: Node, LeafRef (a leaf) or None (no gradient)
     cdef tuple edge_nrs               # per input: which output of the edge Node it was
-    cdef tuple inputs                 # inputs as passed (Tensors and plain values); None once freed
-    cdef tuple versions               # per input: version when saved (-1 for non-tensors)
+    cdef tuple inputs                 # per input: SavedTensor (read by the rule), TensorMeta
+                                      # (not read) or the plain value; None once freed
     cdef readonly int n_outputs
     cdef bint released                # saved values were freed by a backward without retain_graph
     cdef dict hooks                   # output_nr -> [hook]: tensor hooks on non-leaf outputs
     cdef dict retained                # output_nr -> weakref of a non-leaf that called retain_grad()
     cdef public object trace          # forward stack recorded in anomaly mode, else None
-    cdef list _run_vjp(self, list grads)   # gradients per input, shaped like the inputs
+    # Traversal state, owned by one running backward (`_walk` is its token) and reset when
+    # the node has run; a second backward reaching a node another one owns raises.
+    cdef object _walk                 # token of the backward that owns the fields below
+    cdef Py_ssize_t _deps             # edges into this node from nodes that have not run
+    cdef object _g                    # gradient summed so far for output 0
+    cdef list _gmore                  # gradients for outputs 1.. (multi-output nodes)
+    cdef unsigned long long _fresh    # bit k: the gradient of output k is a buffer we own
+    cdef tuple _run_vjp(self, list grads)  # the rule's raw gradients, one per input
     cdef void release(self)
     cdef void _check_saved(self) except *
 
@@ -92,4 +103,5 @@ cdef class TensorBase:
     cdef bint _retains_grad
     cdef bint _is_view                # storage may be shared with another tensor's (a view)
     cdef list _hooks                  # hooks of a leaf (non-leaf hooks live on the Node)
+    cdef object _leaf_ref             # the LeafRef graphs use for this leaf (created on need)
     cdef object __weakref__

@@ -11,6 +11,11 @@ from cpython.contextvars cimport get_value
 from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 
+cdef extern from "Python.h":
+    void PyObject_GC_UnTrack(object)
+    void PyObject_GC_Track(object)
+    bint PyObject_GC_IsTracked(object)
+
 cdef extern from *:
     """
     /* Replace item i of a tuple that this module created and nobody else holds yet. */
@@ -47,6 +52,21 @@ ANOMALY_ENABLED = contextvars.ContextVar("tapegrad_anomaly_enabled", default=Fal
 
 cdef inline bint _grad_enabled():
     return <bint>get_value(GRAD_ENABLED, True)
+
+
+cpdef bint needs_grad(object value):
+    """Whether `value` is a tensor that requires grad: what a gradient rule asks to skip
+    gradients nobody needs (``g * x if tg.needs_grad(y) else None``).
+
+    >>> import tapegrad as tg
+    >>> tg.needs_grad(tg.tensor([1.0], requires_grad=True)), tg.needs_grad(2.0)
+    (True, False)
+    """
+    if isinstance(value, TensorBase):
+        return (<TensorBase>value)._requires_grad
+    if isinstance(value, TensorMeta):
+        return (<TensorMeta>value).requires_grad
+    return False
 
 
 def is_grad_enabled():
@@ -369,6 +389,7 @@ cdef class TensorMeta:
     cdef readonly tuple shape
     cdef readonly object dtype
     cdef readonly Device device
+    cdef readonly bint requires_grad   # of the tensor it describes, when it was recorded
 
     @property
     def ndim(self):
@@ -390,6 +411,7 @@ cdef TensorMeta _meta_of(TensorBase t):
     m.shape = t._data.shape
     m.dtype = t._data.dtype
     m.device = t._device
+    m.requires_grad = t._requires_grad
     return m
 
 
@@ -456,8 +478,13 @@ def new_tensor(data, Device device, bint requires_grad=False):
     return t
 
 
+cdef object _F64 = np.dtype(np.float64)
+cdef object _F32 = np.dtype(np.float32)
+
+
 cdef inline bint _is_float_array(object arr):
-    return arr.dtype.kind == "f"
+    dt = arr.dtype
+    return dt is _F64 or dt is _F32 or dt.kind == "f"
 
 
 cdef object _apply(Op op, tuple args, dict kwargs):
@@ -544,59 +571,133 @@ cdef object _apply(Op op, tuple args, dict kwargs):
         t._vc = _get_vc(<TensorBase>inputs[0])
         t._is_view = True
     if needs_grad and _grad_enabled() and _is_float_array(out):
-        _record(op, inputs, kwargs, t)
+        _record(op, inputs, kwargs if kwargs else _NO_PARAMS, t)
     return t
+
+
+# Note: [the graph holds no user-visible tensors]
+# A node refers to what produced its inputs (Nodes, or a LeafRef that reaches a leaf
+# weakly) and to SavedTensor records of the values its rule reads (array, version counter,
+# producer) -- never to Tensor objects, which in-place ops rebind and .grad links back to.
+# So the graph is a DAG that no user object is part of: it is freed by reference counting
+# alone (also in the create_graph case that PyTorch documents as a leak), and its nodes and
+# tuples need not be tracked by the cyclic garbage collector, whose passes took a third of
+# the forward time. A node is tracked again when it gets something user-defined that could
+# close a cycle (a tensor hook); FunctionNodes (user ctx objects) always are.
+
+@cython.no_gc
+cdef class LeafRef:
+    """The graph's handle on a leaf tensor: weak, so a graph never keeps a leaf alive."""
+    cdef object ref          # weakref to the leaf Tensor
+
+    cdef TensorBase get(self):
+        t = self.ref()
+        return None if t is None else <TensorBase>t
+
+    def __repr__(self):
+        return f"<leaf {self.ref()!r}>"
+
+
+cdef LeafRef _leaf_ref_of(TensorBase t):
+    cdef LeafRef r = t._leaf_ref
+    if r is None:
+        r = LeafRef.__new__(LeafRef)
+        r.ref = weakref.ref(t)
+        t._leaf_ref = r
+    return r
+
+
+@cython.no_gc
+cdef class SavedTensor:
+    """A value a node's rule reads, saved without holding the Tensor object."""
+    cdef readonly object data        # the array
+    cdef Device device
+    cdef VersionCounter vc           # the storage's version counter
+    cdef long long version           # its value when saved
+    cdef Node node                   # the producer (None for leaves and constants)
+    cdef int output_nr
+    cdef bint requires_grad          # of the saved tensor (rules ask tg.needs_grad)
+    cdef LeafRef leaf                # set for a leaf that requires grad
+
+    @property
+    def shape(self):
+        return self.data.shape
+
+    @property
+    def dtype(self):
+        return self.data.dtype
+
+    cdef object unpack(self):
+        """The value as a Tensor for a rule: the leaf itself, or a tensor connected to the
+        producer when recording (create_graph), so the rule is differentiable."""
+        cdef TensorBase t
+        if self.leaf is not None:
+            t = self.leaf.get()
+            if t is not None and t._data is self.data:
+                return t
+        t = _new_tensor(self.data, self.device)
+        t._vc = self.vc
+        # NOTE: requires_grad even when not recording: rules skip the gradients of inputs
+        # that do not need one (tg.needs_grad), so it must say what the saved tensor said.
+        t._requires_grad = self.requires_grad
+        if self.node is not None and _grad_enabled():
+            t._node = self.node
+            t._output_nr = self.output_nr
+        return t
+
+
+cdef SavedTensor _save(TensorBase t):
+    cdef SavedTensor rec = SavedTensor.__new__(SavedTensor)
+    rec.data = t._data
+    rec.device = t._device
+    rec.vc = _get_vc(t)
+    rec.version = rec.vc.value
+    rec.requires_grad = t._requires_grad
+    if t._node is not None:
+        rec.node = t._node
+        rec.output_nr = t._output_nr
+    elif t._requires_grad:
+        rec.leaf = _leaf_ref_of(t)
+    return rec
+
+
+cdef inline object _edge_of(TensorBase t):
+    return t._node if t._node is not None else _leaf_ref_of(t)
 
 
 cdef void _record(Op op, tuple inputs, dict params, TensorBase out) except *:
     cdef OpNode node = OpNode.__new__(OpNode)
     cdef Py_ssize_t n = len(inputs), i
     cdef tuple edges = PyTuple_New(n)
-    cdef tuple saved = inputs
+    cdef tuple saved = PyTuple_New(n)
     cdef list nrs = None
-    cdef list versions = None
     cdef TensorBase t
-    cdef long long v
     cdef object edge, item
     for i in range(n):
         a = inputs[i]
         edge = None
+        item = a
         if isinstance(a, TensorBase):
             t = <TensorBase>a
             if t._requires_grad and (op._all_diff or i in op.differentiable):
-                if t._node is not None:
-                    edge = t._node
-                    if t._output_nr != 0:
-                        if nrs is None:
-                            nrs = [0] * n
-                        nrs[i] = t._output_nr
-                else:
-                    edge = t
-            if op.save_inputs is not None and not op.saves_input(i):
-                if saved is inputs:
-                    saved = PyTuple_New(n)
-                    for k in range(n):
-                        item = inputs[k]
-                        Py_INCREF(item)
-                        PyTuple_SET_ITEM(saved, k, item)
-                # NOTE: a tuple's items may be replaced only while nobody else holds it.
-                item = _meta_of(t)
-                Py_INCREF(item)
-                _tuple_replace(saved, i, item)
-            else:
-                v = _version_of(t)
-                if v != 0:
-                    if versions is None:
-                        versions = [0] * n
-                    versions[i] = v
+                edge = _edge_of(t)
+                if t._output_nr != 0:
+                    if nrs is None:
+                        nrs = [0] * n
+                    nrs[i] = t._output_nr
+            item = _save(t) if op.saves_input(i) else _meta_of(t)
         Py_INCREF(edge)
         PyTuple_SET_ITEM(edges, i, edge)
+        Py_INCREF(item)
+        PyTuple_SET_ITEM(saved, i, item)
+    PyObject_GC_UnTrack(edges)
+    PyObject_GC_UnTrack(saved)
+    PyObject_GC_UnTrack(node)
     node.name = op.name
     node.op = op
     node.edges = edges
     node.edge_nrs = None if nrs is None else tuple(nrs)
     node.inputs = saved
-    node.versions = None if versions is None else tuple(versions)
     node.params = params
     node.n_outputs = 1
     node.device = out._device
@@ -624,9 +725,11 @@ cdef class Node:
 
     @property
     def next_functions(self):
-        """(edge, output_nr) per input, like PyTorch's grad_fn.next_functions."""
+        """(node or leaf tensor, output_nr) per input, like PyTorch's
+        grad_fn.next_functions (None where the input gets no gradient)."""
         nrs = self.edge_nrs or (0,) * len(self.edges)
-        return tuple(zip(self.edges, nrs))
+        edges = [(<LeafRef>e).get() if isinstance(e, LeafRef) else e for e in self.edges]
+        return tuple(zip(edges, nrs))
 
     @property
     def saved_released(self):
@@ -637,17 +740,21 @@ cdef class Node:
         out = []
         if self.inputs is not None:
             for a in self.inputs:
-                if isinstance(a, TensorBase):
-                    out.append((<TensorBase>a)._data)
+                if isinstance(a, SavedTensor):
+                    out.append((<SavedTensor>a).data)
         return out
 
     def register_hook(self, hook, int output_nr=0):
+        # A hook is user code that may refer back to the tensor: let the cycle collector see
+        # this node from now on (see Note: [the graph holds no user-visible tensors]).
+        if not PyObject_GC_IsTracked(self):
+            PyObject_GC_Track(self)
         if self.hooks is None:
             self.hooks = {}
         self.hooks.setdefault(output_nr, []).append(hook)
         return RemovableHandle(self.hooks[output_nr], hook)
 
-    cdef list _run_vjp(self, list grads):
+    cdef tuple _run_vjp(self, list grads):
         raise NotImplementedError
 
     cdef void release(self):
@@ -664,21 +771,19 @@ cdef class Node:
         if self.inputs is None:
             return
         cdef Py_ssize_t i
-        cdef long long saved_v, cur
+        cdef SavedTensor rec
         for i in range(len(self.inputs)):
             a = self.inputs[i]
-            if not isinstance(a, TensorBase):
+            if not isinstance(a, SavedTensor):
                 continue
-            saved_v = 0 if self.versions is None else self.versions[i]
-            cur = _version_of(<TensorBase>a)
-            if cur != saved_v:
-                t = <TensorBase>a
+            rec = <SavedTensor>a
+            if rec.vc.value != rec.version:
                 raise RuntimeError(
                     f"one of the values needed for gradient computation has been modified by an "
                     f"in-place operation: input {i} of '{self.name}' (shape "
-                    f"{tuple(t._data.shape)}, {t._data.dtype}) is at version {cur}; '{self.name}' "
-                    f"saved it at version {saved_v}. Use an out-of-place op (or .clone()) "
-                    f"before modifying it." + _creation_note(self))
+                    f"{tuple(rec.data.shape)}, {rec.data.dtype}) is at version {rec.vc.value}; "
+                    f"'{self.name}' saved it at version {rec.version}. Use an out-of-place op "
+                    f"(or .clone()) before modifying it." + _creation_note(self))
 
 
 cdef str _creation_note(Node node):
@@ -707,7 +812,7 @@ cdef class OpNode(Node):
             out.append(self.ans_data)
         return out
 
-    cdef list _run_vjp(self, list grads):
+    cdef tuple _run_vjp(self, list grads):
         self._check_saved()
         cdef Op op = self.op
         ans = None
@@ -728,14 +833,15 @@ cdef class OpNode(Node):
                 ans_t._requires_grad = True
             ans = ans_t
         try:
+            args = _vjp_args(grads[0], ans, self.inputs)
             if self.params:
-                res = op.vjp(grads[0], ans, *self.inputs, **self.params)
+                res = op.vjp(*args, **self.params)
             else:
-                res = op.vjp(grads[0], ans, *self.inputs)
+                res = op.vjp(*args)
         except Exception as exc:
             exc.add_note(f"(while computing the gradient of '{self.name}')")
             raise
-        return _fit_grads(self, res)
+        return _check_arity(self, res)
 
 
 cdef class FunctionNode(Node):
@@ -746,7 +852,7 @@ cdef class FunctionNode(Node):
         if self.ctx is not None:
             self.ctx._release()
 
-    cdef list _run_vjp(self, list grads):
+    cdef tuple _run_vjp(self, list grads):
         self._check_saved()
         cdef Py_ssize_t k
         for k in range(self.n_outputs):
@@ -758,34 +864,48 @@ cdef class FunctionNode(Node):
         except Exception as exc:
             exc.add_note(f"(while computing the gradient of '{self.name}')")
             raise
-        return _fit_grads(self, res)
+        return _check_arity(self, res)
 
 
-cdef list _fit_grads(Node node, object res):
-    """Check a VJP's result and fit each gradient to its input's shape and dtype."""
-    cdef Py_ssize_t n = len(node.edges), i
-    if not isinstance(res, (tuple, list)):
-        res = (res,)
-    if len(res) != n:
-        raise RuntimeError(
-            f"the gradient rule of '{node.name}' returned {len(res)} gradients, but the op has "
-            f"{n} inputs (return one per input, None where there is no gradient)")
-    cdef list out = [None] * n
+cdef tuple _vjp_args(object g, object ans, tuple inputs):
+    """(g, ans, *inputs) in one allocation."""
+    cdef Py_ssize_t n = len(inputs), i
+    cdef tuple args = PyTuple_New(n + 2)
+    cdef object item
+    Py_INCREF(g)
+    PyTuple_SET_ITEM(args, 0, g)
+    Py_INCREF(ans)
+    PyTuple_SET_ITEM(args, 1, ans)
     for i in range(n):
-        if node.edges[i] is None:
-            continue
-        gi = res[i]
-        if gi is None:
-            continue
-        out[i] = _fit_grad(node, i, gi, node.inputs[i])
+        item = inputs[i]
+        if isinstance(item, SavedTensor):
+            item = (<SavedTensor>item).unpack()
+        Py_INCREF(item)
+        PyTuple_SET_ITEM(args, i + 2, item)
+    return args
+
+
+cdef tuple _check_arity(Node node, object res):
+    """A rule returns one gradient (or None) per input; a lone tensor for one input."""
+    cdef tuple out
+    if type(res) is tuple:
+        out = <tuple>res
+    elif isinstance(res, (tuple, list)):
+        out = tuple(res)
+    else:
+        out = (res,)
+    if len(out) != len(node.edges):
+        raise RuntimeError(
+            f"the gradient rule of '{node.name}' returned {len(out)} gradients, but the op has "
+            f"{len(node.edges)} inputs (return one per input, None where there is no gradient)")
     return out
 
 
 cdef object _fit_grad(Node node, Py_ssize_t i, object gi, object x):
     cdef TensorBase gt
-    if isinstance(x, TensorBase):
-        x_shape = (<TensorBase>x)._data.shape
-        x_dtype = (<TensorBase>x)._data.dtype
+    if isinstance(x, SavedTensor):
+        x_shape = (<SavedTensor>x).data.shape
+        x_dtype = (<SavedTensor>x).data.dtype
     elif isinstance(x, TensorMeta):
         x_shape = (<TensorMeta>x).shape
         x_dtype = (<TensorMeta>x).dtype
@@ -797,7 +917,11 @@ cdef object _fit_grad(Node node, Py_ssize_t i, object gi, object x):
         if gt._data.shape == x_shape and (gt._data.dtype is x_dtype or gt._data.dtype == x_dtype):
             return gt
     else:
-        dev = x.device
+        dev = _DEFAULT_DEVICE
+        if isinstance(x, SavedTensor):
+            dev = (<SavedTensor>x).device
+        elif isinstance(x, TensorMeta):
+            dev = (<TensorMeta>x).device
         gt = _new_tensor((<Device>dev).asarray(gi, x_dtype), dev)
     shape = gt._data.shape
     if shape != x_shape:
@@ -880,55 +1004,93 @@ cdef void _accumulate_grad(TensorBase t, object g, bint create_graph, bint fresh
 
 
 @cython.no_gc
-cdef class _Slot:
-    """What one backward knows about one graph key (a Node, or a leaf Tensor)."""
-    cdef Py_ssize_t deps     # edges into this key from reachable nodes that have not run
-    cdef list grads          # gradient per output, None until one arrives
-    cdef set fresh           # outputs whose gradient is a buffer this traversal allocated
+cdef class _LeafSlot:
+    """What one backward knows about one leaf (leaves may be shared between threads, so
+    their traversal state lives in a dict of the call, not on the tensor)."""
+    cdef Py_ssize_t deps     # edges into this leaf from nodes that have not run
+    cdef object g            # gradient summed so far
+    cdef bint fresh          # g is a buffer this traversal allocated
 
 
-cdef _Slot _new_slot(Py_ssize_t n_outputs):
-    cdef _Slot slot = _Slot.__new__(_Slot)
-    slot.grads = [None] * n_outputs
+cdef object _sum_grads(object prev, object g, bint create_graph, bint prev_fresh):
+    """prev + g. Returns the sum: prev itself (updated in place) when prev_fresh, else a
+    new buffer that the caller then owns."""
+    cdef TensorBase cur
+    if create_graph:
+        return _apply(_op_add, (prev, g), _NO_PARAMS)
+    cur = <TensorBase>prev
+    kernel = _op_add.kernels[cur._device.name]
+    if prev_fresh:
+        # NOTE: accumulate in place only into a buffer this traversal allocated itself;
+        # a first gradient may be shared with other consumers (add's VJP returns g twice).
+        cur._device.copyto(cur._data, kernel(cur._data, (<TensorBase>g)._data))
+        return cur
+    return _new_tensor(kernel(cur._data, (<TensorBase>g)._data), cur._device)
+
+
+cdef void _node_add_grad(Node e, Py_ssize_t nr, object g, bint create_graph) except *:
+    cdef unsigned long long bit
+    if nr == 0:
+        if e._g is None:
+            e._g = g
+        else:
+            e._g = _sum_grads(e._g, g, create_graph, e._fresh & 1)
+            if not create_graph:
+                e._fresh |= 1
+        return
+    if e._gmore is None:
+        e._gmore = [None] * (e.n_outputs - 1)
+    prev = e._gmore[nr - 1]
+    if prev is None:
+        e._gmore[nr - 1] = g
+        return
+    bit = (<unsigned long long>1) << (nr if nr < 63 else 63)
+    e._gmore[nr - 1] = _sum_grads(prev, g, create_graph, (e._fresh & bit) != 0 and nr < 63)
+    if not create_graph:
+        e._fresh |= bit
+
+
+cdef void _leaf_add_grad(_LeafSlot slot, object g, bint create_graph) except *:
+    if slot.g is None:
+        slot.g = g
+        return
+    slot.g = _sum_grads(slot.g, g, create_graph, slot.fresh)
+    slot.fresh = not create_graph
+
+
+cdef void _claim(Node node, object walk, list visited) except *:
+    if node._walk is not None:
+        raise RuntimeError(
+            f"backward reached '{node.name}', which another backward() or tg.grad() running at "
+            f"the same time (another thread, or a hook) is differentiating; run them one after "
+            f"the other")
+    node._walk = walk
+    visited.append(node)
+
+
+cdef inline void _reset(Node node):
+    node._walk = None
+    node._deps = 0
+    node._g = None
+    node._gmore = None
+    node._fresh = 0
+
+
+cdef _LeafSlot _leaf_slot(dict leaves, LeafRef key):
+    cdef _LeafSlot slot = leaves.get(key)
+    if slot is None:
+        slot = _LeafSlot.__new__(_LeafSlot)
+        leaves[key] = slot
     return slot
 
 
-cdef void _add_to_slot(_Slot slot, Py_ssize_t nr, object g, bint create_graph) except *:
-    cdef TensorBase cur
-    prev = slot.grads[nr]
-    if prev is None:
-        slot.grads[nr] = g
-        return
-    if create_graph:
-        slot.grads[nr] = _apply(_op_add, (prev, g), _NO_PARAMS)
-        return
-    cur = <TensorBase>prev
-    kernel = _op_add.kernels[cur._device.name]
-    if slot.fresh is not None and nr in slot.fresh:
-        # NOTE: accumulate in place only into a buffer this traversal allocated itself;
-        # the first gradient may be shared with other slots (add's VJP returns g twice).
-        cur._device.copyto(cur._data, kernel(cur._data, (<TensorBase>g)._data))
-    else:
-        slot.grads[nr] = _new_tensor(kernel(cur._data, (<TensorBase>g)._data), cur._device)
-        if slot.fresh is None:
-            slot.fresh = set()
-        slot.fresh.add(nr)
-
-
-cdef inline Py_ssize_t _n_outputs(object key):
-    return (<Node>key).n_outputs if isinstance(key, Node) else 1
-
-
-cdef object _check_finite(Node node, list grads):
-    for i, g in enumerate(grads):
-        if g is None:
-            continue
-        arr = (<TensorBase>g)._device.to_numpy((<TensorBase>g)._data)
-        if not np.all(np.isfinite(arr)):
-            shapes = [tuple(a.shape) for a in (node.inputs or ()) if hasattr(a, "shape")]
-            raise RuntimeError(
-                f"anomaly: the gradient of '{node.name}' (input shapes {shapes}) produced NaN or "
-                f"inf for input {i}." + _creation_note(node))
+cdef object _check_finite(Node node, Py_ssize_t i, object g):
+    arr = (<TensorBase>g)._device.to_numpy((<TensorBase>g)._data)
+    if not np.all(np.isfinite(arr)):
+        shapes = [tuple(a.shape) for a in (node.inputs or ()) if hasattr(a, "shape")]
+        raise RuntimeError(
+            f"anomaly: the gradient of '{node.name}' (input shapes {shapes}) produced NaN or "
+            f"inf for input {i}." + _creation_note(node))
 
 
 def run_backward(tuple tensors, tuple grad_tensors, retain_graph=None, bint create_graph=False,
@@ -940,21 +1102,25 @@ def run_backward(tuple tensors, tuple grad_tensors, retain_graph=None, bint crea
     tensors).
     """
     cdef bint retain = create_graph if retain_graph is None else bool(retain_graph)
-    cdef dict slots = {}
+    cdef list visited = []          # every node whose traversal fields this call set
+    cdef object walk = visited      # identity token of this traversal
+    cdef dict leaves = {}
     cdef list stack = []
     cdef list ready = []
     cdef list roots = []
     cdef TensorBase t, g
-    cdef Node node
-    cdef _Slot slot, eslot
+    cdef Node node, en
+    cdef _LeafSlot lslot
+    cdef LeafRef lref
     cdef Py_ssize_t i, n, nr
     cdef dict cap_leaf = None
     cdef dict cap_node = None
     cdef list captured = None
-    cdef list in_grads = None
+    cdef list grads
+    cdef tuple res = None, edges, nrs
     cdef bint accumulate = inputs is None
     cdef bint anomaly = get_value(ANOMALY_ENABLED, False)
-    cdef bint has_grad
+    cdef bint has_grad, completed = False
 
     if len(tensors) != len(grad_tensors):
         raise ValueError(f"backward: got {len(tensors)} tensors but {len(grad_tensors)} gradients")
@@ -970,72 +1136,82 @@ def run_backward(tuple tensors, tuple grad_tensors, retain_graph=None, bint crea
             if not t._requires_grad:
                 raise RuntimeError(f"grad: input {i} (shape {tuple(t._data.shape)}) does not require grad")
             if t._node is None:
-                cap_leaf.setdefault(t, []).append(i)
+                cap_leaf.setdefault(_leaf_ref_of(t), []).append(i)
             else:
                 cap_node.setdefault(t._node, []).append((t._output_nr, i))
 
-    # -- seed the roots --------------------------------------------------------------
-    for i in range(len(tensors)):
-        x = tensors[i]
-        if not isinstance(x, TensorBase):
-            raise TypeError(f"backward: expected a Tensor, got {type(x).__name__}")
-        t = <TensorBase>x
-        if not t._requires_grad:
-            raise RuntimeError(
-                f"backward: tensor {i} (shape {tuple(t._data.shape)}) does not require grad and "
-                f"has no grad_fn: nothing in its computation requires grad (make an input with "
-                f"requires_grad=True, and do not compute it under tg.no_grad())")
-        g = _seed_grad(t, grad_tensors[i], i)
-        key = t._node if t._node is not None else t
-        slot = slots.get(key)
-        if slot is None:
-            slot = _new_slot(_n_outputs(key))
-            slots[key] = slot
-            roots.append(key)
-            stack.append(key)
-        _add_to_slot(slot, t._output_nr, g, create_graph)
-
-    # -- count, for every reachable key, the edges that point to it ---------------------
-    while stack:
-        key = stack.pop()
-        if not isinstance(key, Node):
-            continue
-        for e in (<Node>key).edges:
-            if e is None:
-                continue
-            eslot = slots.get(e)
-            if eslot is None:
-                eslot = _new_slot(_n_outputs(e))
-                slots[e] = eslot
-                stack.append(e)
-            eslot.deps += 1
-    for key in roots:
-        if (<_Slot>slots[key]).deps == 0:
-            ready.append(key)
-
-    # -- Kahn's traversal --------------------------------------------------------------
     token = GRAD_ENABLED.set(create_graph)
     try:
+        # -- seed the roots ----------------------------------------------------------
+        for i in range(len(tensors)):
+            x = tensors[i]
+            if not isinstance(x, TensorBase):
+                raise TypeError(f"backward: expected a Tensor, got {type(x).__name__}")
+            t = <TensorBase>x
+            if not t._requires_grad:
+                raise RuntimeError(
+                    f"backward: tensor {i} (shape {tuple(t._data.shape)}) does not require grad "
+                    f"and has no grad_fn: nothing in its computation requires grad (make an "
+                    f"input with requires_grad=True, and do not compute it under tg.no_grad())")
+            g = _seed_grad(t, grad_tensors[i], i)
+            if t._node is not None:
+                node = t._node
+                if node._walk is not walk:
+                    _claim(node, walk, visited)
+                    roots.append(node)
+                    stack.append(node)
+                _node_add_grad(node, t._output_nr, g, create_graph)
+            else:
+                lref = _leaf_ref_of(t)
+                if lref not in leaves:
+                    roots.append(lref)
+                _leaf_add_grad(_leaf_slot(leaves, lref), g, create_graph)
+
+        # -- count, for every reachable key, the edges that point to it -----------------
+        while stack:
+            node = <Node>stack.pop()
+            for e in node.edges:
+                if e is None:
+                    continue
+                if isinstance(e, Node):
+                    en = <Node>e
+                    if en._walk is not walk:
+                        _claim(en, walk, visited)
+                        stack.append(en)
+                    en._deps += 1
+                else:
+                    (<_LeafSlot>_leaf_slot(leaves, e)).deps += 1
+        for key in roots:
+            if isinstance(key, Node):
+                if (<Node>key)._deps == 0:
+                    ready.append(key)
+            elif (<_LeafSlot>leaves[key]).deps == 0:
+                ready.append(key)
+
+        # -- Kahn's traversal ----------------------------------------------------------
         while ready:
             key = ready.pop()
-            slot = slots.pop(key)
             if not isinstance(key, Node):
-                t = <TensorBase>key
-                gv = slot.grads[0]
-                if gv is None:
+                lslot = <_LeafSlot>leaves.pop(key)
+                gv = lslot.g
+                t = (<LeafRef>key).get()
+                if gv is None or t is None:      # no gradient, or the leaf is gone
                     continue
                 if t._hooks:
                     gv = _run_hooks(t._hooks, gv)
                 if cap_leaf is not None:
-                    for idx in cap_leaf.get(t, ()):
+                    for idx in cap_leaf.get(key, ()):
                         captured[idx] = gv
                 elif accumulate:
-                    _accumulate_grad(t, gv, create_graph,
-                                     slot.fresh is not None and gv is slot.grads[0])
+                    _accumulate_grad(t, gv, create_graph, lslot.fresh and gv is lslot.g)
                 continue
 
             node = <Node>key
-            grads = slot.grads
+            if node.n_outputs == 1:
+                grads = [node._g]
+            else:
+                grads = [node._g] + (node._gmore or [None] * (node.n_outputs - 1))
+            _reset(node)
             has_grad = False
             for nr in range(node.n_outputs):
                 gv = grads[nr]
@@ -1053,25 +1229,44 @@ def run_backward(tuple tensors, tuple grad_tensors, retain_graph=None, bint crea
                 for nr, idx in cap_node[node]:
                     captured[idx] = grads[nr]
             if has_grad:
-                in_grads = node._run_vjp(grads)
-                if anomaly:
-                    _check_finite(node, in_grads)
-            n = len(node.edges)
+                res = node._run_vjp(grads)
+            edges = node.edges
+            nrs = node.edge_nrs
+            n = len(edges)
             for i in range(n):
-                e = node.edges[i]
+                e = edges[i]
                 if e is None:
                     continue
-                eslot = <_Slot>slots[e]
-                if has_grad and in_grads[i] is not None:
-                    nr = 0 if node.edge_nrs is None else node.edge_nrs[i]
-                    _add_to_slot(eslot, nr, in_grads[i], create_graph)
-                eslot.deps -= 1
-                if eslot.deps == 0:
-                    ready.append(e)
+                gv = res[i] if has_grad else None
+                if gv is not None:
+                    gv = _fit_grad(node, i, gv, node.inputs[i])
+                    if anomaly:
+                        _check_finite(node, i, gv)
+                nr = 0 if nrs is None else nrs[i]
+                if isinstance(e, Node):
+                    en = <Node>e
+                    if gv is not None:
+                        _node_add_grad(en, nr, gv, create_graph)
+                    en._deps -= 1
+                    if en._deps == 0:
+                        ready.append(en)
+                else:
+                    lslot = <_LeafSlot>leaves[e]
+                    if gv is not None:
+                        _leaf_add_grad(lslot, gv, create_graph)
+                    lslot.deps -= 1
+                    if lslot.deps == 0:
+                        ready.append(e)
+            res = None
             if not retain:
                 node.release()
+        completed = True
     finally:
         GRAD_ENABLED.reset(token)
+        if not completed:
+            for node in visited:
+                if node._walk is walk:
+                    _reset(node)
 
     if captured is None:
         return None
@@ -1124,13 +1319,12 @@ def attach_function_node(str name, ctx, backward_fn, tuple args, tuple outputs, 
         if isinstance(a, TensorBase) and differentiable_mask[i]:
             t = <TensorBase>a
             if t._requires_grad:
-                edges[i] = t._node if t._node is not None else t
+                edges[i] = _edge_of(t)
                 nrs[i] = t._output_nr
     node.name = name
     node.edges = tuple(edges)
     node.edge_nrs = tuple(nrs)
     node.inputs = tuple(_meta_of(<TensorBase>a) if isinstance(a, TensorBase) else a for a in args)
-    node.versions = None
     node.n_outputs = len(outputs)
     node.ctx = ctx
     node.backward_fn = backward_fn

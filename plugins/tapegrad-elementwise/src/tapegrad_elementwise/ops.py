@@ -43,13 +43,9 @@ def _is_number(v):
     return isinstance(v, _NUMBER)
 
 
-def _needs_grad(v):
-    """Whether a saved input is a tensor that wants a gradient.
-
-    Rules skip the gradients nobody asked for (``x * 2.0``, ``x ** 3``): those would be
-    computed and then dropped by the engine.
-    """
-    return isinstance(v, tg.Tensor) and v.requires_grad
+# Rules skip the gradients nobody asked for (``x * 2.0``, ``x ** 3``): those would be
+# computed and then dropped by the engine. tg.needs_grad is the engine's C-level check.
+_needs_grad = tg.needs_grad
 
 
 # ---------------------------------------------------------------------------------------
@@ -148,8 +144,8 @@ def _minimum_vjp(g, ans, x, y):
 
 def _where_vjp(g, ans, cond, x, y):
     return (None,
-            None if _is_number(x) else tg.where(cond, g, 0),
-            None if _is_number(y) else tg.where(cond, 0, g))
+            tg.where(cond, g, 0) if _needs_grad(x) else None,
+            tg.where(cond, 0, g) if _needs_grad(y) else None)
 
 
 # ---------------------------------------------------------------------------------------
@@ -230,7 +226,7 @@ def tapegrad_register_ops(registry):
 
     # -- arithmetic -----------------------------------------------------------------------
     reg("subtract", kernels={"cpu": np.subtract},
-        vjp=lambda g, ans, x, y: (g, None if _is_number(y) else -g),
+        vjp=lambda g, ans, x, y: (g, -g if _needs_grad(y) else None),
         save_inputs=(False, False), save_ans=False,
         samples=_binary_samples(draw.normal, draw.normal),
         doc="x - y, elementwise with NumPy broadcasting.")
