@@ -316,3 +316,52 @@ def test_traversal_is_linear_time_for_a_wide_graph():
     total.backward()
     assert x.grad.item() == 20000.0
     assert time.perf_counter() - t0 < 5.0
+
+
+def test_threads_accumulating_into_a_shared_leaf_lose_no_update():
+    import threading
+    x = tg.tensor(np.zeros(4), requires_grad=True)
+    errors = []
+
+    def work():
+        try:
+            for _ in range(200):
+                (x + 1.0).backward(tg.ones(4))
+        except Exception as exc:       # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert x.grad.tolist() == [1600.0] * 4
+
+
+def test_threads_backpropagating_independent_graphs_match_serial(times):
+    import threading
+    rng = np.random.default_rng(0)
+    data = [rng.standard_normal(5) for _ in range(8)]
+
+    def grad_of(a):
+        x = tg.tensor(a, requires_grad=True)
+        y = x
+        for _ in range(300):
+            y = times(y, 0.999) + 0.001
+        tg.cube(y).backward(tg.ones(5))
+        return x.grad.numpy()
+
+    serial = [grad_of(a) for a in data]
+    results = [None] * len(data)
+
+    def work(i):
+        results[i] = grad_of(data[i])
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(data))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for got, want in zip(results, serial):
+        assert np.array_equal(got, want)

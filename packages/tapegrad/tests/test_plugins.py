@@ -223,3 +223,23 @@ def test_strict_mode_makes_a_broken_plugin_fatal(tmp_path):
     out = subprocess.run([sys.executable, "-c", CHECK], env=env, capture_output=True, text=True)
     assert out.returncode != 0
     assert "PluginError" in out.stderr and "tapegrad-fake" in out.stderr
+
+
+def test_plugin_module_imported_before_tapegrad_is_registered_later(tmp_path):
+    # A program whose first import is the plugin module: when that module imports tapegrad,
+    # tapegrad finds the plugin half-imported (no hooks yet) and must register it later.
+    env = _fake_plugin_env(tmp_path, """
+        import numpy as np, tapegrad as tg
+
+        @tg.hookimpl
+        def tapegrad_register_ops(registry):
+            registry.register_op("late_double", kernels={"cpu": lambda x: 2 * x},
+                                 vjp=lambda g, ans, x: (g + g,), save_inputs=(False,),
+                                 save_ans=False, samples=[(np.ones(2),)])
+    """)
+    script = ("import fake_plugin_mod; import tapegrad as tg;"
+              "x = tg.tensor([1.0], requires_grad=True); tg.late_double(x).backward();"
+              "print('LATE', x.grad.item(), 'tapegrad-fake' in tg.registry().plugins)")
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "LATE 2.0 True" in out.stdout

@@ -127,3 +127,17 @@ def test_tensors_are_not_pickled():
     import pickle
     with pytest.raises(TypeError, match="tg.save"):
         pickle.dumps(tg.tensor([1.0]))
+
+
+def test_deepcopy_copies_a_leaf_and_its_grad():
+    import copy
+    x = tg.tensor([1.0, 2.0], requires_grad=True)
+    (x + x).backward(tg.ones(2))
+    y = copy.deepcopy(x)
+    assert y is not x and y.requires_grad and y.tolist() == [1.0, 2.0]
+    assert y.grad.tolist() == [2.0, 2.0]
+    with tg.no_grad():
+        y.add_(1.0)
+    assert x.tolist() == [1.0, 2.0]
+    with pytest.raises(RuntimeError, match="leaf"):
+        copy.deepcopy(x + 1.0)

@@ -706,7 +706,7 @@ cdef void _record(Op op, tuple inputs, dict params, TensorBase out) except *:
         node.ans_vc = _get_vc(out)
         node.ans_version = node.ans_vc.value
     if get_value(ANOMALY_ENABLED, False):
-        node.trace = traceback.extract_stack()[:-1]
+        node.trace = traceback.extract_stack()
     out._node = node
     out._output_nr = 0
     out._requires_grad = True
@@ -794,8 +794,13 @@ cdef str _creation_note(Node node):
 
 
 def _user_frames(trace):
-    frames = [f for f in trace if "/tapegrad/" not in f.filename.replace("\\", "/")
-              or "/tests/" in f.filename.replace("\\", "/")]
+    """The frames of user code: tapegrad's own (and its plugins') are left out."""
+    def is_library(frame):
+        name = frame.filename.replace("\\", "/")
+        if "/tests/" in name or "/examples/" in name:
+            return False
+        return "/tapegrad/" in name or "/tapegrad_" in name or "/pluggy/" in name
+    frames = [f for f in trace if not is_library(f)]
     return frames[-8:] or list(trace)[-8:]
 
 
@@ -1329,7 +1334,7 @@ def attach_function_node(str name, ctx, backward_fn, tuple args, tuple outputs, 
     node.ctx = ctx
     node.backward_fn = backward_fn
     if get_value(ANOMALY_ENABLED, False):
-        node.trace = traceback.extract_stack()[:-2]
+        node.trace = traceback.extract_stack()
     meta = []
     for i in range(len(outputs)):
         t = <TensorBase>outputs[i]

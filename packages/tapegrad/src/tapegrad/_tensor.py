@@ -50,6 +50,20 @@ class Tensor(TensorBase):
     def __reduce__(self):
         raise TypeError("tapegrad tensors are not pickled; use tg.save(obj, path) (NumPy .npz)")
 
+    def __deepcopy__(self, memo):
+        # Like PyTorch: only leaves can be deep-copied (a copy of a graph has no meaning).
+        if not self.is_leaf:
+            raise RuntimeError(
+                "only leaf tensors can be deep-copied; use .detach() first to copy the value")
+        copy = new_tensor(self.device.copy(self._data), self.device, self.requires_grad)
+        if self.grad is not None:
+            copy.grad = new_tensor(self.device.copy(self.grad._data), self.device)
+        memo[id(self)] = copy
+        return copy
+
+    def __copy__(self):
+        return self.__deepcopy__({}) if self.is_leaf else self.detach()
+
     def to(self, device):
         """This tensor on `device` ("cpu", "cuda"); differentiable, and self if already there."""
         dev = get_device(device)

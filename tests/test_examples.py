@@ -1,0 +1,21 @@
+"""The example programs run and do what they say."""
+
+import runpy
+import subprocess
+import sys
+from pathlib import Path
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def test_fit_sine_learns():
+    fit_sine = runpy.run_path(str(EXAMPLES / "fit_sine.py"))
+    final_mse = fit_sine["main"](steps=2000)
+    assert final_mse < 0.01            # sin has variance 0.5: the network fits it
+
+
+def test_fit_sine_runs_as_a_script():
+    out = subprocess.run([sys.executable, str(EXAMPLES / "fit_sine.py"), "--steps", "50"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "mse" in out.stdout
