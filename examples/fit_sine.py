@@ -9,7 +9,6 @@ import argparse
 import time
 
 import numpy as np
-
 import tapegrad as tg
 
 

@@ -1,13 +1,11 @@
 """Deep graphs of elementwise ops: correct gradients, no recursion, linear cost."""
 
-import math
 import subprocess
 import sys
 import textwrap
 
 import numpy as np
 import pytest
-
 import tapegrad as tg
 
 
@@ -15,7 +13,7 @@ def test_2000_op_mixed_chain_matches_numpy():
     x0 = np.array([0.3])
     x = tg.tensor(x0, requires_grad=True)
     y, v, dv = x, x0.copy(), np.ones(1)
-    for i in range(500):
+    for _ in range(500):
         y = tg.sin(y)
         dv, v = dv * np.cos(v), np.sin(v)
         y = y * 1.001

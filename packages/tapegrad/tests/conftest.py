@@ -4,7 +4,6 @@ as plugins, so they pass with no plugin installed."""
 
 import numpy as np
 import pytest
-
 import tapegrad as tg
 
 

@@ -7,7 +7,6 @@ import weakref
 
 import numpy as np
 import pytest
-
 import tapegrad as tg
 
 

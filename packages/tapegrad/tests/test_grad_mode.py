@@ -2,7 +2,6 @@ import asyncio
 import threading
 
 import pytest
-
 import tapegrad as tg
 
 

@@ -1,6 +1,4 @@
-import numpy as np
 import pytest
-
 import tapegrad as tg
 
 

@@ -5,7 +5,6 @@ import textwrap
 
 import numpy as np
 import pytest
-
 import tapegrad as tg
 import tapegrad.testing
 from tapegrad import _engine

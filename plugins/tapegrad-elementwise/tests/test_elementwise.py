@@ -11,7 +11,6 @@ from importlib import metadata
 
 import numpy as np
 import pytest
-
 import tapegrad as tg
 import tapegrad.testing
 import tapegrad_elementwise

@@ -4,7 +4,6 @@ import doctest
 from pathlib import Path
 
 import pytest
-
 import tapegrad_elementwise
 from tapegrad_elementwise import ops
 

@@ -5,7 +5,6 @@ import warnings
 
 import numpy as np
 import pytest
-
 import tapegrad as tg
 from tapegrad.testing import gradcheck
 

@@ -3,7 +3,6 @@ errors."""
 
 import numpy as np
 import pytest
-
 import tapegrad as tg
 from tapegrad.testing import gradcheck
 

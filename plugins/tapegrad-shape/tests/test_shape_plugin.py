@@ -6,7 +6,6 @@ from importlib import metadata
 
 import tapegrad as tg
 import tapegrad.testing
-
 from tapegrad_shape import ops
 
 

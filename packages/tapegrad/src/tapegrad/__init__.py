@@ -17,14 +17,31 @@ import numpy as _np
 from . import _engine
 from ._creation import arange, asarray, eye, full, full_like, linspace, ones, tensor, zeros
 from ._engine import (
-    Device, Node, Op, OpNotAvailableError, RemovableHandle, TensorMeta, is_grad_enabled,
+    Device,
+    Node,
+    Op,
+    OpNotAvailableError,
+    RemovableHandle,
+    TensorMeta,
+    is_grad_enabled,
     needs_grad,
 )
 from ._grad_mode import (
-    detect_anomaly, enable_grad, inference_mode, is_anomaly_enabled, no_grad, set_grad_enabled,
+    detect_anomaly,
+    enable_grad,
+    inference_mode,
+    is_anomaly_enabled,
+    no_grad,
+    set_grad_enabled,
 )
 from ._plugins import (
-    PluginError, PluginWarning, Registry, Sample, hookimpl, register_plugin, registry,
+    PluginError,
+    PluginWarning,
+    Registry,
+    Sample,
+    hookimpl,
+    register_plugin,
+    registry,
     unregister_plugin,
 )
 from ._tensor import Tensor

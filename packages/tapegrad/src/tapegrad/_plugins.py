@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import inspect
 import os
-import sys
 import warnings
 from importlib import metadata
 

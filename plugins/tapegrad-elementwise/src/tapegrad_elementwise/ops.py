@@ -32,7 +32,6 @@ tensor([ True, False])
 import math
 
 import numpy as np
-
 import tapegrad as tg
 
 _NUMBER = (int, float, complex, np.generic)

@@ -33,7 +33,6 @@ import numbers
 import operator
 
 import numpy as np
-
 import tapegrad as tg
 
 AxisError = np.exceptions.AxisError
