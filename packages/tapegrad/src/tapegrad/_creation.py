@@ -49,41 +49,77 @@ def asarray(data, dtype=None, device=None):
 
 
 def zeros(shape, dtype=np.float64, device=None, requires_grad=False):
-    """A tensor of zeros. ``tg.zeros((2, 3))``"""
+    """A tensor of zeros.
+
+    >>> import tapegrad as tg
+    >>> tg.zeros((2, 3)).shape
+    (2, 3)
+    """
     dev = get_device(device)
     return new_tensor(dev.zeros(_shape(shape), np.dtype(dtype)), dev, requires_grad)
 
 
 def ones(shape, dtype=np.float64, device=None, requires_grad=False):
-    """A tensor of ones. ``tg.ones((2, 3))``"""
+    """A tensor of ones.
+
+    >>> import tapegrad as tg
+    >>> tg.ones(2, requires_grad=True)
+    tensor([1., 1.], requires_grad=True)
+    """
     dev = get_device(device)
     return new_tensor(dev.ones(_shape(shape), np.dtype(dtype)), dev, requires_grad)
 
 
 def full(shape, fill_value, dtype=None, device=None, requires_grad=False):
-    """A tensor filled with `fill_value`. ``tg.full((2,), 7.0)``"""
+    """A tensor filled with `fill_value`.
+
+    >>> import tapegrad as tg
+    >>> tg.full((2,), 7.0)
+    tensor([7., 7.])
+    """
     return _place(np.full(_shape(shape), fill_value, dtype=dtype), device, requires_grad)
 
 
 def full_like(x, fill_value, dtype=None, requires_grad=False):
-    """A tensor like `x` (shape, device, dtype unless given) filled with `fill_value`."""
+    """A tensor like `x` (shape, device, dtype unless given) filled with `fill_value`.
+
+    >>> import tapegrad as tg
+    >>> tg.full_like(tg.zeros(2), 3.0)
+    tensor([3., 3.])
+    """
     return full(x.shape, fill_value, dtype=dtype or x.dtype, device=x.device,
                 requires_grad=requires_grad)
 
 
 def arange(start, stop=None, step=1, dtype=None, device=None, requires_grad=False):
-    """Evenly spaced values, as numpy.arange. ``tg.arange(5)``"""
+    """Evenly spaced values, as numpy.arange.
+
+    >>> import tapegrad as tg
+    >>> tg.arange(4)
+    tensor([0, 1, 2, 3])
+    """
     arr = np.arange(start, stop, step, dtype=dtype) if stop is not None else np.arange(start, dtype=dtype)
     return _place(arr, device, requires_grad)
 
 
 def linspace(start, stop, num=50, dtype=None, device=None, requires_grad=False):
-    """`num` evenly spaced values from start to stop, as numpy.linspace."""
+    """`num` evenly spaced values from start to stop, as numpy.linspace.
+
+    >>> import tapegrad as tg
+    >>> tg.linspace(0, 1, 3)
+    tensor([0. , 0.5, 1. ])
+    """
     return _place(np.linspace(start, stop, num, dtype=dtype), device, requires_grad)
 
 
 def eye(n, m=None, dtype=np.float64, device=None, requires_grad=False):
-    """The identity matrix, as numpy.eye."""
+    """The identity matrix, as numpy.eye.
+
+    >>> import tapegrad as tg
+    >>> tg.eye(2)
+    tensor([[1., 0.],
+            [0., 1.]])
+    """
     return _place(np.eye(n, m, dtype=dtype), device, requires_grad)
 
 

@@ -18,12 +18,6 @@ cdef extern from "Python.h":
 
 cdef extern from *:
     """
-    /* Replace item i of a tuple that this module created and nobody else holds yet. */
-    static void tapegrad_tuple_replace(PyObject* tup, Py_ssize_t i, PyObject* item) {
-        PyObject* old = PyTuple_GET_ITEM(tup, i);
-        PyTuple_SET_ITEM(tup, i, item);
-        Py_XDECREF(old);
-    }
     /* Allocate an instance of a subclass of an extension type through its tp_new slot,
        without the Python-level __new__ lookup that `Base.__new__(Sub)` compiles to. */
     static PyObject* tapegrad_alloc(PyObject* cls, PyObject* empty_args) {
@@ -31,7 +25,6 @@ cdef extern from *:
     }
     """
     object tapegrad_alloc(object cls, object empty_args)
-    void _tuple_replace "tapegrad_tuple_replace" (object tup, Py_ssize_t i, object item)
 
 import contextvars
 import threading
@@ -259,10 +252,6 @@ cdef class Device:
     def may_share_memory(self, a, b):
         """Whether a and b might share storage (True when unsure)."""
         return True
-
-    def readonly(self, arr):
-        """A view of arr the caller cannot write through (or arr, if the device can't)."""
-        return arr
 
     def get_rng_state(self):
         raise NotImplementedError
