@@ -6,7 +6,8 @@ import importlib
 import pytest
 
 MODULES = ["tapegrad", "tapegrad._plugins", "tapegrad._grad_mode", "tapegrad._creation",
-           "tapegrad._tensor", "tapegrad.function", "tapegrad.testing", "tapegrad._engine"]
+           "tapegrad._tensor", "tapegrad.function", "tapegrad.testing", "tapegrad._engine",
+           "tapegrad.random", "tapegrad.serialization"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -45,7 +45,10 @@ from ._plugins import (
     unregister_plugin,
 )
 from ._tensor import Tensor
+from . import random
 from .function import Function, FunctionCtx
+from .random import manual_seed
+from .serialization import load, save
 
 __version__ = "0.1.0"
 

@@ -42,6 +42,18 @@ class CpuDevice(Device):
     def ones(self, shape, dtype):
         return np.ones(shape, dtype)
 
+    def random(self, kind, shape, dtype, **params):
+        if kind == "uniform":
+            out = self.rng.uniform(params["low"], params["high"], shape)
+        elif kind == "normal":
+            out = self.rng.normal(params["loc"], params["scale"], shape)
+        else:
+            raise ValueError(f"cpu: unknown distribution '{kind}'")
+        return np.asarray(out, dtype=dtype)
+
+    def manual_seed(self, seed):
+        self.rng = np.random.default_rng(seed)
+
     def get_rng_state(self):
         return self.rng.bit_generator.state
 

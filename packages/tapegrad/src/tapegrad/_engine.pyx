@@ -253,11 +253,18 @@ cdef class Device:
         """Whether a and b might share storage (True when unsure)."""
         return True
 
+    def random(self, kind, shape, dtype, **params):
+        """An array of random numbers: kind "uniform" (low, high) or "normal" (loc, scale)."""
+        raise NotImplementedError(f"device '{self.name}' has no random number generator")
+
+    def manual_seed(self, seed):
+        raise NotImplementedError(f"device '{self.name}' has no random number generator")
+
     def get_rng_state(self):
-        raise NotImplementedError
+        raise NotImplementedError(f"device '{self.name}' has no random number generator")
 
     def set_rng_state(self, state):
-        raise NotImplementedError
+        raise NotImplementedError(f"device '{self.name}' has no random number generator")
 
 
 def _device_by_name(name):
