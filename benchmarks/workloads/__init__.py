@@ -1,7 +1,7 @@
 """The workloads of DESIGN.md §8, one module each; importing this package registers them.
 
-W1 is implemented. W2-W6 slot in as ``w2_mlp_small.py``, ... with one import line each
-below; the runner, worker and report need no change.
+W1 (elementwise chain) and W2/W3 (MLP training steps) are implemented; W4-W6 slot in as
+one module each with an import line below; the runner, worker and report need no change.
 """
 
-from . import w1_elementwise_chain  # noqa: F401
+from . import w1_elementwise_chain, w2_w3_mlp_training  # noqa: F401

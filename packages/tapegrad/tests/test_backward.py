@@ -364,3 +364,24 @@ def test_threads_backpropagating_independent_graphs_match_serial(times):
         t.join()
     for got, want in zip(results, serial):
         assert np.array_equal(got, want)
+
+
+def test_rule_gradients_are_reduced_and_broadcast_to_the_input_shape():
+    class KeepSum:
+        @tg.hookimpl
+        def tapegrad_register_ops(self, registry):
+            # Both rules return g as it is: (1, 4) and (4,) for an input of shape (3, 4).
+            registry.register_op("keepsum_t", kernels={"cpu": lambda x: x.sum(0, keepdims=True)},
+                                 vjp=lambda g, ans, x: (g,), save_inputs=(False,), save_ans=False)
+            registry.register_op("sum0_t", kernels={"cpu": lambda x: x.sum(0)},
+                                 vjp=lambda g, ans, x: (g,), save_inputs=(False,), save_ans=False)
+
+    name = tg.register_plugin(KeepSum(), name="keepsum")
+    try:
+        for op in (tg.keepsum_t, tg.sum0_t):
+            x = tg.tensor(np.ones((3, 4)), requires_grad=True)
+            y = op(x)
+            y.backward(tg.ones(y.shape))
+            assert x.grad.shape == (3, 4) and x.grad.tolist() == [[1.0] * 4] * 3
+    finally:
+        tg.unregister_plugin(name)

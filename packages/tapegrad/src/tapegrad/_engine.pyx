@@ -902,6 +902,19 @@ cdef tuple _check_arity(Node node, object res):
     return out
 
 
+cdef tuple _reduced_shape(tuple g_shape, tuple x_shape):
+    """The shape a gradient of shape g_shape is summed down to on its way to x_shape: axes
+    that broadcasting added or stretched (x has 1) are summed; axes where g has 1 and x more
+    are kept for a broadcast afterwards."""
+    cdef Py_ssize_t lead = len(g_shape) - len(x_shape), k
+    if lead < 0:
+        return g_shape
+    out = []
+    for k in range(len(x_shape)):
+        out.append(1 if x_shape[k] == 1 else g_shape[lead + k])
+    return tuple(out)
+
+
 cdef object _fit_grad(Node node, Py_ssize_t i, object gi, object x):
     cdef TensorBase gt
     if isinstance(x, SavedTensor):
@@ -927,9 +940,10 @@ cdef object _fit_grad(Node node, Py_ssize_t i, object gi, object x):
     shape = gt._data.shape
     if shape != x_shape:
         try:
-            if len(shape) >= len(x_shape):
-                gt = _op_sum_to_shape(gt, shape=x_shape)
-            if gt._data.shape != x_shape:
+            reduced = _reduced_shape(shape, x_shape)
+            if reduced != shape:
+                gt = _op_sum_to_shape(gt, shape=reduced)
+            if reduced != x_shape:
                 gt = _op_broadcast_to(gt, shape=x_shape)
         except (ValueError, RuntimeError) as exc:
             raise RuntimeError(
