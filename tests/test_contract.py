@@ -13,6 +13,9 @@ ELEMENTWISE = ("subtract multiply divide negative power exp log sqrt abs clip ta
                "greater_equal").split()
 SHAPE = ("sum mean max min var reshape transpose flatten getitem setitem concatenate stack "
          "split").split()
+LINALG = "matmul dot einsum".split()
+NN = ("softmax log_softmax logsumexp cross_entropy mse_loss "
+      "binary_cross_entropy_with_logits").split()
 
 
 def test_no_plugin_failed_to_load():
@@ -20,7 +23,9 @@ def test_no_plugin_failed_to_load():
 
 
 @pytest.mark.parametrize("plugin,names", [("tapegrad-elementwise", ELEMENTWISE),
-                                          ("tapegrad-shape", SHAPE)])
+                                          ("tapegrad-shape", SHAPE),
+                                          ("tapegrad-linalg", LINALG),
+                                          ("tapegrad-nn", NN)])
 def test_first_party_plugins_provide_every_design_op(plugin, names):
     assert plugin in REGISTRY.plugins
     provided = {n for n, op in REGISTRY.ops.items() if op.plugin == plugin}

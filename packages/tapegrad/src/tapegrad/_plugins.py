@@ -13,6 +13,7 @@ Loading rules (docs/plugins.md):
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 import warnings
@@ -23,6 +24,7 @@ import pluggy
 
 from . import _engine, hookspecs
 from ._engine import Device, Op
+from .function import Function
 
 hookimpl = pluggy.HookimplMarker("tapegrad")
 
@@ -37,10 +39,11 @@ _FIRST_PARTY = {
         "cos maximum minimum where sign equal not_equal less less_equal greater greater_equal "
         "logical_and logical_or logical_not square"),
     "tapegrad-shape": (
-        "sum mean max min var reshape transpose flatten getitem setitem concatenate stack split "
-        "squeeze expand_dims swapaxes moveaxis prod"),
+        "sum mean max min var std prod argmax argmin reshape transpose flatten ravel getitem "
+        "setitem concatenate stack split squeeze expand_dims swapaxes moveaxis copy clone"),
     "tapegrad-linalg": "matmul dot einsum",
-    "tapegrad-nn": "softmax log_softmax logsumexp cross_entropy mse_loss nn optim data",
+    "tapegrad-nn": ("softmax log_softmax logsumexp cross_entropy mse_loss "
+                    "binary_cross_entropy_with_logits linear nn optim data"),
     "tapegrad-checkpoint": "checkpoint checkpoint_sequential",
     "tapegrad-higher": "grad vjp jvp jacobian hessian hvp",
     "tapegrad-cuda": "cuda",
@@ -165,7 +168,12 @@ class Registry:
         view: the kernel's output may share input 0's storage.
         save_inputs / save_ans: which values the VJP reads (True, or one bool per input);
             values it does not read are not kept alive and not version-checked.
-        twice_differentiable: False if the VJP is not itself differentiable.
+        twice_differentiable: False if the VJP is not itself differentiable: gradients
+            it computes under create_graph then raise, naming the op, when differentiated
+            again (instead of a silent zero).
+        jvp: optional forward-mode rule ``jvp(t, ans, *inputs, **params)``: `t` holds one
+            tangent per input (None where it has none); returns the output's tangent (in
+            ans's shape, or one that broadcasts to it). The contract kit checks it.
         """
         if not isinstance(name, str) or not name.isidentifier():
             raise PluginError(f"op name must be an identifier, got {name!r}")
@@ -186,6 +194,8 @@ class Registry:
         params = inferred_params if params is None else tuple(params)
         if save_inputs is not True and save_inputs is not None:
             save_inputs = tuple(bool(s) for s in save_inputs)
+        if vjp is not None and not twice_differentiable:
+            vjp = _guard_vjp(name, vjp)     # see Note: [twice_differentiable=False]
         op = Op(name, self.plugin, dict(kernels), vjp, jvp, nin, bool(seq_input), params,
                 differentiable, bool(view), bool(twice_differentiable),
                 [Sample.coerce(s) for s in (samples or [])], doc or "", save_inputs,
@@ -466,6 +476,61 @@ class _Loader:
             self.functions[name] = previous
             previous = previous.fn
         setattr(self.namespace, name, previous)
+
+
+# Note: [twice_differentiable=False]
+# An op whose VJP is not itself differentiable (it computes on arrays with NumPy, or drops
+# a dependence on an input) registers with twice_differentiable=False. Its rule then runs
+# wrapped: when it runs with recording on -- backward(create_graph=True), tg.grad(...,
+# create_graph=True), and the transforms of tapegrad-higher -- every gradient it returns
+# passes through an identity node that depends on the rule's inputs (g, ans, the saved
+# inputs) and whose own gradient raises, naming the op. The first derivative is
+# unaffected; differentiating it again raises instead of returning a silent zero
+# (PyTorch's DelayedError). Without recording the wrapper costs one check. The engine
+# needs no change: it already runs rules with recording on exactly when create_graph.
+
+def _guard_vjp(name, vjp):
+    """`vjp`, whose gradients raise when differentiated (see the Note above)."""
+    @functools.wraps(vjp)          # keeps the signature that _infer_signature reads
+    def guarded(g, ans, *inputs, **params):
+        grads = vjp(g, ans, *inputs, **params)
+        if not _engine.is_grad_enabled():
+            return grads
+        sources = (g, ans) + inputs
+        if isinstance(grads, (tuple, list)):
+            return tuple(_delay_error(name, gi, sources) for gi in grads)
+        return _delay_error(name, grads, sources)
+    return guarded
+
+
+def _delay_error(name, grad, sources):
+    if grad is None:
+        return None
+    if not isinstance(grad, _engine.TensorBase):
+        g = sources[0]
+        grad = _engine.new_tensor(g.device.asarray(grad), g.device)
+    return NotTwiceDifferentiable.apply(grad, name, *sources)
+
+
+class NotTwiceDifferentiable(Function):
+    """Identity on a gradient that an op with ``twice_differentiable=False`` returned under
+    create_graph; its own gradient raises. The other arguments (g, ans, the rule's inputs)
+    only connect it to what the gradient depends on, so differentiating the gradient
+    reaches it."""
+
+    @staticmethod
+    def forward(ctx, grad, op_name, *sources):
+        ctx.op_name = op_name
+        return grad
+
+    @staticmethod
+    def backward(ctx, g):
+        raise RuntimeError(
+            f"'{ctx.op_name}' is not twice differentiable: its gradient rule is not itself "
+            f"differentiable (the op is registered with twice_differentiable=False), so a "
+            f"gradient computed through it with create_graph=True cannot be differentiated "
+            f"again. Second and higher derivatives (tg.grad(..., create_graph=True) twice, "
+            f"tg.hessian, tg.hvp, tg.jvp) need a differentiable rule for '{ctx.op_name}'.")
 
 
 def _as_method(fn):

@@ -1,0 +1,495 @@
+"""The ops of tapegrad-nn: softmax, log_softmax, logsumexp and the losses.
+
+This module is also ``tg.nn.functional`` (PyTorch's ``F``): the registered ops are
+reachable here by name (``F.softmax is tg.softmax``), next to ``linear`` (the op
+``tg.linear``) and ``dropout`` and the activations of tapegrad-elementwise (``F.relu``).
+
+Vocabulary (as everywhere in tapegrad): ``g`` is the gradient flowing into an op's output,
+``ans`` the op's forward result, ``x, t`` its inputs (logits and target; ``x, w, b`` for
+linear). Each op below is one ``registry.register_op`` call holding its CPU kernel, ONE
+gradient rule written with tapegrad ops (so it runs on any device and is itself
+differentiable) and the sample inputs the contract kit checks it with. ``mse_loss`` is a
+composition and has no rule of its own.
+
+Numerical notes: every kernel subtracts the maximum before ``exp`` (no overflow, no
+warnings for logits like 1000); ``cross_entropy`` is computed from ``log_softmax`` (never
+``log(softmax)``, which is ``log(0) = -inf`` for confident wrong predictions);
+``binary_cross_entropy_with_logits`` is ``max(x, 0) - x*t + log1p(exp(-|x|))``.
+
+>>> import tapegrad as tg
+>>> x = tg.tensor([[1000., 0.], [1., 1.]], requires_grad=True)
+>>> tg.softmax(x)
+tensor([[1. , 0. ],
+        [0.5, 0.5]], grad_fn=<softmax>)
+>>> tg.log_softmax(x)[0].tolist()
+[0.0, -1000.0]
+>>> loss = tg.cross_entropy(x, [1, 0])          # integer class labels
+>>> loss
+tensor(500.34657359, grad_fn=<cross_entropy>)
+>>> loss.backward()
+>>> x.grad                                      # (softmax(x) - one_hot(labels)) / N
+tensor([[ 0.5 , -0.5 ],
+        [-0.25,  0.25]])
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+import tapegrad as tg
+
+REDUCTIONS = ("mean", "sum", "none")
+
+# The public names this module forwards to the registered ops (tg.<name>), so that
+# ``tg.nn.functional.softmax`` is ``tg.softmax`` whichever plugin defined it.
+_FORWARDED = ("softmax", "log_softmax", "logsumexp", "cross_entropy",
+              "binary_cross_entropy_with_logits", "relu", "tanh", "sigmoid")
+
+__all__ = ["linear", "dropout", "mse_loss", "register", *_FORWARDED]
+
+
+def __getattr__(name):
+    if name in _FORWARDED:
+        return getattr(tg, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# ---------------------------------------------------------------------------------------
+# Helpers on shapes and parameters (plain Python, never on arrays)
+# ---------------------------------------------------------------------------------------
+
+def _check_reduction(reduction):
+    if reduction not in REDUCTIONS:
+        raise ValueError(
+            f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+
+
+def _reduce(loss, reduction):
+    """Kernel side: the per-element loss array reduced as asked."""
+    if reduction == "mean":
+        return loss.sum() / loss.size          # np.mean without its Python overhead
+    if reduction == "sum":
+        return loss.sum()
+    return loss
+
+
+def _reduce_tensor(loss, reduction):
+    """Tensor side (for compositions): the per-element loss reduced as asked."""
+    if reduction == "mean":
+        return tg.mean(loss)
+    if reduction == "sum":
+        return tg.sum(loss)
+    return loss
+
+
+def _per_element(g, shape, reduction):
+    """The gradient flowing into each element of an unreduced loss of `shape`: g / n for
+    'mean' (a 0-d tensor that broadcasts), g for 'sum' and 'none'."""
+    if reduction == "mean":
+        return g / max(math.prod(shape), 1)
+    return g
+
+
+def _is_label(t):
+    """Whether a cross_entropy target holds integer class labels (not probabilities):
+    an integer array, tensor, TensorMeta or number (bool is not a label)."""
+    dtype = getattr(t, "dtype", None)
+    if dtype is not None:
+        return dtype.kind in "iu"
+    return isinstance(t, numbers.Integral) and not isinstance(t, bool)
+
+
+def _shape_of(v):
+    return tuple(getattr(v, "shape", ()))
+
+
+# ---------------------------------------------------------------------------------------
+# softmax, log_softmax, logsumexp
+# ---------------------------------------------------------------------------------------
+
+def _shifted(x, axis):
+    """x minus its maximum over `axis` (kept dims), and that maximum.
+
+    NOTE: a maximum of +-inf (a row of -inf, or an inf entry) is replaced by 0 so that
+    x - m is not inf - inf = nan: -inf entries then get exp(-inf) = 0 (masked out), and
+    logsumexp of a row of -inf is log(0) = -inf, as mathematically expected. softmax and
+    log_softmax of a row of nothing but -inf stay nan (0 / 0), as in PyTorch, silently."""
+    m = x.max(axis=axis, keepdims=True)
+    finite = np.isfinite(m)
+    if not finite.all():
+        m = np.where(finite, m, 0)
+        return x - m, m, False
+    return x - m, m, True
+
+
+def _softmax_kernel(x, axis=-1):
+    z, _, finite = _shifted(np.asarray(x), axis)
+    e = np.exp(z)
+    if finite:                       # the maximum contributes exp(0) = 1: the sum is >= 1
+        return e / e.sum(axis=axis, keepdims=True)
+    with np.errstate(invalid="ignore"):           # a row of -inf: 0 / 0 = nan
+        return e / e.sum(axis=axis, keepdims=True)
+
+
+def _softmax_vjp(g, ans, x, axis=-1):
+    # J^T g for y = softmax(x): y * (g - sum(g * y)).
+    return (ans * (g - tg.sum(g * ans, axis, keepdims=True)),)
+
+
+def _log_softmax_kernel(x, axis=-1):
+    z, _, finite = _shifted(np.asarray(x), axis)
+    if finite:                       # the maximum contributes exp(0) = 1: the sum is >= 1
+        return z - np.log(np.exp(z).sum(axis=axis, keepdims=True))
+    with np.errstate(divide="ignore", invalid="ignore"):   # a row of -inf: -inf - -inf
+        return z - np.log(np.exp(z).sum(axis=axis, keepdims=True))
+
+
+def _log_softmax_vjp(g, ans, x, axis=-1):
+    # J^T g for y = log_softmax(x): g - softmax(x) * sum(g), with softmax(x) = exp(y).
+    return (g - tg.exp(ans) * tg.sum(g, axis, keepdims=True),)
+
+
+def _logsumexp_kernel(x, axis=None, keepdims=False):
+    x = np.asarray(x)
+    z, m, _ = _shifted(x, axis)
+    with np.errstate(divide="ignore"):
+        out = np.log(np.exp(z).sum(axis=axis, keepdims=True)) + m
+    if not keepdims:
+        out = np.squeeze(out, axis=axis) if axis is not None else out.reshape(())
+    return out
+
+
+def _logsumexp_vjp(g, ans, x, axis=None, *, keepdims=False):
+    # d logsumexp / dx = exp(x - ans) (the softmax over `axis`), with g and ans
+    # broadcast back over the reduced axes.
+    if not keepdims:
+        kept = _kept_shape(x.shape, axis)
+        g, ans = tg.reshape(g, kept), tg.reshape(ans, kept)
+    return (g * tg.exp(x - ans),)
+
+
+def _kept_shape(shape, axis):
+    ndim = len(shape)
+    if axis is None:
+        return (1,) * ndim
+    axes = axis if isinstance(axis, (tuple, list)) else (axis,)
+    axes = {int(a) % ndim for a in axes}
+    return tuple(1 if i in axes else s for i, s in enumerate(shape))
+
+
+# ---------------------------------------------------------------------------------------
+# cross_entropy
+# ---------------------------------------------------------------------------------------
+
+def _check_cross_entropy(x, t):
+    """Raise a clear error for logits/target that do not fit; the class axis is last."""
+    if x.ndim == 0:
+        raise ValueError("logits must have at least one dimension, the class axis (last)")
+    if _is_label(t):
+        if _shape_of(t) != x.shape[:-1]:
+            raise ValueError(
+                f"integer class labels must have the logits' shape without the class axis: "
+                f"logits {x.shape} need labels of shape {x.shape[:-1]}, got {_shape_of(t)}")
+        return True
+    dtype = getattr(t, "dtype", None)
+    if isinstance(t, (bool, np.bool_)) or (dtype is not None and np.dtype(dtype).kind not in "f"):
+        raise TypeError(
+            f"target must hold integer class labels or floating-point class probabilities, "
+            f"got dtype {np.dtype(dtype) if dtype is not None else type(t).__name__}")
+    if _shape_of(t) != x.shape:
+        raise ValueError(
+            f"a floating-point target holds class probabilities and must have the logits' "
+            f"shape {x.shape}, got {_shape_of(t)} (class labels must be integers)")
+    return False
+
+
+def _cross_entropy_kernel(x, t, *, reduction="mean"):
+    _check_reduction(reduction)
+    x = np.asarray(x)
+    labels = _check_cross_entropy(x, t)
+    lsm = _log_softmax_kernel(x, axis=-1)
+    if labels:
+        t = np.asarray(t)
+        n_classes = x.shape[-1]
+        if t.size and (t.min() < 0 or t.max() >= n_classes):
+            bad = (t < 0) | (t >= n_classes)
+            # NOTE: a negative label would silently index from the end; refuse it too.
+            raise IndexError(
+                f"class label {int(t[bad].flat[0])} is out of range for {n_classes} classes "
+                f"(labels must be in [0, {n_classes}); {int(np.count_nonzero(bad))} of "
+                f"{t.size} are not)")
+        rows = lsm.reshape(-1, n_classes)
+        picked = rows[np.arange(rows.shape[0]), t.reshape(-1)].reshape(t.shape)
+    else:
+        picked = np.sum(np.asarray(t) * lsm, axis=-1)
+    loss = 0.0 - picked              # not -picked: a perfect prediction is 0, not -0
+    return _reduce(loss, reduction)
+
+
+def _cross_entropy_vjp(g, ans, x, t, *, reduction="mean"):
+    g = _per_element(g, x.shape[:-1], reduction)
+    if reduction == "none":
+        g = tg.reshape(g, g.shape + (1,))          # broadcast over the class axis
+    if _is_label(t):
+        if not tg.needs_grad(x):
+            return None, None
+        p = tg.softmax(x, axis=-1)
+        hit = _one_hot(t, x.shape[-1], x.device)
+        return tg.where(hit, p - 1, p) * g, None    # (softmax - one_hot) * g
+    gx = gt = None
+    if tg.needs_grad(x):
+        # d/dx -sum(t * log_softmax(x)) = softmax(x) * sum(t) - t  (sum(t) = 1 for
+        # probabilities, but any non-negative weights are differentiated correctly).
+        gx = (tg.softmax(x, axis=-1) * tg.sum(t, -1, keepdims=True) - t) * g
+    if tg.needs_grad(t):
+        gt = -tg.log_softmax(x, axis=-1) * g
+    return gx, gt
+
+
+def _one_hot(t, n_classes, device):
+    """A bool tensor of t's shape + (n_classes,), True at each label (not differentiable)."""
+    classes = tg.arange(n_classes, device=device)
+    if isinstance(t, (numbers.Integral, np.integer)):
+        return classes == int(t)
+    return tg.reshape(t, t.shape + (1,)) == classes
+
+
+# ---------------------------------------------------------------------------------------
+# binary_cross_entropy_with_logits, mse_loss
+# ---------------------------------------------------------------------------------------
+
+def _check_same_shape(x, t, name):
+    if not isinstance(t, numbers.Number) and _shape_of(t) != _shape_of(x):
+        raise ValueError(
+            f"{name} of shape {_shape_of(x)} and target of shape {_shape_of(t)} must have the "
+            f"same shape (broadcasting them would silently compute a different loss)")
+
+
+def _bce_logits_kernel(x, t, *, reduction="mean"):
+    _check_reduction(reduction)
+    _check_same_shape(x, t, "logits")
+    x = np.asarray(x)
+    # NOTE: log(1 + exp(-x)) overflows for x << 0 and log(sigmoid) underflows to -inf for
+    # confident predictions; this form is exact and finite everywhere.
+    loss = np.maximum(x, 0) - x * t + np.log1p(np.exp(-np.abs(x)))
+    return _reduce(loss, reduction)
+
+
+def _bce_logits_vjp(g, ans, x, t, *, reduction="mean"):
+    g = _per_element(g, x.shape, reduction)
+    # NOTE: the derivative sigmoid(x) - t is smooth; differentiating the kernel's formula
+    # op by op would give -t instead of 0.5 - t at x == 0 (relu and abs have kinks there).
+    return (g * (tg.sigmoid(x) - t) if tg.needs_grad(x) else None,
+            -g * x if tg.needs_grad(t) else None)
+
+
+def mse_loss(input, target, *, reduction="mean"):
+    """Mean squared error ``(input - target) ** 2``, reduced by `reduction` ('mean', 'sum'
+    or 'none'). input and target must have the same shape (target may be a number).
+
+    >>> import tapegrad as tg
+    >>> x = tg.tensor([1., 2., 4.], requires_grad=True)
+    >>> tg.mse_loss(x, tg.tensor([1., 1., 1.]))
+    tensor(3.33333333, grad_fn=<mean>)
+    >>> tg.mse_loss(x, 1.0, reduction="none").tolist()
+    [0.0, 1.0, 9.0]
+    """
+    if isinstance(input, (list, tuple)):
+        input = np.asarray(input)
+    if isinstance(target, (list, tuple)):
+        target = np.asarray(target)
+    try:
+        _check_reduction(reduction)
+        _check_same_shape(input, target, "input")
+    except ValueError as exc:
+        raise ValueError(f"mse_loss: {exc}") from None
+    return _reduce_tensor(tg.square(tg.subtract(input, target)), reduction)
+
+
+# ---------------------------------------------------------------------------------------
+# linear (the op behind tg.nn.Linear), dropout (a plain function: it is random)
+# ---------------------------------------------------------------------------------------
+
+def _linear_kernel(x, w, b=None):
+    x, w = np.asarray(x), np.asarray(w)
+    if w.ndim != 2 or x.ndim == 0 or x.shape[-1] != w.shape[1]:
+        raise ValueError(
+            f"weight must be (out_features, in_features) with in_features equal to the last "
+            f"axis of x: x {x.shape} and weight {w.shape} do not fit")
+    out = np.matmul(x, w.T)
+    if b is None:
+        return out
+    if np.shape(b) == out.shape[-1:] and np.result_type(out, b) == out.dtype:
+        return np.add(out, b, out=out)     # out is fresh: adding in place saves a copy
+    return out + b                         # NumPy's promotion and broadcasting
+
+
+def _linear_vjp(g, ans, x, w, *b):
+    gx = g @ w if tg.needs_grad(x) else None
+    gw = None
+    if tg.needs_grad(w):
+        if x.ndim == 2:
+            gw = tg.transpose(g) @ x
+        else:                    # a vector, or batch axes: flatten them into one
+            gw = tg.transpose(tg.reshape(g, (-1, w.shape[0]))) @ tg.reshape(x, (-1, w.shape[1]))
+    if b:
+        return gx, gw, (g if tg.needs_grad(b[0]) else None)   # summed to b's shape
+    return gx, gw
+
+
+def linear(x, weight, bias=None):
+    """``x @ weight.T + bias`` (PyTorch's ``F.linear``; `weight` is (out, in)), as one op
+    (``tg.linear``) with one gradient rule instead of a transpose, a matmul and an add.
+
+    >>> import tapegrad as tg
+    >>> import tapegrad_nn.functional as F
+    >>> x = tg.ones((2, 3), requires_grad=True)
+    >>> y = F.linear(x, tg.ones((4, 3)), tg.zeros(4))
+    >>> y.shape, y.grad_fn.name
+    ((2, 4), 'linear')
+    """
+    if bias is None:
+        return tg.linear(x, weight)
+    return tg.linear(x, weight, bias)
+
+
+def dropout(x, p=0.5, training=True):
+    """Inverted dropout: each element is zeroed with probability `p` and the others are
+    scaled by ``1 / (1 - p)``, so the expectation is unchanged; identity when
+    ``training`` is False or p == 0. The mask comes from ``tg.random.rand`` on x's device
+    (reproducible under ``tg.manual_seed``).
+
+    >>> import tapegrad as tg
+    >>> import tapegrad_nn.functional as F
+    >>> tg.manual_seed(0)
+    >>> F.dropout(tg.ones(6), p=0.5).tolist()
+    [2.0, 0.0, 0.0, 0.0, 2.0, 2.0]
+    >>> F.dropout(tg.ones(3), p=0.5, training=False).tolist()
+    [1.0, 1.0, 1.0]
+    """
+    if isinstance(p, bool) or not isinstance(p, numbers.Real) or not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout: p must be a probability in [0, 1], got {p!r}")
+    x = tg.asarray(x)
+    if not training or p == 0.0:
+        return x
+    if x.dtype.kind != "f":
+        raise TypeError(f"dropout: input must be floating point, got {x.dtype}")
+    if p == 1.0:
+        return x * 0.0
+    # The mask is a constant (scale where kept, 0 where dropped): one recorded multiply.
+    keep = tg.random.rand(*x.shape, dtype=x.dtype, device=x.device) >= p
+    mask = tg.where(keep, 1.0 / (1.0 - p), 0.0).astype(x.dtype)
+    return x * mask
+
+
+# ---------------------------------------------------------------------------------------
+# Registration
+# ---------------------------------------------------------------------------------------
+
+def _rng(seed):
+    return np.random.default_rng(seed)
+
+
+def _logits(*shape, seed=0, scale=2.0):
+    return scale * _rng(seed + 31 * len(shape) + sum(shape)).standard_normal(shape)
+
+
+def _labels(n_classes, *shape, seed=0):
+    return _rng(seed + 7).integers(0, n_classes, shape)
+
+
+def _probabilities(*shape, seed=0):
+    e = np.exp(_logits(*shape, seed=seed + 100))
+    return e / e.sum(-1, keepdims=True)
+
+
+_SOFTMAX_SAMPLES = [
+    tg.Sample(_logits(3, 4)),
+    tg.Sample(_logits(3, 4), axis=0),
+    tg.Sample(_logits(2, 3, 4), 1),
+    tg.Sample(_logits(2, 3, 4), axis=(0, 2)),
+    tg.Sample(_logits(5)),
+    tg.Sample(_logits(3, 4), axis=None),
+    tg.Sample(np.array([[20.0, -30.0, 0.5], [1.0, 1.0, 1.0]])),
+]
+
+_LOGSUMEXP_SAMPLES = [
+    tg.Sample(_logits(3, 4)),
+    tg.Sample(_logits(3, 4), axis=1),
+    tg.Sample(_logits(3, 4), -1, keepdims=True),
+    tg.Sample(_logits(2, 3, 4), axis=(0, 2)),
+    tg.Sample(_logits(2, 3, 4), keepdims=True),
+    tg.Sample(np.array([[40.0, -30.0, 0.5], [1.0, 1.0, 1.0]]), axis=1),
+]
+
+_CROSS_ENTROPY_SAMPLES = [
+    tg.Sample(_logits(4, 3), _labels(3, 4)),
+    tg.Sample(_logits(4, 3), _labels(3, 4), reduction="sum"),
+    tg.Sample(_logits(4, 3), _labels(3, 4), reduction="none"),
+    tg.Sample(_logits(2, 3, 5), _labels(5, 2, 3)),
+    tg.Sample(_logits(5), np.array(2)),
+    tg.Sample(_logits(4, 3), _probabilities(4, 3)),
+    tg.Sample(_logits(4, 3), _probabilities(4, 3), reduction="none"),
+    tg.Sample(_logits(2, 3, 4), 0.5 * _probabilities(2, 3, 4), reduction="sum"),
+]
+
+_BCE_SAMPLES = [
+    tg.Sample(_logits(4, 3), _rng(1).uniform(0, 1, (4, 3))),
+    tg.Sample(_logits(5), _rng(2).integers(0, 2, 5).astype(np.float64), reduction="sum"),
+    tg.Sample(np.array([-30.0, -2.0, 0.0, 2.0, 30.0]), _rng(3).uniform(0, 1, 5),
+              reduction="none"),
+    tg.Sample(_logits(3, 2), 1.0),
+]
+
+_LINEAR_SAMPLES = [
+    tg.Sample(_logits(4, 3), _logits(5, 3, seed=1), _logits(5, seed=2)),
+    tg.Sample(_logits(4, 3), _logits(5, 3, seed=1)),
+    tg.Sample(_logits(3), _logits(2, 3, seed=1), _logits(2, seed=2)),
+    tg.Sample(_logits(2, 4, 3), _logits(5, 3, seed=1), _logits(5, seed=2)),
+    tg.Sample(_logits(2, 4, 3), _logits(5, 3, seed=1)),
+    tg.Sample(_logits(4, 3), _logits(5, 3, seed=1), 0.5),
+]
+
+_MSE_SAMPLES = [
+    tg.Sample(_logits(4, 3), _logits(4, 3, seed=1)),
+    tg.Sample(_logits(5), _logits(5, seed=2), reduction="sum"),
+    tg.Sample(_logits(2, 3), _logits(2, 3, seed=3), reduction="none"),
+    tg.Sample(_logits(3), 0.5),
+]
+
+
+def register(registry):
+    """Register this plugin's ops and functions with `registry` (called by the
+    ``tapegrad_register_ops`` hook in ``tapegrad_nn.plugin``)."""
+    reg = registry.register_op
+    reg("softmax", kernels={"cpu": _softmax_kernel}, vjp=_softmax_vjp, params=("axis",),
+        save_inputs=(False,), samples=_SOFTMAX_SAMPLES,
+        doc="softmax(x, axis=-1): exp(x) / sum(exp(x), axis), computed with the maximum "
+            "subtracted first (no overflow). `axis` may be an int, a tuple or None (all).")
+    reg("log_softmax", kernels={"cpu": _log_softmax_kernel}, vjp=_log_softmax_vjp,
+        params=("axis",), save_inputs=(False,), samples=_SOFTMAX_SAMPLES,
+        doc="log_softmax(x, axis=-1): x - logsumexp(x, axis), finite for any finite x "
+            "(never log(softmax(x)), which is -inf where softmax underflows).")
+    reg("logsumexp", kernels={"cpu": _logsumexp_kernel}, vjp=_logsumexp_vjp,
+        params=("axis",), samples=_LOGSUMEXP_SAMPLES,
+        doc="logsumexp(x, axis=None, keepdims=False): log(sum(exp(x), axis)) computed "
+            "stably (scipy.special.logsumexp); the gradient is the softmax over `axis`.")
+    reg("cross_entropy", kernels={"cpu": _cross_entropy_kernel}, vjp=_cross_entropy_vjp,
+        params=(), save_ans=False, method=False, samples=_CROSS_ENTROPY_SAMPLES,
+        doc="cross_entropy(logits, target, *, reduction='mean'): -sum(target * "
+            "log_softmax(logits)) over the class axis (the last). `target` is either integer "
+            "class labels of the logits' shape without the class axis (no gradient; out of "
+            "range labels raise IndexError) or class probabilities of the logits' shape "
+            "(differentiable). reduction: 'mean' over the batch, 'sum' or 'none'.")
+    reg("binary_cross_entropy_with_logits", kernels={"cpu": _bce_logits_kernel},
+        vjp=_bce_logits_vjp, params=(), save_ans=False, method=False, samples=_BCE_SAMPLES,
+        doc="binary_cross_entropy_with_logits(logits, target, *, reduction='mean'): "
+            "-(t log sigmoid(x) + (1 - t) log(1 - sigmoid(x))) computed as max(x, 0) - x t "
+            "+ log1p(exp(-|x|)); target (probabilities, same shape) is differentiable.")
+    reg("linear", kernels={"cpu": _linear_kernel}, vjp=_linear_vjp, save_ans=False,
+        method=False, samples=_LINEAR_SAMPLES,
+        doc="linear(x, weight[, bias]): x @ weight.T + bias with weight of shape (out, in), "
+            "as PyTorch's F.linear (the layer tg.nn.Linear); one op instead of three.")
+    registry.register_function("mse_loss", mse_loss, method=False, samples=_MSE_SAMPLES)
