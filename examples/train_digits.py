@@ -13,11 +13,10 @@ import tempfile
 import time
 
 import numpy as np
+import tapegrad as tg
 from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 from tqdm import tqdm
-
-import tapegrad as tg
 
 
 def build_model(hidden=128, dropout=0.1):

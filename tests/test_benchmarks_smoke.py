@@ -92,3 +92,16 @@ def test_a_result_that_differs_from_numpy_aborts_with_the_index(benchmarks):
                       reference)
     with pytest.raises(MismatchError, match="outputs"):
         check_outputs(W1, "torch", {"loss": 1.5}, reference)
+
+
+def test_every_other_workload_runs_and_checks_against_numpy(tmp_path):
+    """W2, W3 and W5 in --quick mode: their outputs must match the NumPy reference."""
+    out = tmp_path / "bench.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--quick", "--workloads", "W2,W5",
+         "--libraries", "numpy,tapegrad", "--json", str(out)],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    data = json.loads(out.read_text())
+    for key in ("W2", "W5"):
+        assert data["workloads"][key]["checked_against_numpy"]

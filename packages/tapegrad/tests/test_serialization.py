@@ -3,7 +3,6 @@ import zipfile
 
 import numpy as np
 import pytest
-
 import tapegrad as tg
 
 

@@ -14,7 +14,7 @@ import sys as _sys
 
 import numpy as _np
 
-from . import _engine
+from . import _engine, random
 from ._creation import arange, asarray, eye, full, full_like, linspace, ones, tensor, zeros
 from ._engine import (
     Device,
@@ -45,7 +45,6 @@ from ._plugins import (
     unregister_plugin,
 )
 from ._tensor import Tensor
-from . import random
 from .function import Function, FunctionCtx
 from .random import manual_seed
 from .serialization import load, save
@@ -89,7 +88,7 @@ def __getattr__(name):
     import importlib
     if name == "testing":
         return importlib.import_module(".testing", __name__)
-    if name in ("gradcheck", "GradcheckError"):
+    if name in ("gradcheck", "gradgradcheck", "GradcheckError"):
         return getattr(importlib.import_module(".testing", __name__), name)
     if name.startswith("__"):
         raise AttributeError(name)

@@ -1,8 +1,9 @@
 """The contract kit: checks an op's gradient rule against finite differences.
 
-One finite-difference engine serves ``gradcheck`` (for any function of tensors) and the
-per-op checks (``check_op``, ``check_plugin``) that the repository runs over every
-installed op and a third-party plugin runs over its own.
+One finite-difference engine (``numeric_jacobian``) serves ``gradcheck`` and
+``gradgradcheck`` (for any function of tensors) and the per-op checks (``check_op``,
+``check_plugin``) that the repository runs over every installed op and a third-party
+plugin runs over its own.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import numpy as np
 
 from . import _engine
 from ._engine import Op, TensorBase, new_tensor, run_backward
-from ._grad_mode import no_grad
+from ._grad_mode import enable_grad, no_grad
 from ._plugins import LOADER, FunctionDef, Sample, register_plugin
 
 
@@ -65,7 +66,8 @@ def numeric_jacobian(f, inputs, wrt, eps):
 
 def analytic_jacobian(f, inputs, wrt, *, create_graph=False):
     """Rows of the Jacobian by one backward pass per output element."""
-    outs = _outputs(f(*inputs))
+    with enable_grad():
+        outs = _outputs(f(*inputs))
     targets = tuple(inputs[i] for i in wrt)
     jac = [[np.zeros((o.size, inputs[i].size)) for i in wrt] for o in outs]
     for r, o in enumerate(outs):
@@ -86,6 +88,29 @@ def _as_inputs(inputs):
     return tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
 
 
+def _float64_inputs(inputs, upcast, eps, who):
+    """The inputs as a list, float64 where they require grad (float32 refused unless
+    `upcast`, which checks float64 copies instead)."""
+    inputs = list(_as_inputs(inputs))
+    for i, x in enumerate(inputs):
+        if isinstance(x, TensorBase) and x.requires_grad and x.dtype != np.float64:
+            if not upcast:
+                raise TypeError(
+                    f"{who}: input {i} is {x.dtype}; finite differences need float64 (with "
+                    f"eps={eps} a float32 difference quotient is dominated by rounding). Pass "
+                    f"float64 inputs, or upcast=True to check float64 copies.")
+            inputs[i] = _upcast(x)
+    return inputs
+
+
+def _upcast(x):
+    return new_tensor(x.device.asarray(_host(x).astype(np.float64)), x.device, True)
+
+
+def _grad_positions(inputs):
+    return [i for i, x in enumerate(inputs) if isinstance(x, TensorBase) and x.requires_grad]
+
+
 def gradcheck(f, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, *, upcast=False):
     """Check f's gradients against central finite differences in float64.
 
@@ -99,16 +124,8 @@ def gradcheck(f, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, *, upcast=False):
     >>> tg.gradcheck(lambda x: x + x + 1.0, x)
     True
     """
-    inputs = list(_as_inputs(inputs))
-    for i, x in enumerate(inputs):
-        if isinstance(x, TensorBase) and x.requires_grad and x.dtype != np.float64:
-            if not upcast:
-                raise TypeError(
-                    f"gradcheck: input {i} is {x.dtype}; finite differences need float64 (with "
-                    f"eps={eps} a float32 difference quotient is dominated by rounding). Pass "
-                    f"float64 inputs, or upcast=True to check float64 copies.")
-            inputs[i] = new_tensor(x.device.asarray(_host(x).astype(np.float64)), x.device, True)
-    wrt = [i for i, x in enumerate(inputs) if isinstance(x, TensorBase) and x.requires_grad]
+    inputs = _float64_inputs(inputs, upcast, eps, "gradcheck")
+    wrt = _grad_positions(inputs)
     if not wrt:
         raise ValueError("gradcheck: no input requires grad, so there is nothing to check")
     numeric = numeric_jacobian(f, inputs, wrt, eps)
@@ -117,7 +134,98 @@ def gradcheck(f, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, *, upcast=False):
     return True
 
 
-def _compare(analytic, numeric, inputs, wrt, atol, rtol, what):
+def gradgradcheck(f, inputs, grad_outputs=None, eps=1e-6, atol=1e-5, rtol=1e-3, *,
+                  upcast=False):
+    """Check f's second derivatives against central finite differences in float64.
+
+    The function checked is the gradient itself, ``(inputs, grad_outputs) -> J(inputs)^T
+    grad_outputs``, computed with ``create_graph=True``: its own gradient (one more
+    backward through the graph the first one built) is compared with central differences
+    of it, taken by the same engine as ``gradcheck``. That covers the second derivatives
+    in the inputs and, since the gradient is linear in ``grad_outputs``, that the
+    gradient graph is wired to them correctly.
+
+    `grad_outputs`: one tensor per output of f that requires grad; by default seeded
+    random normal float64 tensors that require grad (so they are checked too). Returns
+    True, or raises GradcheckError naming the worst entry: which input (or grad_output),
+    its index, which input's gradient, analytic and numeric. float32 is refused as in
+    gradcheck. An op registered with ``twice_differentiable=False`` makes this raise a
+    RuntimeError that names it.
+
+    >>> import tapegrad as tg
+    >>> x = tg.tensor([0.5, -1.0], requires_grad=True)
+    >>> tg.gradgradcheck(lambda x: x + x + 1.0, x)
+    True
+    """
+    inputs = _float64_inputs(inputs, upcast, eps, "gradgradcheck")
+    wrt = _grad_positions(inputs)
+    if not wrt:
+        raise ValueError("gradgradcheck: no input requires grad, so there is nothing to check")
+    with enable_grad():
+        outs = [o for o in _outputs(f(*inputs)) if o.requires_grad]
+    if not outs:
+        raise ValueError("gradgradcheck: no output of f requires grad, so it has no gradient "
+                         "to differentiate")
+    seeds = _grad_outputs_for(outs, grad_outputs, upcast)
+    n = len(inputs)
+
+    def gradient(create_graph, *args):
+        xs = list(args[:n])
+        if not create_graph:
+            # A perturbed copy made by the finite-difference engine: a fresh leaf.
+            for i in wrt:
+                if not xs[i].requires_grad:
+                    xs[i] = new_tensor(xs[i]._data, xs[i].device, True)
+        with enable_grad():
+            ys = [o for o in _outputs(f(*xs)) if o.requires_grad]
+            if len(ys) != len(seeds):
+                raise GradcheckError(
+                    f"gradgradcheck: f returned {len(ys)} outputs that require grad, "
+                    f"expected {len(seeds)}")
+            grads = run_backward(tuple(ys), tuple(args[n:]), True, create_graph,
+                                 tuple(xs[i] for i in wrt), True)
+        return tuple(_zeros_like(xs[i]) if g is None else g for i, g in zip(wrt, grads))
+
+    extended = inputs + seeds
+    wrt2 = _grad_positions(extended)
+    numeric = numeric_jacobian(lambda *a: gradient(False, *a), extended, wrt2, eps)
+    analytic = analytic_jacobian(lambda *a: gradient(True, *a), extended, wrt2)
+    _compare(analytic, numeric, extended, wrt2, atol, rtol, "second-order gradient",
+             in_name=lambda i: f"input {i}" if i < n else f"grad_output {i - n}",
+             out_name=lambda r: f"the gradient of input {wrt[r]}")
+    return True
+
+
+def _grad_outputs_for(outs, grad_outputs, upcast):
+    if grad_outputs is None:
+        rng = np.random.default_rng(0)
+        return [new_tensor(o.device.asarray(rng.standard_normal(o.shape)), o.device, True)
+                for o in outs]
+    seeds = list(_as_inputs(grad_outputs))
+    if len(seeds) != len(outs):
+        raise ValueError(f"gradgradcheck: got {len(seeds)} grad_outputs for {len(outs)} "
+                         f"outputs that require grad")
+    for k, (v, o) in enumerate(zip(seeds, outs)):
+        if not isinstance(v, TensorBase):
+            v = new_tensor(o.device.asarray(np.asarray(v, dtype=np.float64)), o.device)
+        if v.shape != o.shape:
+            raise ValueError(f"gradgradcheck: grad_output {k} has shape {v.shape}, but output "
+                             f"{k} has shape {o.shape}")
+        if v.dtype != np.float64:
+            if v.requires_grad and not upcast:
+                raise TypeError(f"gradgradcheck: grad_output {k} is {v.dtype}; finite "
+                                f"differences need float64 (or upcast=True)")
+            v = _upcast(v) if v.requires_grad else new_tensor(
+                v.device.asarray(_host(v).astype(np.float64)), v.device)
+        seeds[k] = v
+    return seeds
+
+
+def _zeros_like(x):
+    return new_tensor(x.device.zeros(x.shape, x.dtype), x.device)
+
+
+def _compare(analytic, numeric, inputs, wrt, atol, rtol, what, *, in_name=None, out_name=None):
     worst = None
     for r, (arow, nrow) in enumerate(zip(analytic, numeric)):
         for col, (a, n) in enumerate(zip(arow, nrow)):
@@ -129,9 +237,11 @@ def _compare(analytic, numeric, inputs, wrt, atol, rtol, what):
         _, r, col, j, k, a, n = worst
         i = wrt[col]
         index = np.unravel_index(k, inputs[i].shape) if inputs[i].ndim else ()
+        source = in_name(i) if in_name else f"input {i}"
+        target = out_name(r) if out_name else f"output {r}"
         raise GradcheckError(
-            f"{what} check failed for input {i} at index {tuple(int(v) for v in index)} "
-            f"(output {r}, element {j}): analytic {a:.10g} vs numeric {n:.10g} "
+            f"{what} check failed for {source} at index {tuple(int(v) for v in index)} "
+            f"({target}, element {j}): analytic {a:.10g} vs numeric {n:.10g} "
             f"(|difference| {abs(a - n):.3g} > atol {atol} + rtol {rtol} * |numeric|)")
 
 
@@ -140,11 +250,13 @@ def _compare(analytic, numeric, inputs, wrt, atol, rtol, what):
 # ---------------------------------------------------------------------------------------
 
 class Report:
-    """What check_op verified for one op or function."""
+    """What check_op verified for one op or function, and what it can do
+    (``capabilities``, see :func:`capabilities`)."""
 
-    def __init__(self, name):
+    def __init__(self, name, capabilities=frozenset()):
         self.name = name
         self.checks: list[str] = []
+        self.capabilities: frozenset = frozenset(capabilities)
 
     def __repr__(self):
         return f"<contract report '{self.name}': {len(self.checks)} checks passed>"
@@ -197,16 +309,22 @@ def check_op(op, *, atol=1e-5, rtol=1e-3, eps=1e-6) -> Report:
 
     For every sample: the op's tensor result equals its kernel's; in float64 its VJP
     matches central finite differences for every differentiable input (broadcast inputs
-    included: their gradients must come back in their own shape); inputs that are not
-    differentiable get no gradient; in float32 it returns float32 results and gradients.
-    Raises ContractError (or GradcheckError) on the first failure.
+    included: their gradients must come back in their own shape); its second derivatives
+    pass gradgradcheck (for an op registered with ``twice_differentiable=False``: a
+    gradient taken with create_graph=True raises when differentiated again); its JVP rule,
+    if it has one, matches finite differences; inputs that are not differentiable get no
+    gradient; in float32 it returns float32 results and gradients. The report lists the
+    checks that ran and the op's ``capabilities``. Raises ContractError (or
+    GradcheckError) on the first failure.
 
     >>> import tapegrad as tg
     >>> tg.testing.check_op("add")
     <contract report 'add': ... checks passed>
+    >>> sorted(tg.testing.check_op("add").capabilities)
+    ['backward', 'double_backward', 'forward_mode']
     """
     entry = _resolve(op)
-    report = Report(entry.name)
+    report = Report(entry.name, capabilities(entry))
     if not entry.samples:
         raise ContractError(f"'{entry.name}' registers no samples, so its gradient cannot be checked")
     for s, sample in enumerate(entry.samples):
@@ -215,9 +333,42 @@ def check_op(op, *, atol=1e-5, rtol=1e-3, eps=1e-6) -> Report:
         if isinstance(entry, Op):
             _check_forward(entry, sample, where, report)
         _check_gradients(entry, sample, positions, where, report, atol, rtol, eps)
+        _check_second_order(entry, sample, positions, where, report, atol, rtol, eps)
+        _check_jvp(entry, sample, positions, where, report, atol, rtol, eps)
         _check_nondifferentiable(entry, sample, positions, where, report)
         _check_float32(entry, sample, positions, where, report)
     return report
+
+
+def capabilities(op) -> frozenset:
+    """What kinds of differentiation an op (a name, an Op or a registered function)
+    supports, as a set of tags:
+
+    - ``"backward"``: it has a gradient rule (reverse mode);
+    - ``"double_backward"``: that rule is itself differentiable, so ``create_graph=True``
+      gives gradients that can be differentiated again (Hessians, gradgradcheck);
+    - ``"forward_mode"``: ``tg.jvp`` can push tangents through it (with its own JVP rule,
+      or through the double-VJP trick, which needs ``"double_backward"``);
+    - ``"jvp_rule"``: it registers its own forward-mode rule (``register_op(jvp=...)``).
+
+    A registered function (composed of other ops) has the capabilities of the ops it
+    calls; it is tagged with the first three.
+
+    >>> import tapegrad as tg
+    >>> sorted(tg.testing.capabilities("add"))
+    ['backward', 'double_backward', 'forward_mode']
+    """
+    entry = _resolve(op)
+    if not isinstance(entry, Op):
+        return frozenset({"backward", "double_backward", "forward_mode"})
+    tags = set()
+    if entry.vjp is not None:
+        tags.add("backward")
+        if entry.twice_differentiable:
+            tags.update(("double_backward", "forward_mode"))
+    if entry.jvp is not None:
+        tags.update(("jvp_rule", "forward_mode"))
+    return frozenset(tags)
 
 
 def _resolve(op):
@@ -248,26 +399,34 @@ def _check_forward(op, sample, where, report):
     report.checks.append("forward")
 
 
-def _check_gradients(entry, sample, positions, where, report, atol, rtol, eps):
+def _sample_function(entry, sample, positions):
+    """(f, flat inputs) to differentiate for one sample, or None when the sample has
+    nothing differentiable: f takes the inputs flat (a sequence argument spread out)."""
     args = _tensors(sample, np.float64, positions)
     flat, nseq = _flatten_seq(args)
-    if nseq is not None and not positions:
-        flat = flat  # sequence inputs of a non-differentiable op
     with no_grad():
         probe = _call(entry, args, sample.kwargs)
     if not _outputs(probe) or not positions:
-        return
+        return None
     if isinstance(entry, Op) and entry.vjp is None:
-        return
+        return None
 
     def f(*xs):
         if nseq is not None:
             return _call(entry, [list(xs[:nseq])] + list(xs[nseq:]), sample.kwargs)
         return _call(entry, list(xs), sample.kwargs)
 
-    grad_inputs = [x for x in flat if isinstance(x, TensorBase) and x.requires_grad]
-    if not grad_inputs:
+    if not any(isinstance(x, TensorBase) and x.requires_grad for x in flat):
+        return None
+    return f, flat
+
+
+def _check_gradients(entry, sample, positions, where, report, atol, rtol, eps):
+    found = _sample_function(entry, sample, positions)
+    if found is None:
         return
+    f, flat = found
+    grad_inputs = [x for x in flat if isinstance(x, TensorBase) and x.requires_grad]
     try:
         gradcheck(f, flat, eps=eps, atol=atol, rtol=rtol)
     except GradcheckError as exc:
@@ -284,6 +443,93 @@ def _check_gradients(entry, sample, positions, where, report, atol, rtol, eps):
             raise ContractError(f"{where}: gradient of input {i} has shape {x.grad.shape} "
                                 f"{x.grad.dtype}, input has {x.shape} {x.dtype}")
     report.checks.append("float64 gradient vs finite differences")
+
+
+_NOT_TWICE = "not twice differentiable"     # what the engine's guard says (tapegrad._plugins)
+
+
+def _check_second_order(entry, sample, positions, where, report, atol, rtol, eps):
+    found = _sample_function(entry, sample, positions)
+    if found is None:
+        return
+    f, flat = found
+    if isinstance(entry, Op) and not entry.twice_differentiable:
+        _check_double_backward_raises(f, flat, where)
+        report.checks.append("double backward raises (twice_differentiable=False)")
+        return
+    try:
+        gradgradcheck(f, flat, eps=eps, atol=atol, rtol=rtol)
+    except GradcheckError as exc:
+        raise GradcheckError(f"{where}: {exc}") from None
+    except RuntimeError as exc:
+        if isinstance(entry, Op) or _NOT_TWICE not in str(exc):
+            raise
+        # A function that calls an op declared twice_differentiable=False: it says so.
+        report.capabilities = report.capabilities - {"double_backward", "forward_mode"}
+        report.checks.append("double backward raises (calls an op that is not twice "
+                             "differentiable)")
+        return
+    report.checks.append("float64 second derivatives (gradgradcheck)")
+
+
+def _check_double_backward_raises(f, flat, where):
+    xs = tuple(x for x in flat if isinstance(x, TensorBase) and x.requires_grad)
+    outs = tuple(o for o in _outputs(f(*flat)) if o.requires_grad)
+    rng = np.random.default_rng(0)
+    seeds = tuple(_with_value(o, rng.standard_normal(o.shape)) for o in outs)
+    grads = run_backward(outs, seeds, True, True, xs, True)
+    live = tuple(g for g in grads if g is not None and g.requires_grad)
+    if not live:
+        raise ContractError(
+            f"{where}: the op is registered with twice_differentiable=False, but its gradient "
+            f"taken with create_graph=True is connected to nothing, so differentiating it "
+            f"cannot raise as it must")
+    try:
+        run_backward(live, tuple(_with_value(g, np.ones(g.shape, g.dtype)) for g in live),
+                     False, False, xs, True)
+    except RuntimeError as exc:
+        if _NOT_TWICE in str(exc):
+            return
+        raise
+    raise ContractError(
+        f"{where}: the op is registered with twice_differentiable=False, but differentiating "
+        f"its gradient did not raise")
+
+
+def _check_jvp(entry, sample, positions, where, report, atol, rtol, eps):
+    """The op's own JVP rule, if any, against J @ t with J from finite differences."""
+    if not isinstance(entry, Op) or entry.jvp is None:
+        return
+    found = _sample_function(entry, sample, positions)
+    if found is None:
+        return
+    f, flat = found
+    wrt = _grad_positions(flat)
+    rng = np.random.default_rng(1)
+    tangents = [None] * len(flat)
+    for i in wrt:
+        tangents[i] = _with_value(flat[i], rng.standard_normal(flat[i].shape))
+    with no_grad():
+        ans = f(*flat)
+        got = entry.jvp(tuple(tangents), ans, *flat, **sample.kwargs)
+    if got is None or not isinstance(got, TensorBase):
+        raise ContractError(f"{where}: the JVP rule returned {type(got).__name__}, not a Tensor")
+    try:
+        got = np.broadcast_to(_host(got), ans.shape)
+    except ValueError:
+        raise ContractError(f"{where}: the JVP rule returned shape {got.shape}, which does "
+                            f"not broadcast to the output's shape {ans.shape}") from None
+    (jac,) = numeric_jacobian(f, flat, wrt, eps)
+    expected = sum(j @ _host(tangents[i]).reshape(-1) for i, j in zip(wrt, jac))
+    got = got.reshape(-1).astype(np.float64)
+    excess = np.abs(got - expected) - (atol + rtol * np.abs(expected))
+    if excess.size and excess.max() > 0:
+        k = int(np.argmax(excess))
+        index = tuple(int(v) for v in np.unravel_index(k, ans.shape)) if ans.ndim else ()
+        raise GradcheckError(
+            f"{where}: JVP check failed at output index {index}: rule {got[k]:.10g} vs "
+            f"numeric {expected[k]:.10g}")
+    report.checks.append("float64 JVP rule vs finite differences")
 
 
 def _check_nondifferentiable(entry, sample, positions, where, report):

@@ -1,0 +1,486 @@
+"""Functional transforms: ``vjp``, ``jvp``, ``jacobian``, ``hessian``, ``hvp``.
+
+Each takes a function ``f`` of tensors and the point to differentiate at, with PyTorch's
+``torch.autograd.functional`` conventions: `inputs` is a tensor or a tuple of tensors,
+results mirror that structure, the function's outputs come back detached unless
+``create_graph=True``, and an output that does not depend on an input contributes zeros
+(``strict=True`` makes that an error instead).
+
+How each is computed (reverse mode only; see Note: [forward mode without a forward
+pass] and Note: [how a Jacobian is assembled]):
+
+==========  ==================================================  ==========================
+transform   method                                              cost (f = forward pass,
+                                                                B = backward pass)
+==========  ==================================================  ==========================
+vjp         one backward seeded with v                          f + B
+jvp         double-VJP: g(u) = J^T u with create_graph, then    f + B(create_graph) +
+            one backward of g seeded with v (J v = dg/du . v)   B through the graph of g
+jacobian    m rows by m backward passes (m <= 2n), or n columns f + m B, or f + B(cg) +
+            by the double-VJP (m > 2n); or one batched pass     n 2B; or one batched f + B
+            (``vectorize=True``)                                with ``vectorize=True``
+hessian     jacobian of the gradient (taken with create_graph)  f + B + n passes
+hvp         reverse-over-reverse: grad of (grad f . v)          f + B(create_graph) + B
+==========  ==================================================  ==========================
+
+Note: [forward mode without a forward pass]
+The engine has no forward-mode dispatch (an op call does not carry tangents), so ``jvp``
+uses the double-VJP trick: g(u) = J^T u is linear in u, and differentiating it in u with
+cotangent v gives J v. This needs every VJP on the path to be differentiable in its `g`
+(all first-party rules are: they are tapegrad ops); an op registered with
+``twice_differentiable=False`` raises. JVP rules that ops register (``register_op(jvp=)``)
+are checked by the contract kit but not used yet: see the README.
+
+Note: [how a Jacobian is assembled]
+The engine backpropagates one cotangent of the output's shape per pass, and a rule's `g`
+cannot carry an extra batch axis (the engine sums a gradient down to its input's shape,
+and ``sum``'s or ``matmul``'s rule would misread it), so a general Jacobian takes one pass
+per row or per column. Rows when m <= 2n: one backward per output element, the graph
+retained. Columns when m > 2n: the double-VJP, one create_graph backward that builds
+g(u) = J^T u, then one backward of g per input element; each of those runs through g's
+graph and, since the engine does not prune what does not lead to the inputs asked for,
+back through f's, so it costs about two rows. When f treats a leading batch axis
+independently (elementwise ops, ``x @ W.T``, ``x[..., i]``, reductions over
+``axis=-1``), ``vectorize=True`` evaluates f once on the inputs broadcast to (m, *x.shape)
+and backpropagates the identity as one batched cotangent: all m rows in a single pass.
+That f really is batched is checked (the rows of f(X) must all equal f(x)); it cannot be
+checked completely, which is why it is opt-in, as in PyTorch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tapegrad as tg
+from tapegrad import _engine
+
+_NOT_TWICE = "not twice differentiable"        # the engine's message for such ops
+
+
+# ---------------------------------------------------------------------------------------
+# Inputs, outputs, seeds
+# ---------------------------------------------------------------------------------------
+
+def _as_tuple(value):
+    """(items, was_a_sequence)."""
+    if isinstance(value, (tuple, list)):
+        return tuple(value), True
+    return (value,), False
+
+
+def _prepare_inputs(inputs, create_graph, who):
+    """Fresh tensors that require grad, one per input, to evaluate f at.
+
+    Without create_graph they are new leaves sharing each input's data, so the results do
+    not depend on any graph the inputs belong to. With create_graph, an input that already
+    requires grad passes through an identity op, so the results stay differentiable with
+    respect to it (nested transforms: the Hessian as a Jacobian of a Jacobian).
+    """
+    xs, is_tuple = _as_tuple(inputs)
+    if not xs:
+        raise ValueError(f"{who}: inputs is empty")
+    out = []
+    for i, x in enumerate(xs):
+        if not isinstance(x, _engine.TensorBase):
+            x = tg.asarray(x)
+        if x.dtype.kind != "f":
+            raise TypeError(f"{who}: input {i} has dtype {x.dtype}; only floating-point inputs "
+                            f"can be differentiated (convert it with .astype(np.float64))")
+        if create_graph and x.requires_grad:
+            out.append(tg.reshape(x, x.shape))
+        else:
+            out.append(x.detach().requires_grad_(True))
+    return tuple(out), is_tuple
+
+
+def _call(f, xs, who):
+    """f(*xs) as (tuple of output tensors, was_a_sequence)."""
+    with tg.enable_grad():
+        result = f(*xs)
+    outs, is_tuple = _as_tuple(result)
+    if not outs:
+        raise ValueError(f"{who}: f returned an empty sequence")
+    for k, o in enumerate(outs):
+        if not isinstance(o, _engine.TensorBase):
+            raise TypeError(f"{who}: f must return a tensor or a tuple of tensors; output {k} "
+                            f"is {type(o).__name__}")
+    return outs, is_tuple
+
+
+def _vectors(v, like, who, what):
+    """`v` (None, a tensor or a tuple) as one tensor per entry of `like`, each checked."""
+    if v is None:
+        if len(like) == 1 and like[0].size == 1:
+            t = like[0]
+            return (tg.ones(t.shape, t.dtype, t.device),)
+        raise ValueError(f"{who}: v may be omitted only when there is a single {what} with one "
+                         f"element; pass v with the shape of each {what}")
+    vs, _ = _as_tuple(v)
+    if len(vs) != len(like):
+        raise ValueError(f"{who}: got {len(vs)} vectors in v for {len(like)} {what}s")
+    out = []
+    for k, (u, t) in enumerate(zip(vs, like)):
+        if not isinstance(u, _engine.TensorBase):
+            u = tg.asarray(u, dtype=t.dtype, device=t.device)
+        if u.shape != t.shape:
+            raise ValueError(f"{who}: v[{k}] has shape {u.shape}, but {what} {k} has shape "
+                             f"{t.shape}")
+        out.append(u)
+    return tuple(out)
+
+
+def _zeros(shape, like):
+    return tg.zeros(shape, like.dtype, like.device)
+
+
+def _fill(grads, likes, strict, who, what):
+    """None entries (no dependence) as zeros shaped like `likes`, or an error if strict."""
+    out = []
+    for i, (g, t) in enumerate(zip(grads, likes)):
+        if g is None:
+            if strict:
+                raise RuntimeError(f"{who}: the output does not depend on {what} {i} "
+                                   f"(strict=True)")
+            g = _zeros(t.shape, t)
+        out.append(g)
+    return tuple(out)
+
+
+def _one_hot(t, index):
+    """A constant tensor like `t` with a 1 at flat `index`."""
+    dev = t.device
+    arr = dev.zeros(t.shape, t.dtype)
+    dev.setitem(arr, np.unravel_index(index, t.shape) if t.ndim else (), 1)
+    return _engine.new_tensor(arr, dev)
+
+
+def _result(outs, is_tuple, create_graph):
+    outs = outs if create_graph else tuple(o.detach() for o in outs)
+    return outs if is_tuple else outs[0]
+
+
+def _backward(outs, seeds, create_graph, xs):
+    """Gradients of `outs` (seeded) with respect to `xs`; None where there is none.
+
+    Outputs that do not require grad contribute nothing (the function is constant in the
+    inputs there); the graph is retained, so the caller can run more passes."""
+    live = [(o, s) for o, s in zip(outs, seeds) if o.requires_grad]
+    if not live:
+        return (None,) * len(xs)
+    return _engine.run_backward(tuple(o for o, _ in live), tuple(s for _, s in live), True,
+                                create_graph, xs, True)
+
+
+# ---------------------------------------------------------------------------------------
+# vjp, jvp, hvp
+# ---------------------------------------------------------------------------------------
+
+def vjp(f, inputs, v=None, *, create_graph=False, strict=False):
+    """``(f(inputs), v^T J)``: the vector-Jacobian product at `inputs` (one backward pass).
+
+    `v` has the structure and shapes of f's outputs (it may be omitted when f returns one
+    tensor with one element); the second result has the structure of `inputs`.
+
+    >>> import tapegrad as tg
+    >>> x = tg.tensor([1.0, 2.0])
+    >>> out, g = tg.vjp(lambda x: x ** 2, x, tg.tensor([1.0, 10.0]))
+    >>> out, g
+    (tensor([1., 4.]), tensor([ 2., 40.]))
+    """
+    xs, in_tuple = _prepare_inputs(inputs, create_graph, "vjp")
+    outs, out_tuple = _call(f, xs, "vjp")
+    vs = _vectors(v, outs, "vjp", "output")
+    grads = _fill(_backward(outs, vs, create_graph, xs), xs, strict, "vjp", "input")
+    return _result(outs, out_tuple, create_graph), (grads if in_tuple else grads[0])
+
+
+def jvp(f, inputs, v=None, *, create_graph=False, strict=False):
+    """``(f(inputs), J v)``: the Jacobian-vector product (forward-mode derivative) at
+    `inputs` in direction `v`.
+
+    `v` has the structure and shapes of `inputs` (it may be omitted for a single input
+    with one element); the second result has the structure of f's outputs. Computed with
+    the double-VJP trick, without forming J (see Note: [forward mode without a forward
+    pass]): one backward with create_graph and one backward through its graph.
+
+    >>> import tapegrad as tg
+    >>> x = tg.tensor([1.0, 2.0])
+    >>> out, t = tg.jvp(lambda x: tg.stack([x[0] * x[1], tg.sin(x[0])]), x, tg.tensor([1.0, 0.0]))
+    >>> t.numpy().round(4)                          # d/dx0 of (x0 x1, sin x0)
+    array([2.    , 0.5403])
+    """
+    xs, in_tuple = _prepare_inputs(inputs, create_graph, "jvp")
+    outs, out_tuple = _call(f, xs, "jvp")
+    vs = _vectors(v, xs, "jvp", "input")
+    us = tuple(_engine.new_tensor(o.device.zeros(o.shape, o.dtype), o.device, True)
+               if o.requires_grad else None for o in outs)
+    live = [k for k, o in enumerate(outs) if o.requires_grad]
+    tangents = [None] * len(outs)
+    if live:
+        # g(u) = J^T u, built as a graph in u (linear), then d<g, v>/du = J v.
+        gs = _engine.run_backward(tuple(outs[k] for k in live), tuple(us[k] for k in live),
+                                  True, True, xs, True)
+        pairs = [(g, w) for g, w in zip(gs, vs) if g is not None and g.requires_grad]
+        if pairs:
+            found = _engine.run_backward(tuple(g for g, _ in pairs), tuple(w for _, w in pairs),
+                                         True, create_graph, tuple(us[k] for k in live), True)
+            for k, t in zip(live, found):
+                tangents[k] = t
+    tangents = _fill(tangents, outs, strict, "jvp", "output")
+    return _result(outs, out_tuple, create_graph), (tangents if out_tuple else tangents[0])
+
+
+def hvp(f, inputs, v=None, *, create_graph=False, strict=False):
+    """``(f(inputs), H v)``: the Hessian of a scalar function times `v`, without forming H.
+
+    Reverse-over-reverse: the gradient is taken with create_graph, and the gradient of
+    ``<grad f, v>`` is H v (H is symmetric). Cost: one forward, one backward with
+    create_graph, one backward through the gradient's graph. `v` has the structure and
+    shapes of `inputs`.
+
+    >>> import tapegrad as tg
+    >>> x = tg.tensor([1.0, 2.0])
+    >>> out, hv = tg.hvp(lambda x: (x ** 3).sum(), x, tg.tensor([1.0, 1.0]))
+    >>> out, hv                                      # H = diag(6 x)
+    (tensor(9.), tensor([ 6., 12.]))
+    """
+    xs, in_tuple = _prepare_inputs(inputs, create_graph, "hvp")
+    out = _scalar_output(f, xs, "hvp")
+    vs = _vectors(v, xs, "hvp", "input")
+    grads = _backward((out,), (None,), True, xs)
+    pairs = [(g, w) for g, w in zip(grads, vs) if g is not None and g.requires_grad]
+    result = (None,) * len(xs)
+    if pairs:
+        result = _engine.run_backward(tuple(g for g, _ in pairs), tuple(w for _, w in pairs),
+                                      True, create_graph, xs, True)
+    result = _fill(result, xs, strict, "hvp", "input")
+    return _result((out,), False, create_graph), (result if in_tuple else result[0])
+
+
+def _scalar_output(f, xs, who):
+    outs, out_tuple = _call(f, xs, who)
+    if out_tuple or outs[0].size != 1:
+        shapes = [o.shape for o in outs]
+        raise ValueError(f"{who}: f must return a single tensor with one element (a scalar); "
+                         f"it returned {'a tuple of shapes ' if out_tuple else 'shape '}"
+                         f"{shapes if out_tuple else shapes[0]}")
+    return outs[0]
+
+
+# ---------------------------------------------------------------------------------------
+# jacobian and hessian
+# ---------------------------------------------------------------------------------------
+
+def jacobian(f, inputs, *, create_graph=False, strict=False, vectorize=False,
+             strategy="auto"):
+    """The Jacobian of f at `inputs`: d out / d x with out's shape, then x's.
+
+    For an output of shape (a, b) and an input of shape (c,) the result has shape
+    (a, b, c), as in PyTorch and JAX. With several inputs (a tuple) the result is a tuple
+    with one block per input; with several outputs, a tuple per output; with both, a
+    tuple (per output) of tuples (per input).
+
+    strategy: ``"reverse-mode"`` computes the m rows (m = output elements) with one
+    backward each; ``"forward-mode"`` the n columns (n = input elements) with the
+    double-VJP trick, one backward each after one with create_graph (each costs about
+    two rows); ``"auto"`` (default) picks rows when m <= 2n, else columns.
+    ``vectorize=True`` instead computes every row in one batched pass; f must then treat
+    a leading batch axis independently (see Note: [how a Jacobian is assembled]).
+    `create_graph=True` keeps the result differentiable (a Jacobian of a Jacobian).
+
+    >>> import tapegrad as tg
+    >>> x = tg.tensor([1.0, 2.0, 3.0])
+    >>> tg.jacobian(lambda x: x[0:2] + x[1:3], x)
+    tensor([[1., 1., 0.],
+            [0., 1., 1.]])
+    >>> tg.jacobian(lambda x: tg.reshape(x * x, (3, 1)), x).shape
+    (3, 1, 3)
+    """
+    if strategy not in ("auto", "reverse-mode", "forward-mode"):
+        raise ValueError(f"jacobian: strategy must be 'auto', 'reverse-mode' or 'forward-mode', "
+                         f"got {strategy!r}")
+    xs, in_tuple = _prepare_inputs(inputs, create_graph, "jacobian")
+    outs, out_tuple = _call(f, xs, "jacobian")
+    blocks = _jacobian_blocks(f, xs, outs, create_graph, vectorize, strategy, "jacobian")
+    blocks = _fill_blocks(blocks, outs, xs, strict, "jacobian")
+    return _structure(blocks, in_tuple, out_tuple)
+
+
+def hessian(f, inputs, *, create_graph=False, strict=False, vectorize=False,
+            strategy="auto"):
+    """The Hessian of a scalar function f at `inputs`: shape x.shape + x.shape.
+
+    With several inputs, a tuple of tuples: block (i, j) is d^2 f / dx_i dx_j with shape
+    x_i.shape + x_j.shape. Computed as the Jacobian of the gradient (taken with
+    create_graph): one forward, one backward, and n more passes through the gradient's
+    graph (n = input elements), or one batched pass with ``vectorize=True`` (f must
+    then map a batch of inputs, leading axis, to a batch of scalars).
+
+    >>> import tapegrad as tg
+    >>> x = tg.tensor([1.0, 2.0])
+    >>> tg.hessian(lambda x: (x ** 2).sum() + x[0] * x[1], x)
+    tensor([[2., 1.],
+            [1., 2.]])
+    """
+    xs, in_tuple = _prepare_inputs(inputs, create_graph, "hessian")
+
+    def gradient(*zs):
+        if zs[0] is xs[0]:
+            out = _scalar_output(f, zs, "hessian")
+        else:               # vectorize=True: a batch of inputs gives a batch of scalars
+            out = tg.sum(_call(f, zs, "hessian")[0][0])
+        return _fill(_backward((out,), (None,), True, zs), zs, False, "hessian", "input")
+
+    outs, _ = _call(gradient, xs, "hessian")
+    blocks = _jacobian_blocks(gradient, xs, outs, create_graph, vectorize, strategy, "hessian")
+    blocks = _fill_blocks(blocks, outs, xs, strict, "hessian")
+    return _structure(blocks, in_tuple, in_tuple)
+
+
+def _structure(blocks, in_tuple, out_tuple):
+    rows = [tuple(row) if in_tuple else row[0] for row in blocks]
+    return tuple(rows) if out_tuple else rows[0]
+
+
+def _fill_blocks(blocks, outs, xs, strict, who):
+    out = []
+    for k, row in enumerate(blocks):
+        filled = []
+        for j, b in enumerate(row):
+            if b is None:
+                if strict:
+                    raise RuntimeError(f"{who}: output {k} does not depend on input {j} "
+                                       f"(strict=True)")
+                b = _zeros(outs[k].shape + xs[j].shape, xs[j])
+            filled.append(b)
+        out.append(filled)
+    return out
+
+
+def _jacobian_blocks(f, xs, outs, create_graph, vectorize, strategy, who):
+    """blocks[k][j]: d outs[k] / d xs[j] (shape out.shape + x.shape), None if zero."""
+    if vectorize:
+        return _batched(f, xs, outs, create_graph, who)
+    m = sum(o.size for o in outs if o.requires_grad)
+    n = sum(x.size for x in xs)
+    # NOTE: a column costs about two rows (its pass runs through the gradient's graph and
+    # back into f's), so "auto" takes columns only for Jacobians more than twice as tall
+    # as wide.
+    if strategy == "forward-mode" or (strategy == "auto" and m > 2 * n):
+        try:
+            return _columns(xs, outs, create_graph)
+        except RuntimeError as exc:
+            # NOTE: the double-VJP differentiates each rule in g; an op declared
+            # twice_differentiable=False refuses that, but its rows are still fine.
+            if strategy != "auto" or _NOT_TWICE not in str(exc):
+                raise
+    return _rows(xs, outs, create_graph)
+
+
+def _rows(xs, outs, create_graph):
+    """Reverse mode: one backward per output element (the graph is retained)."""
+    blocks = []
+    for out in outs:
+        per_input = [[] for _ in xs]
+        if out.requires_grad:
+            for r in range(out.size):
+                grads = _engine.run_backward((out,), (_one_hot(out, r),), True, create_graph,
+                                             xs, True)
+                for j, g in enumerate(grads):
+                    per_input[j].append(g)
+        blocks.append([_assemble(parts, out.shape, x, leading=True)
+                       for parts, x in zip(per_input, xs)])
+    return blocks
+
+
+def _columns(xs, outs, create_graph):
+    """Double-VJP: g(u) = J^T u with u a leaf per output, then one backward of g per
+    input element gives a column of every output's Jacobian."""
+    live = [k for k, o in enumerate(outs) if o.requires_grad]
+    blocks = [[None] * len(xs) for _ in outs]
+    if not live:
+        return blocks
+    us = tuple(_engine.new_tensor(outs[k].device.zeros(outs[k].shape, outs[k].dtype),
+                                  outs[k].device, True) for k in live)
+    gs = _engine.run_backward(tuple(outs[k] for k in live), us, True, True, xs, True)
+    for j, (x, g) in enumerate(zip(xs, gs)):
+        if g is None or not g.requires_grad:        # g = J^T u does not depend on u: J = 0
+            continue
+        cols = [[] for _ in live]
+        for c in range(x.size):
+            found = _engine.run_backward((g,), (_one_hot(g, c),), True, create_graph, us, True)
+            for i, t in enumerate(found):
+                cols[i].append(t)
+        for i, k in enumerate(live):
+            blocks[k][j] = _assemble(cols[i], outs[k].shape, x, leading=False)
+    return blocks
+
+
+def _assemble(parts, out_shape, x, *, leading):
+    """Rows (each x.shape; leading=True) or columns (each out_shape) into one block of
+    shape out_shape + x.shape; None when every part is None."""
+    if not parts or all(p is None for p in parts):
+        return None
+    like = next(p for p in parts if p is not None)
+    parts = [_zeros(like.shape, like) if p is None else p for p in parts]
+    if leading:
+        return tg.reshape(tg.stack(parts, axis=0), out_shape + x.shape)
+    return tg.reshape(tg.stack(parts, axis=-1), out_shape + x.shape)
+
+
+def _rows_equal(batch_out, out):
+    """Whether every row of f(X) equals f(x) up to rounding (matrix products on a batch
+    may round differently from the same product on one row)."""
+    b = np.asarray(batch_out.detach(), dtype=np.float64)
+    o = np.asarray(out.detach(), dtype=np.float64)
+    tol = 1e3 * np.finfo(out.dtype).eps
+    return bool(np.allclose(b, o[None], rtol=tol, atol=tol * (np.abs(o).max(initial=0.0) + 1e-300),
+                            equal_nan=True))
+
+
+def _batched(f, xs, outs, create_graph, who):
+    """Every row of every output's Jacobian in one pass, for an f that maps a batch
+    (leading axis) of inputs to a batch of outputs row by row."""
+    sizes = [o.size if o.requires_grad else 0 for o in outs]
+    batch = sum(sizes)
+    blocks = [[None] * len(xs) for _ in outs]
+    if batch == 0:
+        return blocks
+    big = tuple(tg.broadcast_to(x, (batch,) + x.shape) for x in xs)
+    try:
+        bouts, _ = _call(f, big, who)
+    except (ValueError, TypeError, IndexError) as exc:
+        raise type(exc)(
+            f"{who}: vectorize=True evaluates f on its inputs broadcast to a leading batch axis "
+            f"of {batch}, and f failed on them ({exc}); write f for batches (x[..., i], "
+            f"x @ W.T, sum(axis=-1)) or use vectorize=False") from exc
+    if len(bouts) != len(outs):
+        raise ValueError(f"{who}: vectorize=True: f returned {len(bouts)} outputs for a batch but "
+                         f"{len(outs)} for one input")
+    for k, (bo, o) in enumerate(zip(bouts, outs)):
+        if bo.shape != (batch,) + o.shape or not _rows_equal(bo, o):
+            raise ValueError(
+                f"{who}: vectorize=True needs f to treat a leading batch axis independently "
+                f"(f(X)[b] == f(X[b])), but given its inputs broadcast to a batch of {batch} "
+                f"output {k} came back with shape {bo.shape} (expected {(batch,) + o.shape}) "
+                f"or with rows that differ from f(x); write f for batches (x[..., i], "
+                f"x @ W.T, sum(axis=-1)) or use vectorize=False")
+    seeds, offsets, start = [], [], 0
+    for bo, m in zip(bouts, sizes):
+        seed = np.zeros((batch, m), dtype=bo.dtype)
+        seed[start:start + m] = np.eye(m, dtype=bo.dtype)
+        seeds.append(tg.asarray(seed.reshape(bo.shape), device=bo.device) if m else None)
+        offsets.append(start)
+        start += m
+    live = [k for k in range(len(outs)) if sizes[k] and bouts[k].requires_grad]
+    if not live:
+        return blocks
+    grads = _engine.run_backward(tuple(bouts[k] for k in live), tuple(seeds[k] for k in live),
+                                 create_graph, create_graph, big, True)
+    for j, (x, g) in enumerate(zip(xs, grads)):
+        if g is None:
+            continue
+        for k in live:
+            m = sizes[k]
+            blocks[k][j] = tg.reshape(g[offsets[k]:offsets[k] + m], outs[k].shape + x.shape)
+    return blocks
+

@@ -1,0 +1,16 @@
+"""The hook of tapegrad-higher: it publishes tg.grad and the functional transforms.
+
+It registers no op: everything here is built on the engine's backward pass
+(``create_graph=True`` makes a gradient differentiable again) and the ops of the other
+first-party plugins.
+"""
+
+import tapegrad as tg
+
+
+@tg.hookimpl
+def tapegrad_api():
+    from .autograd import grad
+    from .functional import hessian, hvp, jacobian, jvp, vjp
+    return {"grad": grad, "vjp": vjp, "jvp": jvp, "jacobian": jacobian,
+            "hessian": hessian, "hvp": hvp}
