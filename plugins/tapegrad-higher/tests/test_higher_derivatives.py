@@ -94,6 +94,7 @@ def test_third_derivative_through_nested_transforms():
     np.testing.assert_allclose(T.numpy(), expected, atol=1e-14)
 
 
+@pytest.mark.needs_torch
 def test_hessian_against_torch_when_it_is_installed():
     torch = pytest.importorskip("torch")
     rng = np.random.default_rng(3)

@@ -190,6 +190,7 @@ def test_float32_network_matches_numpy_to_float32_precision():
         np.testing.assert_allclose(p.grad.numpy(), g_ref, rtol=1e-4, atol=1e-6, err_msg=name)
 
 
+@pytest.mark.needs_torch
 def test_state_dict_loads_into_pytorch_and_gives_the_same_loss_and_gradients():
     torch = pytest.importorskip("torch")
     model = build(("tanh", "relu", None))

@@ -607,6 +607,7 @@ def _torch_trajectory(torch, name, kw, grads):
     return out
 
 
+@pytest.mark.needs_torch
 @pytest.mark.parametrize("name, kw", [("SGD", kw) for kw in SGD_CASES]
                          + [("Adam", kw) for kw in ADAM_CASES]
                          + [("AdamW", dict(lr=0.01, weight_decay=0.3)),

@@ -552,7 +552,37 @@ def _snapshot(t):
 # Containers
 # ---------------------------------------------------------------------------------------
 
-class Sequential(Module):
+class _ModuleSequence(Module):
+    """What Sequential and ModuleList share: their sub-modules in order, as a sequence."""
+
+    def _sliced(self, names):
+        raise NotImplementedError
+
+    def __len__(self):
+        return len(_state(self)[2])
+
+    def __iter__(self):
+        d = self.__dict__
+        return iter([d[name] for name in _state(self)[2]])
+
+    def __getitem__(self, index):
+        names = list(_state(self)[2])
+        if isinstance(index, slice):
+            return self._sliced(names[index])
+        return self.__dict__[names[_position(index, len(names), type(self).__name__)]]
+
+    def __setitem__(self, index, module):
+        names = list(_state(self)[2])
+        name = names[_position(index, len(names), type(self).__name__)]
+        setattr(self, name, _as_module(module, index))
+
+    def append(self, module):
+        """Add `module` at the end. Returns self."""
+        self.add_module(str(len(self)), _as_module(module, len(self)))
+        return self
+
+
+class Sequential(_ModuleSequence):
     """Modules applied one after the other: ``Sequential(m0, m1, ...)`` names them "0",
     "1", ...; ``Sequential(OrderedDict(name=module, ...))`` uses the given names. Supports
     ``len``, iteration, ``seq[i]``, ``seq[i:j]`` (a Sequential) and ``append``.
@@ -583,32 +613,11 @@ class Sequential(Module):
             x = d[name](x)
         return x
 
-    def __len__(self):
-        return len(_state(self)[2])
-
-    def __iter__(self):
-        d = self.__dict__
-        return iter([d[name] for name in _state(self)[2]])
-
-    def __getitem__(self, index):
-        names = list(_state(self)[2])
-        if isinstance(index, slice):
-            return type(self)(collections.OrderedDict(
-                (n, self.__dict__[n]) for n in names[index]))
-        return self.__dict__[names[_position(index, len(names), type(self).__name__)]]
-
-    def __setitem__(self, index, module):
-        names = list(_state(self)[2])
-        name = names[_position(index, len(names), type(self).__name__)]
-        setattr(self, name, _as_module(module, index))
-
-    def append(self, module):
-        """Add `module` at the end. Returns self."""
-        self.add_module(str(len(self)), _as_module(module, len(self)))
-        return self
+    def _sliced(self, names):
+        return type(self)(collections.OrderedDict((n, self.__dict__[n]) for n in names))
 
 
-class ModuleList(Module):
+class ModuleList(_ModuleSequence):
     """A list of modules whose parameters are registered (a plain Python list would hide
     them from ``parameters()``). Indexing, ``len``, iteration, ``append``, ``extend``.
 
@@ -622,28 +631,8 @@ class ModuleList(Module):
         super().__init__()
         self.extend(modules)
 
-    def __len__(self):
-        return len(_state(self)[2])
-
-    def __iter__(self):
-        d = self.__dict__
-        return iter([d[name] for name in _state(self)[2]])
-
-    def __getitem__(self, index):
-        names = list(_state(self)[2])
-        if isinstance(index, slice):
-            return type(self)([self.__dict__[n] for n in names[index]])
-        return self.__dict__[names[_position(index, len(names), type(self).__name__)]]
-
-    def __setitem__(self, index, module):
-        names = list(_state(self)[2])
-        name = names[_position(index, len(names), type(self).__name__)]
-        setattr(self, name, _as_module(module, index))
-
-    def append(self, module):
-        """Add `module` at the end. Returns self."""
-        self.add_module(str(len(self)), _as_module(module, len(self)))
-        return self
+    def _sliced(self, names):
+        return type(self)([self.__dict__[n] for n in names])
 
     def extend(self, modules):
         """Add every module of `modules` at the end. Returns self."""
