@@ -351,17 +351,22 @@ def test_threads_backpropagating_independent_graphs_match_serial(times):
         tg.cube(y).backward(tg.ones(5))
         return x.grad.numpy()
 
+    start = time.perf_counter()
     serial = [grad_of(a) for a in data]
+    serial_s = time.perf_counter() - start
     results = [None] * len(data)
 
     def work(i):
         results[i] = grad_of(data[i])
 
     threads = [threading.Thread(target=work, args=(i,)) for i in range(len(data))]
+    start = time.perf_counter()
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    threaded_s = time.perf_counter() - start
+    print(f"\n8 graphs of 600 ops: serial {serial_s * 1e3:.1f} ms, 8 threads {threaded_s * 1e3:.1f} ms")
     for got, want in zip(results, serial):
         assert np.array_equal(got, want)
 

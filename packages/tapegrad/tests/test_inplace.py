@@ -100,3 +100,26 @@ def test_setitem_on_leaf_that_requires_grad_raises():
     x = tg.tensor([1.0, 2.0], requires_grad=True)
     with pytest.raises(RuntimeError, match="leaf"):
         x[0] = 1.0
+
+
+def test_inplace_error_names_the_op_that_saved_and_the_op_that_modified(times):
+    x = tg.tensor([1.0, 2.0], requires_grad=True)
+    a = x + 0.0
+    b = times(a, a)
+    a.add_(1.0)
+    with pytest.raises(RuntimeError, match=r"input 0 of 'times'.*'times' saved it at version 0, "
+                                           r"and 'add_' modified it in place last"):
+        b.backward(tg.ones(2))
+
+
+def test_anomaly_mode_shows_where_the_value_was_saved_and_where_it_was_modified(times):
+    with tg.detect_anomaly():
+        x = tg.tensor([1.0, 2.0], requires_grad=True)
+        a = x + 0.0
+        b = times(a, a)   # the line that saved a
+        a[0] = 5.0        # the line that modified a
+    with pytest.raises(RuntimeError) as info:
+        b.backward(tg.ones(2))
+    message = str(info.value)
+    assert "'setitem' modified it in place last" in message
+    assert "# the line that saved a" in message and "# the line that modified a" in message

@@ -26,6 +26,8 @@
 
 cdef class VersionCounter:
     cdef public long long value       # number of in-place writes to the guarded storage
+    cdef readonly str last_op         # the in-place op that wrote last ("add_", "setitem")
+    cdef readonly object last_trace   # where it was called from (anomaly mode), else None
 
 
 cdef class Device:

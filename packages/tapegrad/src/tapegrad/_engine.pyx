@@ -181,6 +181,7 @@ def lookup(str name):
 # Devices and version counters
 # ---------------------------------------------------------------------------------------
 
+@cython.no_gc
 cdef class VersionCounter:
     def __repr__(self):
         return f"VersionCounter({self.value})"
@@ -778,15 +779,29 @@ cdef class Node:
                     f"one of the values needed for gradient computation has been modified by an "
                     f"in-place operation: input {i} of '{self.name}' (shape "
                     f"{tuple(rec.data.shape)}, {rec.data.dtype}) is at version {rec.vc.value}; "
-                    f"'{self.name}' saved it at version {rec.version}. Use an out-of-place op "
-                    f"(or .clone()) before modifying it." + _creation_note(self))
+                    f"'{self.name}' saved it at version {rec.version}"
+                    + _modified_note(rec.vc) + ". Use an out-of-place op (or .clone()) before "
+                    f"modifying it." + _creation_note(self) + _modified_trace(rec.vc))
+
+
+cdef str _modified_note(VersionCounter vc):
+    if vc.last_op is None:
+        return ""
+    return f", and '{vc.last_op}' modified it in place last"
+
+
+cdef str _modified_trace(VersionCounter vc):
+    if vc.last_op is None or vc.last_trace is None:
+        return ""
+    return "\n'" + vc.last_op + "' was called at:\n" + "".join(
+        traceback.format_list(_user_frames(vc.last_trace)[-3:]))
 
 
 cdef str _creation_note(Node node):
     if node.trace is None:
         return " (Run under tg.detect_anomaly() to see where it was created.)"
     return "\n'" + node.name + "' was created at:\n" + "".join(
-        traceback.format_list(_user_frames(node.trace)))
+        traceback.format_list(_user_frames(node.trace)[-3:]))
 
 
 def _user_frames(trace):
@@ -823,9 +838,9 @@ cdef class OpNode(Node):
                     f"one of the values needed for gradient computation has been modified by an "
                     f"in-place operation: the output of '{self.name}' (shape "
                     f"{tuple(self.ans_data.shape)}, {self.ans_data.dtype}) is at version "
-                    f"{self.ans_vc.value}; '{self.name}' saved it at version {self.ans_version}. "
-                    f"Use an out-of-place op (or .clone()) before modifying it."
-                    + _creation_note(self))
+                    f"{self.ans_vc.value}; '{self.name}' saved it at version {self.ans_version}"
+                    + _modified_note(self.ans_vc) + ". Use an out-of-place op (or .clone()) "
+                    f"before modifying it." + _creation_note(self) + _modified_trace(self.ans_vc))
             ans_t = _new_tensor(self.ans_data, self.device)
             ans_t._vc = self.ans_vc
             if _grad_enabled():
@@ -1715,7 +1730,7 @@ cdef class TensorBase:
             raise type(exc)(
                 f"setitem: {exc} (tensor shape {tuple(self._data.shape)} {self._data.dtype}, "
                 f"index {index!r})") from exc
-        _bump(self)
+        _bump(self, "setitem")
 
 
 cdef object _index_arrays(object index):
@@ -1748,7 +1763,7 @@ cdef object _inplace(TensorBase self, str op_name, tuple others, dict params):
     """
     cdef TensorBase shadow, r
     cdef Op op
-    name = op_name + "_"
+    name = op_name if op_name == "setitem" else op_name + "_"   # setitem: x[i] = v
     params = params or {}
     if not _inplace_records(self, others):
         op = _lookup(op_name)
@@ -1795,9 +1810,11 @@ cdef void _write_inplace(TensorBase self, TensorBase r, str name) except *:
             f"{name}: the result has dtype {r._data.dtype}, which cannot be stored in place into a "
             f"{self._data.dtype} tensor")
     self._device.copyto(self._data, r._data)
-    _bump(self)
+    _bump(self, name)
 
 
-cdef inline void _bump(TensorBase t):
+cdef inline void _bump(TensorBase t, str op_name) except *:
     cdef VersionCounter vc = _get_vc(t)
     vc.value += 1
+    vc.last_op = op_name
+    vc.last_trace = traceback.extract_stack() if get_value(ANOMALY_ENABLED, False) else None
