@@ -124,6 +124,12 @@ def _distributions():
     for folder in sorted((REPO / "plugins").glob("tapegrad-*")):
         if (folder / "tests").is_dir():
             dists.append((folder.name, f"plugins/{folder.name}"))
+    # Example distributions (the plugin template) are installed by ci/setup as well.
+    for pyproject in sorted((REPO / "examples").glob("*/pyproject.toml")):
+        folder = pyproject.parent
+        name = re.search(r'^name\s*=\s*"([^"]+)"', pyproject.read_text(), re.M)
+        if name and (folder / "tests").is_dir():
+            dists.append((name.group(1), f"examples/{folder.name}"))
     return dists
 
 

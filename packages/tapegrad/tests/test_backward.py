@@ -390,3 +390,12 @@ def test_rule_gradients_are_reduced_and_broadcast_to_the_input_shape():
             assert x.grad.shape == (3, 4) and x.grad.tolist() == [[1.0] * 4] * 3
     finally:
         tg.unregister_plugin(name)
+
+
+def test_gradients_of_0d_tensors_stay_0d_arrays(times):
+    x = tg.tensor(0.3, requires_grad=True)
+    tg.cube(x).backward()                 # several contributions summed into one 0-d grad
+    (times(x, 2.0) + x).backward()
+    assert isinstance(x.grad.numpy(), np.ndarray) and x.grad.shape == ()
+    assert x.grad.item() == pytest.approx(3 * 0.09 + 3.0)
+    x.grad.add_(1.0)

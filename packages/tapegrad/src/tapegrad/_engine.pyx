@@ -1030,7 +1030,7 @@ cdef void _accumulate_grad(TensorBase t, object g, bint create_graph, bint fresh
                 t._grad = _op_add(t._grad, g)
             else:
                 cur = <TensorBase>t._grad
-                t._grad = _new_tensor(_op_add.kernels[cur._device.name](cur._data, (<TensorBase>g)._data), cur._device)
+                t._grad = _new_tensor(_raw_add(cur, <TensorBase>g), cur._device)
 
 
 @cython.no_gc
@@ -1049,13 +1049,21 @@ cdef object _sum_grads(object prev, object g, bint create_graph, bint prev_fresh
     if create_graph:
         return _apply(_op_add, (prev, g), _NO_PARAMS)
     cur = <TensorBase>prev
-    kernel = _op_add.kernels[cur._device.name]
     if prev_fresh:
         # NOTE: accumulate in place only into a buffer this traversal allocated itself;
         # a first gradient may be shared with other consumers (add's VJP returns g twice).
-        cur._device.copyto(cur._data, kernel(cur._data, (<TensorBase>g)._data))
+        cur._device.copyto(cur._data, _raw_add(cur, <TensorBase>g))
         return cur
-    return _new_tensor(kernel(cur._data, (<TensorBase>g)._data), cur._device)
+    return _new_tensor(_raw_add(cur, <TensorBase>g), cur._device)
+
+
+cdef object _raw_add(TensorBase a, TensorBase b):
+    """a + b with the add kernel, outside the tape (gradient accumulation)."""
+    out = _op_add.kernels[a._device.name](a._data, b._data)
+    # NOTE: NumPy returns a scalar, not a 0-d array, for 0-d inputs.
+    if type(out) is not a._device.array_type:
+        out = a._device.asarray(out)
+    return out
 
 
 cdef void _node_add_grad(Node e, Py_ssize_t nr, object g, bint create_graph) except *:
