@@ -1,0 +1,371 @@
+"""Every bad input the documentation lists, as data: each case runs here and must raise
+the expected exception with a message matching its pattern.
+
+The same list generates the table docs/bad-inputs.md (``python docs/gen_bad_inputs.py``):
+the generator runs each case and writes down the exception and the message it really
+raised, and ``test_bad_inputs_table_is_current`` fails when the committed page differs,
+so the page cannot go stale. To add a case, append a ``Case`` below and rerun the
+generator.
+
+A case is code, executed in a namespace holding ``tg``, ``np``, ``os``, ``json``, ``tmp``
+(a fresh temporary directory) and the helpers defined in this module (``FakePlugin``);
+``setup`` must run cleanly, ``code`` must raise, and ``cleanup`` (if any) runs after it
+whatever happened.
+"""
+
+import json
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tapegrad as tg
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Case:
+    area: str          # the distribution that raises: tapegrad (core), tapegrad-shape, ...
+    op: str            # what is called
+    what: str          # the bad input, in words
+    code: str          # the statement that raises
+    exc: type          # the exception type expected
+    match: str         # a regular expression the message must contain (re.search)
+    setup: str = ""    # statements run first; must not raise
+    cleanup: str = ""  # statements run afterwards, whatever happened
+    given: str = ""    # the setup in words, for the table (default: the setup code)
+
+    @property
+    def id(self):
+        return f"{self.area}:{self.op}:{self.what}"
+
+
+# -- helpers the cases use -----------------------------------------------------------------
+
+class FakeArray(np.ndarray):
+    """Arrays of the 'fake' device: ndarrays of another type, so mixing is detectable."""
+
+
+class FakeDevice(tg.Device):
+    """A second device that keeps its arrays in host memory (for mixed-device errors)."""
+
+    def __init__(self):
+        super().__init__("fake", FakeArray)
+
+    def asarray(self, obj, dtype=None):
+        return np.array(obj, dtype=dtype).view(FakeArray)
+
+    def to_numpy(self, arr):
+        return arr.view(np.ndarray)
+
+    def copy(self, arr):
+        return arr.copy()
+
+    def zeros(self, shape, dtype):
+        return np.zeros(shape, dtype).view(FakeArray)
+
+    def ones(self, shape, dtype):
+        return np.ones(shape, dtype).view(FakeArray)
+
+
+class FakePlugin:
+    @tg.hookimpl
+    def tapegrad_register_devices(self, registry):
+        registry.register_device(FakeDevice())
+
+
+class DuplicateExp:
+    """A plugin that defines 'exp', which tapegrad-elementwise already owns."""
+
+    @tg.hookimpl
+    def tapegrad_register_ops(self, registry):
+        registry.register_op("exp", kernels={"cpu": np.exp}, vjp=lambda g, ans, x: (g * ans,))
+
+
+class NotCallableKernel:
+    @tg.hookimpl
+    def tapegrad_register_ops(self, registry):
+        registry.register_op("twice", kernels={"cpu": 2}, vjp=lambda g, ans, x: (2 * g,))
+
+
+class ReturnsFloat(tg.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return 3.0
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+class WrongSquare(tg.Function):
+    """x * x with a wrong gradient (g * x instead of 2 * g * x)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * x
+
+
+PICKLE_FILE = (
+    "p = os.path.join(tmp, 'pickle.npz'); "
+    "manifest = json.dumps({'format': 'tapegrad-npz', 'version': 1, 'root': {'t': 'array', 'a': 'a0'}}); "
+    "np.savez(p, __tapegrad_manifest__=np.frombuffer(manifest.encode(), np.uint8), "
+    "a0=np.array([{'x': 1}], dtype=object))")
+
+C = Case
+CASES = [
+    # -- core: tensors --------------------------------------------------------------------
+    C("tapegrad", "tensor", "integer data with requires_grad",
+      "tg.tensor([1, 2], requires_grad=True)", TypeError, r"floating-point.*int64"),
+    C("tapegrad", "tensor", "bool data with requires_grad",
+      "tg.tensor([True, False], requires_grad=True)", TypeError, r"floating-point.*bool"),
+    C("tapegrad", "tensor", "strings",
+      "tg.tensor(['a', 'b'])", TypeError, r"unsupported data of dtype <U1"),
+    C("tapegrad", "tensor", "unknown device",
+      "tg.tensor([1.0], device='tpu')", RuntimeError, r"unknown device 'tpu'; registered devices: .*cpu"),
+    C("tapegrad", "device", "'cuda' without the tapegrad-cuda plugin",
+      "tg.device('cuda')", RuntimeError, r"'cuda' is not available: install the plugin 'tapegrad-cuda'"),
+    C("tapegrad", "add", "shapes that do not broadcast",
+      "tg.ones((2, 3)) + tg.ones((4,))", ValueError, r"^add: .*\(2, ?3\).*\(4,\)"),
+    C("tapegrad", "add", "tensors on different devices",
+      "tg.ones(2) + tg.ones(2, device='fake')", RuntimeError, r"add.*devices?.*(cpu.*fake|fake.*cpu)",
+      setup="name = tg.register_plugin(FakePlugin(), name='fake-device')",
+      cleanup="tg.unregister_plugin(name)",
+      given="a plugin registers a second device, 'fake'"),
+    C("tapegrad", "item", "a tensor with more than one element",
+      "tg.ones(3).item()", ValueError, r"one element.*shape \(3,\)"),
+    C("tapegrad", "bool", "a tensor with more than one element",
+      "bool(tg.ones(3))", ValueError, r"ambiguous; use .any\(\) or .all\(\)"),
+    C("tapegrad", "pickle.dumps", "a tensor",
+      "import pickle; pickle.dumps(tg.ones(2))", TypeError, r"not pickled; use tg.save"),
+    C("tapegrad", "numpy fallback", "a NumPy function with no tapegrad op on an input that requires grad",
+      "np.linalg.norm(tg.ones(3, requires_grad=True))", TypeError, r"numpy.norm has no tapegrad op.*silently drop"),
+    # -- core: autograd -------------------------------------------------------------------
+    C("tapegrad", "backward", "a result that does not require grad",
+      "tg.tensor([1.0, 2.0]).sum().backward()", RuntimeError, r"does not require grad and has no grad_fn"),
+    C("tapegrad", "backward", "no gradient for a tensor with more than one element",
+      "(x * 2).backward()", RuntimeError, r"implied only for a tensor with one element.*shape \(3,\)",
+      setup="x = tg.ones(3, requires_grad=True)"),
+    C("tapegrad", "backward", "a gradient of the wrong shape",
+      "(x * 2).backward(tg.ones(2))", RuntimeError, r"gradient 0 has shape \(2,\) but the tensor has shape \(3,\)",
+      setup="x = tg.ones(3, requires_grad=True)"),
+    C("tapegrad", "backward", "a second backward through freed buffers",
+      "y.backward()", RuntimeError, r"backward through the graph a second time.*retain_graph=True",
+      setup="x = tg.ones(2, requires_grad=True); y = tg.exp(x).sum(); y.backward()"),
+    C("tapegrad", "backward", "a saved value modified in place",
+      "z.sum().backward()", RuntimeError, r"modified by an in-place operation.*'tanh'.*version 1.*version 0",
+      setup="x = tg.ones(2, requires_grad=True); y = tg.tanh(x); z = tg.exp(y); y += 1"),
+    C("tapegrad", "add_ (+=)", "in place on a leaf that requires grad",
+      "x += 1", RuntimeError, r"leaf tensor that requires grad.*tg.no_grad",
+      setup="x = tg.ones(2, requires_grad=True)"),
+    C("tapegrad", "add_ (+=)", "in place on a view that takes part in a graph",
+      "v += 1", RuntimeError, r"in-place modification of a view",
+      setup="x = tg.ones(4, requires_grad=True); v = (x * 1).reshape(2, 2)"),
+    C("tapegrad", "requires_grad", "set to False on a non-leaf",
+      "y.requires_grad = False", RuntimeError, r"only be changed on leaf tensors",
+      setup="x = tg.ones(2, requires_grad=True); y = x * 2"),
+    C("tapegrad", "grad", "assigned a gradient of the wrong shape",
+      "x.grad = tg.ones(3)", ValueError, r"assigned grad has shape \(3,\), but the tensor has shape \(2,\)",
+      setup="x = tg.ones(2, requires_grad=True)"),
+    C("tapegrad", "retain_grad", "a tensor that does not require grad",
+      "tg.ones(2).retain_grad()", RuntimeError, r"does not require grad"),
+    C("tapegrad", "register_hook", "a tensor that does not require grad",
+      "tg.ones(2).register_hook(print)", RuntimeError, r"does not require grad"),
+    C("tapegrad", "Function.apply", "forward returns a float",
+      "ReturnsFloat.apply(tg.ones(2, requires_grad=True))", TypeError, r"forward must return Tensors"),
+    # -- core: plugins, saving, random, testing ------------------------------------------
+    C("tapegrad", "tg.<name>", "an op no installed plugin provides",
+      "tg.cuda", tg.OpNotAvailableError, r"provided by the plugin 'tapegrad-cuda'.*pip install tapegrad-cuda"),
+    C("tapegrad", "tg.<name>", "a name that is no op at all",
+      "tg.not_an_op(tg.ones(2))", tg.OpNotAvailableError, r"no attribute or op 'not_an_op'"),
+    C("tapegrad", "register_plugin", "an op another plugin already defines",
+      "tg.register_plugin(DuplicateExp(), name='my-exp')", tg.PluginError,
+      r"'exp' is defined by both 'tapegrad-elementwise' and 'my-exp'"),
+    C("tapegrad", "register_plugin", "a kernel that is not callable",
+      "tg.register_plugin(NotCallableKernel(), name='my-twice')", tg.PluginError,
+      r"kernel for 'cpu' is not callable"),
+    C("tapegrad", "save", "an object that is not data",
+      "tg.save({'f': print}, os.path.join(tmp, 'f.npz'))", TypeError, r"cannot save builtin_function_or_method"),
+    C("tapegrad", "load", "a file that carries a pickle",
+      "tg.load(p)", ValueError, r"pickled Python objects.*refused", setup=PICKLE_FILE,
+      given="p: a tg.save-style .npz whose manifest points at an object array"),
+    C("tapegrad", "load", "a truncated file",
+      "tg.load(p)", ValueError, r"corrupt or truncated",
+      setup="p = os.path.join(tmp, 'w.npz'); tg.save({'w': tg.ones(100)}, p); "
+            "data = open(p, 'rb').read(); open(p, 'wb').write(data[:len(data) // 2])",
+      given="p: a file written by tg.save, cut in half"),
+    C("tapegrad", "load", "an .npz file not written by tg.save",
+      "tg.load(p)", ValueError, r"not a file written by tg.save",
+      setup="p = os.path.join(tmp, 'plain.npz'); np.savez(p, a=np.ones(2))"),
+    C("tapegrad", "manual_seed", "a negative seed",
+      "tg.manual_seed(-1)", ValueError, r"non-negative integer, got -1"),
+    C("tapegrad", "random.rand", "an integer dtype",
+      "tg.random.rand(2, dtype=tg.int64)", TypeError, r"floating-point type, got int64"),
+    C("tapegrad", "gradcheck", "float32 inputs",
+      "tg.gradcheck(lambda a: a * 2, tg.ones(2, dtype=tg.float32, requires_grad=True))",
+      TypeError, r"float32; finite differences need float64"),
+    C("tapegrad", "gradcheck", "a wrong gradient",
+      "tg.gradcheck(WrongSquare.apply, tg.tensor([1.0, 2.0], requires_grad=True))",
+      tg.testing.GradcheckError, r"input 0 at index \(1,\).*analytic 2 vs numeric 4"),
+    # -- tapegrad-shape -------------------------------------------------------------------
+    C("tapegrad-shape", "sum", "an axis out of range",
+      "tg.ones((2, 3)).sum(axis=2)", IndexError, r"^sum: axis 2 is out of bounds.*\(2, 3\)"),
+    C("tapegrad-shape", "sum", "keepdims passed positionally",
+      "tg.sum(tg.ones((2, 2)), 0, True)", TypeError, r"at most 1 \(axis\)"),
+    C("tapegrad-shape", "reshape", "a shape of another size",
+      "tg.ones((2, 3)).reshape(4, 2)", ValueError, r"^reshape: cannot reshape array of size 6"),
+    C("tapegrad-shape", "transpose", "a repeated axis",
+      "tg.ones((2, 3)).transpose((0, 0))", ValueError, r"^transpose: repeated axis"),
+    C("tapegrad-shape", "getitem", "an index out of range",
+      "tg.ones(3)[5]", IndexError, r"^getitem: index 5 is out of bounds"),
+    C("tapegrad-shape", "concatenate", "sizes that differ off the axis",
+      "tg.concatenate([tg.ones((2, 3)), tg.ones((2, 4))])", ValueError,
+      r"^concatenate: .*dimension 1.*size 3.*size 4"),
+    C("tapegrad-shape", "stack", "shapes that differ",
+      "tg.stack([tg.ones(2), tg.ones(3)])", ValueError, r"^stack: all input arrays must have the same shape"),
+    C("tapegrad-shape", "split", "sections that do not divide the axis",
+      "tg.split(tg.ones(5), 2)", ValueError, r"do not divide into 2 equal sections"),
+    # -- tapegrad-linalg ------------------------------------------------------------------
+    C("tapegrad-linalg", "matmul (@)", "inner dimensions that differ",
+      "tg.ones((2, 3)) @ tg.ones((2, 3))", ValueError, r"^matmul: inner dimensions differ"),
+    C("tapegrad-linalg", "matmul (@)", "a 0-d operand",
+      "tg.tensor(2.0) @ tg.ones(3)", ValueError, r"0-d operands are not allowed"),
+    C("tapegrad-linalg", "dot", "misaligned shapes",
+      "tg.dot(tg.ones((2, 3)), tg.ones((2, 3)))", ValueError, r"^dot: shapes \(2, 3\) and \(2, 3\) are not aligned"),
+    C("tapegrad-linalg", "einsum", "an output label no operand has",
+      "tg.einsum('ij,jk->il', tg.ones((2, 3)), tg.ones((3, 4)))", ValueError,
+      r"output label 'l' is in no operand"),
+    C("tapegrad-linalg", "einsum", "an ellipsis",
+      "tg.einsum('...ij->...ji', tg.ones((2, 3)))", ValueError, r"ellipsis.*not supported yet"),
+    # -- tapegrad-nn ----------------------------------------------------------------------
+    C("tapegrad-nn", "cross_entropy", "a class label out of range",
+      "tg.cross_entropy(tg.ones((2, 3)), [0, 3])", IndexError, r"class label 3 is out of range for 3 classes"),
+    C("tapegrad-nn", "cross_entropy", "a negative class label",
+      "tg.cross_entropy(tg.ones((2, 3)), [0, -1])", IndexError, r"class label -1 is out of range"),
+    C("tapegrad-nn", "cross_entropy", "probabilities of the wrong shape",
+      "tg.cross_entropy(tg.ones((2, 3)), tg.ones((2, 4)))", ValueError, r"must have the logits' shape \(2, 3\)"),
+    C("tapegrad-nn", "cross_entropy", "an unknown reduction",
+      "tg.cross_entropy(tg.ones((2, 3)), [0, 1], reduction='avg')", ValueError,
+      r"reduction must be 'mean', 'sum' or 'none', got 'avg'"),
+    C("tapegrad-nn", "cross_entropy", "a PyTorch keyword tapegrad does not support",
+      "tg.cross_entropy(tg.ones((2, 3)), [0, 1], ignore_index=0)", TypeError, r"ignore_index"),
+    C("tapegrad-nn", "mse_loss", "input and target of different shapes",
+      "tg.mse_loss(tg.ones((4, 1)), tg.ones(4))", ValueError, r"must have the same shape"),
+    C("tapegrad-nn", "Linear", "an input of the wrong width",
+      "tg.nn.Linear(3, 2)(tg.ones((4, 5)))", ValueError, r"^linear: .*x \(4, 5\) and weight \(2, 3\)"),
+    C("tapegrad-nn", "Module.__setattr__", "a plain tensor assigned to a parameter's name",
+      "m.weight = tg.ones((2, 2))", TypeError, r"to 'weight' of Linear: it is a parameter",
+      setup="m = tg.nn.Linear(2, 2)"),
+    C("tapegrad-nn", "Dropout", "p outside [0, 1]",
+      "tg.nn.Dropout(1.5)", ValueError, r"p must be a probability in \[0, 1\], got 1.5"),
+    C("tapegrad-nn", "load_state_dict", "a missing key",
+      "tg.nn.Linear(3, 2).load_state_dict({'weight': np.zeros((2, 3))})", RuntimeError,
+      r"Missing key\(s\) in state_dict: 'bias'"),
+    C("tapegrad-nn", "load_state_dict", "a mis-shaped value",
+      "tg.nn.Linear(3, 2).load_state_dict({'weight': np.zeros((3, 2)), 'bias': np.zeros(2)})",
+      RuntimeError, r"size mismatch for 'weight'.*\(3, 2\).*\(2, 3\)"),
+    C("tapegrad-nn", "load_state_dict", "an unexpected key",
+      "tg.nn.Linear(3, 2).load_state_dict({'weight': np.zeros((2, 3)), 'bias': np.zeros(2), 'scale': np.ones(1)})",
+      RuntimeError, r"Unexpected key\(s\) in state_dict: 'scale'"),
+    C("tapegrad-nn", "optim.SGD", "a negative learning rate",
+      "tg.optim.SGD([w], lr=-0.1)", ValueError, r"SGD: invalid lr -0.1",
+      setup="w = tg.ones(2, requires_grad=True)"),
+    C("tapegrad-nn", "optim.SGD", "nesterov without momentum",
+      "tg.optim.SGD([w], lr=0.1, nesterov=True)", ValueError, r"nesterov=True needs momentum > 0",
+      setup="w = tg.ones(2, requires_grad=True)"),
+    C("tapegrad-nn", "optim.Adam", "a beta outside [0, 1)",
+      "tg.optim.Adam([w], betas=(0.9, 1.5))", ValueError, r"invalid beta2 1.5",
+      setup="w = tg.ones(2, requires_grad=True)"),
+    C("tapegrad-nn", "optim.SGD", "a parameter that is not a leaf",
+      "tg.optim.SGD([w * 2], lr=0.1)", ValueError, r"is not a leaf tensor",
+      setup="w = tg.ones(2, requires_grad=True)"),
+    C("tapegrad-nn", "optim.Adam", "the same parameter twice",
+      "tg.optim.Adam([w, w])", ValueError, r"appears more than once",
+      setup="w = tg.ones(2, requires_grad=True)"),
+    C("tapegrad-nn", "optim.SGD", "an empty parameter list",
+      "tg.optim.SGD([], lr=0.1)", ValueError, r"empty parameter list"),
+    C("tapegrad-nn", "data.DataLoader", "arrays of different lengths",
+      "tg.data.DataLoader(np.ones((10, 2)), np.ones(9), batch_size=4)", ValueError,
+      r"same length.*\[10, 9\]"),
+    C("tapegrad-nn", "data.DataLoader", "batch_size 0",
+      "tg.data.DataLoader(np.ones((10, 2)), batch_size=0)", ValueError, r"batch_size must be a positive int"),
+    # -- tapegrad-checkpoint --------------------------------------------------------------
+    C("tapegrad-checkpoint", "checkpoint", "something that is not callable",
+      "tg.checkpoint(3, tg.ones(2))", TypeError, r"fn must be callable, got int"),
+    C("tapegrad-checkpoint", "checkpoint_sequential", "a strategy class instead of an instance",
+      "tg.checkpoint_sequential(tg.nn.Sequential(tg.nn.Tanh()), tg.ones(2), strategy=tg.checkpoint.SqrtN)",
+      TypeError, r"a class: call it, e\.g\. SqrtN\(\)"),
+    C("tapegrad-checkpoint", "checkpoint_sequential", "layers that are not a sequence",
+      "tg.checkpoint_sequential(3, tg.ones(2))", TypeError, r"layers must be a tg.nn.Sequential"),
+    C("tapegrad-checkpoint", "checkpoint.Every", "k = 0",
+      "tg.checkpoint.Every(0)", ValueError, r"k must be a positive integer"),
+    # -- tapegrad-higher ------------------------------------------------------------------
+    C("tapegrad-higher", "grad", "an input the outputs do not depend on",
+      "tg.grad((x * 2).sum(), [x, y])", RuntimeError, r"input 1 .* was not used.*allow_unused=True",
+      setup="x = tg.ones(2, requires_grad=True); y = tg.ones(2, requires_grad=True)"),
+    C("tapegrad-higher", "hessian", "a function that does not return a scalar",
+      "tg.hessian(lambda v: v * 2, tg.ones(2))", ValueError, r"must return a single tensor with one element"),
+    C("tapegrad-higher", "jacobian", "an integer input",
+      "tg.jacobian(lambda v: v * 2, tg.tensor([1, 2]))", TypeError, r"input 0 has dtype int64"),
+    C("tapegrad-higher", "hvp", "a vector of the wrong shape",
+      "tg.hvp(lambda v: (v ** 2).sum(), tg.ones(3), tg.ones(2))", ValueError,
+      r"v\[0\] has shape \(2,\), but input 0 has shape \(3,\)"),
+]
+
+
+def namespace(tmp):
+    return {"tg": tg, "np": np, "os": os, "json": json, "tmp": str(tmp), **{
+        name: value for name, value in globals().items()
+        if isinstance(value, type) and value.__module__ == __name__}}
+
+
+def run(case, tmp):
+    """Run `case` in a fresh namespace; return the exception its code raised (or None)."""
+    ns = namespace(tmp)
+    exec(compile(case.setup, f"<setup of {case.id}>", "exec"), ns)
+    try:
+        exec(compile(case.code, f"<{case.id}>", "exec"), ns)
+    except Exception as exc:  # noqa: BLE001 (what is raised is the point)
+        return exc
+    finally:
+        if case.cleanup:
+            exec(compile(case.cleanup, f"<cleanup of {case.id}>", "exec"), ns)
+    return None
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_bad_input_raises_a_clear_error(case, tmp_path):
+    plugins_before = tg.registry().plugins
+    exc = run(case, tmp_path)
+    assert exc is not None, f"{case.code!r} raised nothing"
+    assert type(exc) is case.exc, f"{case.code!r} raised {type(exc).__name__}: {exc}"
+    assert re.search(case.match, str(exc), flags=re.S), f"message does not match {case.match!r}: {exc}"
+    assert tg.registry().plugins == plugins_before, "the case left a plugin registered"
+
+
+def test_cases_are_many_and_unique():
+    assert len(CASES) >= 30
+    assert len({c.id for c in CASES}) == len(CASES)
+
+
+def test_bad_inputs_table_is_current():
+    """docs/bad-inputs.md is what docs/gen_bad_inputs.py generates from CASES now."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("gen_bad_inputs", ROOT / "docs" / "gen_bad_inputs.py")
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    with tempfile.TemporaryDirectory() as tmp:
+        expected = gen.render(CASES, run, tmp)
+    committed = (ROOT / "docs" / "bad-inputs.md").read_text()
+    assert committed == expected, (
+        "docs/bad-inputs.md is stale: run `python docs/gen_bad_inputs.py` and commit the result")
