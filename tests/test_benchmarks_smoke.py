@@ -105,3 +105,34 @@ def test_every_other_workload_runs_and_checks_against_numpy(tmp_path):
     data = json.loads(out.read_text())
     for key in ("W2", "W5"):
         assert data["workloads"][key]["checked_against_numpy"]
+
+
+def test_w6_implementations_run_small_agree_and_checkpointing_holds_less(benchmarks):
+    """W6 and W6-64 in-process at small sizes (the full ones take minutes per round): NumPy's
+    and tapegrad's outputs agree for every variant (and each checkpointed variant equals its
+    plain run bit for bit, which the cases check themselves), and every metric reads its
+    figure from the case's extras."""
+    from benchmarks.registry import Sample
+    from benchmarks.runner import check_outputs
+    from benchmarks.workloads.w6_checkpoint import W6, W6_64, segment_sizes
+
+    assert (W6.params["layers"], W6_64.params["layers"]) == (32, 64)
+    assert segment_sizes("SqrtN", 32, 4) == [6, 6, 5, 5, 5, 5]
+    assert segment_sizes("SqrtN", 64, 4) == [8] * 8
+    small = dict(W6.params, layers=9, width=64, batch=128)
+    reference = None
+    for library in ("numpy", "tapegrad"):
+        case = W6.builders[library](small)
+        case.run()
+        outputs = case.outputs(case.run())            # the second call rotates the order
+        reference = reference or outputs
+        check_outputs(W6, library, outputs, reference)
+        sample = Sample(seconds=0.0, calls=1, outputs=outputs, extras=dict(case.extras()))
+        figures = {metric.name: metric.extract(sample) for metric in W6.metrics}
+        assert all(value > 0 for value in figures.values()), figures
+        # 9 activations of 128 x 64 float32 (32 KiB): plain keeps 9; SqrtN (3, 3, 3) the
+        # output of segment 1, the input of the plain last segment and its 3 outputs: 5/9;
+        # Every(4) (4, 4, 1): 3/9 (tapegrad adds a few KiB of nodes and tensors)
+        assert figures["held plain"] * 2 ** 20 >= 9 * 32 * 1024       # reported in MiB
+        assert 5 / 9 <= figures["held SqrtN/plain"] < 5 / 9 + 0.05
+        assert 3 / 9 <= figures["held Every(4)/plain"] < 3 / 9 + 0.05

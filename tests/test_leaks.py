@@ -8,7 +8,6 @@ import weakref
 
 import numpy as np
 import pytest
-
 import tapegrad as tg
 
 

@@ -862,6 +862,13 @@ cdef class OpNode(Node):
 
 cdef class FunctionNode(Node):
 
+    def saved_arrays(self):
+        """The arrays of the tensors the Function saved with ctx.save_for_backward."""
+        if self.released or self.ctx is None:
+            return []
+        return [(<TensorBase>t)._data for t in getattr(self.ctx, "_saved", ())
+                if isinstance(t, TensorBase)]
+
     cdef void release(self):
         self.inputs = None
         self.released = True
@@ -1132,12 +1139,13 @@ cdef object _check_finite(Node node, Py_ssize_t i, object g):
 
 
 def run_backward(tuple tensors, tuple grad_tensors, retain_graph=None, bint create_graph=False,
-                 tuple inputs=None, bint allow_unused=False):
+                 tuple inputs=None, bint allow_unused=False, bint input_hooks=True):
     """Backpropagate from `tensors` seeded with `grad_tensors`.
 
     With `inputs` (tg.grad), return the gradients flowing into those tensors and leave every
     `.grad` untouched; otherwise accumulate into the `.grad` of leaves (and retain_grad
-    tensors).
+    tensors). `input_hooks=False` skips the hooks of leaves in `inputs` (a backward nested
+    in another one, like a checkpoint's recompute, whose outer pass runs them).
     """
     cdef bint retain = create_graph if retain_graph is None else bool(retain_graph)
     cdef list visited = []          # every node whose traversal fields this call set
@@ -1235,7 +1243,7 @@ def run_backward(tuple tensors, tuple grad_tensors, retain_graph=None, bint crea
                 t = (<LeafRef>key).get()
                 if gv is None or t is None:      # no gradient, or the leaf is gone
                     continue
-                if t._hooks:
+                if t._hooks and (input_hooks or cap_leaf is None or key not in cap_leaf):
                     gv = _run_hooks(t._hooks, gv)
                 if cap_leaf is not None:
                     for idx in cap_leaf.get(key, ()):
