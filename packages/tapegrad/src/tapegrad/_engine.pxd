@@ -84,6 +84,8 @@ cdef class OpNode(Node):
     cdef dict params                  # the op's keyword parameters
     cdef object ans_data              # output array (saved by reference, not as a Tensor: no cycle)
     cdef VersionCounter ans_vc        # the output's version counter
+    cdef tuple out_shape              # shape and dtype of the output (for reports)
+    cdef object out_dtype
     cdef long long ans_version        # its value when saved
     cdef Device device                # device of the output
 

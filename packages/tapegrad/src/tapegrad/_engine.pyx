@@ -698,6 +698,10 @@ cdef void _record(Op op, tuple inputs, dict params, TensorBase out) except *:
     node.params = params
     node.n_outputs = 1
     node.device = out._device
+    shape = out._data.shape
+    PyObject_GC_UnTrack(shape)           # ints only: nothing for the collector to see
+    node.out_shape = shape
+    node.out_dtype = out._data.dtype
     if op.save_ans:
         node.ans_data = out._data
         node.ans_vc = _get_vc(out)
@@ -731,6 +735,11 @@ cdef class Node:
     @property
     def saved_released(self):
         return self.released
+
+    @property
+    def output_meta(self):
+        """(shape, dtype) of each output, as the forward computed them."""
+        return ()
 
     def saved_arrays(self):
         """The arrays this node keeps alive for its VJP (for memory reports)."""
@@ -817,6 +826,10 @@ def _user_frames(trace):
 
 cdef class OpNode(Node):
 
+    @property
+    def output_meta(self):
+        return ((self.out_shape, self.out_dtype),)
+
     cdef void release(self):
         self.inputs = None
         self.ans_data = None
@@ -861,6 +874,10 @@ cdef class OpNode(Node):
 
 
 cdef class FunctionNode(Node):
+
+    @property
+    def output_meta(self):
+        return tuple((shape, dtype) for shape, dtype, _device in self.out_meta)
 
     def saved_arrays(self):
         """The arrays of the tensors the Function saved with ctx.save_for_backward."""

@@ -4,8 +4,8 @@ The graph behind a tensor ``t`` is ``t.grad_fn`` and everything reachable from i
 ``next_functions``: nodes (one per recorded op or ``tg.Function`` call) and the leaf
 tensors that require grad. ``to_dot`` draws
 
-- one box per node: the op's name, the shape and dtype of its output where they are known
-  (see Note: [output shapes]), and the bytes of the arrays it keeps alive for its
+- one box per node: the op's name, the shape and dtype of its output (``Node.output_meta``),
+  and the bytes of the arrays it keeps alive for its
   backward (``saved_arrays()``; "freed" once a backward without ``retain_graph`` has
   released them). The node that produced ``t`` is drawn bold, in yellow;
 - one ellipse per leaf: parameters (the tensors named in ``params``) in green with their
@@ -154,7 +154,7 @@ class _Graph:
         self.objects = []   # nodes and leaf tensors in the order found: DOT ids n0, n1, ...
         self.index = {}     # id(object) -> its position in objects
         self.edges = []     # (input's position, consumer's position, input's output_nr)
-        self.meta = {}      # (id(node), output_nr) -> (shape, dtype); see Note: [output shapes]
+        self.meta = {}      # (id(node), output_nr) -> (shape, dtype) of that output
 
     def add(self, obj):
         """Add obj if it is new; True if it was."""
@@ -181,7 +181,8 @@ def _walk(roots):
     while queue:
         node = queue.popleft()
         inputs = node.next_functions
-        _note_saved_meta(node, inputs, graph.meta)
+        for k, (shape, dtype) in enumerate(node.output_meta):
+            graph.meta.setdefault((id(node), k), (shape, dtype))
         for source, nr in inputs:
             if source is None:
                 continue
@@ -189,40 +190,6 @@ def _walk(roots):
                 queue.append(source)
             graph.edges.append((graph.index[id(source)], graph.index[id(node)], nr))
     return graph
-
-
-# Note: [output shapes]
-# A node does not record the shape of its output, so to_dot shows one only where the
-# graph says it without guessing:
-# - the tensors given to to_dot: their own shape and dtype;
-# - a node whose op saves its result for its rule (Op.save_ans: tanh, exp, sigmoid, ...):
-#   the result is the last of its saved_arrays();
-# - an input that a consumer saves (Op.save_inputs says which): saved_arrays() holds the
-#   saved inputs in input order. An input that was a Python number is not saved as an
-#   array, and one without a gradient edge may have been a number, so when the counts do
-#   not add up the order is followed only up to the first such input.
-# A backward without retain_graph frees the saved arrays; after it fewer shapes are known.
-# tg.Function nodes (no Op) show only what the first rule gives.
-
-def _note_saved_meta(node, inputs, meta):
-    op = getattr(node, "op", None)
-    if op is None or node.saved_released:
-        return
-    arrays = list(node.saved_arrays())
-    if op.save_ans and arrays:
-        ans = arrays.pop()
-        meta.setdefault((id(node), 0), (ans.shape, ans.dtype))
-    flags = op.save_inputs
-    saved = [i for i in range(len(inputs)) if flags is None or (i < len(flags) and flags[i])]
-    exact = len(saved) == len(arrays)
-    for i, arr in zip(saved, arrays):
-        source, nr = inputs[i]
-        if source is None:
-            if not exact:
-                return
-            continue
-        if not _is_tensor(source):
-            meta.setdefault((id(source), nr), (arr.shape, arr.dtype))
 
 
 # ---------------------------------------------------------------------------------------
