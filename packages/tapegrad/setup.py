@@ -1,9 +1,13 @@
 """Builds the Cython engine; everything else is in pyproject.toml."""
 
+import numpy
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 
-extensions = [Extension("tapegrad._engine", ["src/tapegrad/_engine.pyx"])]
+# The engine reads NumPy arrays' shapes through NumPy's C API (numpy is a build requirement).
+extensions = [Extension("tapegrad._engine", ["src/tapegrad/_engine.pyx"],
+                        include_dirs=[numpy.get_include()],
+                        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")])]
 
 setup(
     ext_modules=cythonize(

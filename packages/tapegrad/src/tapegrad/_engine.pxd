@@ -84,7 +84,11 @@ cdef class OpNode(Node):
     cdef dict params                  # the op's keyword parameters
     cdef object ans_data              # output array (saved by reference, not as a Tensor: no cycle)
     cdef VersionCounter ans_vc        # the output's version counter
-    cdef tuple out_shape              # shape and dtype of the output (for reports)
+    # Shape and dtype of the output, for reports (Node.output_meta). NOTE: kept as C ints,
+    # not a tuple: a retained tuple per op costs the cyclic GC more than the whole record.
+    cdef int out_ndim                 # -1: the shape is in out_shape_tuple instead
+    cdef Py_ssize_t out_dims[8]
+    cdef tuple out_shape_tuple        # for arrays that are not NumPy's or have > 8 dims
     cdef object out_dtype
     cdef long long ans_version        # its value when saved
     cdef Device device                # device of the output

@@ -33,6 +33,10 @@ import weakref
 
 import numpy as np
 
+cimport numpy as cnp
+
+cnp.import_array()
+
 # ---------------------------------------------------------------------------------------
 # Grad mode and anomaly mode: context variables, so each thread and each asyncio task has
 # its own setting (a thread starts from the default; a task starts from a copy of its
@@ -41,6 +45,20 @@ import numpy as np
 
 GRAD_ENABLED = contextvars.ContextVar("tapegrad_grad_enabled", default=True)
 ANOMALY_ENABLED = contextvars.ContextVar("tapegrad_anomaly_enabled", default=False)
+
+
+# NOTE: how many detect_anomaly() blocks are active in any thread: while it is 0, ops skip
+# the context-variable lookup that says whether *this* thread/task is in one.
+cdef Py_ssize_t _anomaly_blocks = 0
+
+
+def anomaly_blocks(Py_ssize_t delta):
+    global _anomaly_blocks
+    _anomaly_blocks += delta
+
+
+cdef inline bint _anomaly_on():
+    return _anomaly_blocks > 0 and <bint>get_value(ANOMALY_ENABLED, False)
 
 
 cdef inline bint _grad_enabled():
@@ -89,7 +107,7 @@ cdef object _grad_lock = threading.Lock()   # guards read-modify-write of .grad
 cdef object _MISS_HANDLER = None        # called once when a name is not in the table
 cdef dict _NO_PARAMS = {}               # shared, never mutated: calls without parameters
 
-_python_scalars = (float, int, bool, complex, np.generic)
+cdef tuple _python_scalars = (float, int, bool, complex, np.generic)
 
 
 def set_tensor_class(cls):
@@ -662,6 +680,22 @@ cdef inline object _edge_of(TensorBase t):
     return t._node if t._node is not None else _leaf_ref_of(t)
 
 
+cdef inline void _note_output(OpNode node, object data) except *:
+    cdef cnp.ndarray arr
+    cdef int k, nd
+    if type(data) is cnp.ndarray and cnp.PyArray_NDIM(<cnp.ndarray>data) <= 8:
+        arr = <cnp.ndarray>data
+        nd = cnp.PyArray_NDIM(arr)
+        for k in range(nd):
+            node.out_dims[k] = cnp.PyArray_DIMS(arr)[k]
+        node.out_ndim = nd
+        node.out_dtype = <object>cnp.PyArray_DESCR(arr)
+    else:
+        node.out_ndim = -1
+        node.out_shape_tuple = tuple(data.shape)
+        node.out_dtype = data.dtype
+
+
 cdef void _record(Op op, tuple inputs, dict params, TensorBase out) except *:
     cdef OpNode node = OpNode.__new__(OpNode)
     cdef Py_ssize_t n = len(inputs), i
@@ -698,15 +732,12 @@ cdef void _record(Op op, tuple inputs, dict params, TensorBase out) except *:
     node.params = params
     node.n_outputs = 1
     node.device = out._device
-    shape = out._data.shape
-    PyObject_GC_UnTrack(shape)           # ints only: nothing for the collector to see
-    node.out_shape = shape
-    node.out_dtype = out._data.dtype
+    _note_output(node, out._data)
     if op.save_ans:
         node.ans_data = out._data
         node.ans_vc = _get_vc(out)
         node.ans_version = node.ans_vc.value
-    if get_value(ANOMALY_ENABLED, False):
+    if _anomaly_on():
         node.trace = traceback.extract_stack()
     out._node = node
     out._output_nr = 0
@@ -828,7 +859,11 @@ cdef class OpNode(Node):
 
     @property
     def output_meta(self):
-        return ((self.out_shape, self.out_dtype),)
+        if self.out_ndim < 0:
+            shape = self.out_shape_tuple
+        else:
+            shape = tuple(self.out_dims[k] for k in range(self.out_ndim))
+        return ((shape, self.out_dtype),)
 
     cdef void release(self):
         self.inputs = None
@@ -1182,7 +1217,7 @@ def run_backward(tuple tensors, tuple grad_tensors, retain_graph=None, bint crea
     cdef list grads
     cdef tuple res = None, edges, nrs
     cdef bint accumulate = inputs is None
-    cdef bint anomaly = get_value(ANOMALY_ENABLED, False)
+    cdef bint anomaly = _anomaly_on()
     cdef bint has_grad, completed = False
 
     if len(tensors) != len(grad_tensors):
@@ -1391,7 +1426,7 @@ def attach_function_node(str name, ctx, backward_fn, tuple args, tuple outputs, 
     node.n_outputs = len(outputs)
     node.ctx = ctx
     node.backward_fn = backward_fn
-    if get_value(ANOMALY_ENABLED, False):
+    if _anomaly_on():
         node.trace = traceback.extract_stack()
     meta = []
     for i in range(len(outputs)):
@@ -1850,4 +1885,4 @@ cdef inline void _bump(TensorBase t, str op_name) except *:
     cdef VersionCounter vc = _get_vc(t)
     vc.value += 1
     vc.last_op = op_name
-    vc.last_trace = traceback.extract_stack() if get_value(ANOMALY_ENABLED, False) else None
+    vc.last_trace = traceback.extract_stack() if _anomaly_on() else None

@@ -8,7 +8,7 @@ replaced when it exits.
 import functools
 import inspect
 
-from ._engine import ANOMALY_ENABLED, GRAD_ENABLED
+from ._engine import ANOMALY_ENABLED, GRAD_ENABLED, anomaly_blocks
 
 
 class _Switch:
@@ -153,6 +153,16 @@ class detect_anomaly(_Switch):
 
     def __init__(self, mode=True):
         super().__init__(mode)
+
+    def __enter__(self):
+        anomaly_blocks(1)
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        try:
+            return super().__exit__(*exc)
+        finally:
+            anomaly_blocks(-1)
 
 
 def is_anomaly_enabled():
