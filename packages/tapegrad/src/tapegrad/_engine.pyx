@@ -98,6 +98,7 @@ cdef type _TensorClass = None          # the public Python subclass tapegrad.Ten
 cdef dict _OPS = {}                     # op name -> Op: the dispatch table, built once
 cdef dict _PROVIDERS = {}               # op name -> distribution that provides it (hints)
 cdef dict _DEVICES = {}                 # device name -> Device
+cdef dict _UNAVAILABLE = {}             # device name -> why a plugin could not provide it
 cdef Device _DEFAULT_DEVICE = None      # where Python scalars and ndarrays live ("cpu")
 cdef Op _op_add = None                  # the core primitives the engine itself calls
 cdef Op _op_sum_to_shape = None
@@ -141,6 +142,14 @@ def install_device(Device device, bint default=False):
     _DEVICES[device.name] = device
     if default or _DEFAULT_DEVICE is None:
         _DEFAULT_DEVICE = device
+
+
+def set_device_unavailable(str name, reason):
+    """Record why a plugin could not register device `name` (None forgets it)."""
+    if reason is None:
+        _UNAVAILABLE.pop(name, None)
+    else:
+        _UNAVAILABLE[name] = str(reason)
 
 
 def uninstall_device(str name):
@@ -301,6 +310,10 @@ def get_device(spec):
     name = spec.split(":", 1)[0]
     dev = _DEVICES.get(name)
     if dev is None:
+        if name in _UNAVAILABLE:
+            raise RuntimeError(
+                f"device '{name}' is not available: {_UNAVAILABLE[name]}; registered "
+                f"devices: " + ", ".join(sorted(_DEVICES)))
         if name == "cuda":
             raise RuntimeError(
                 "device 'cuda' is not available: install the plugin 'tapegrad-cuda' and its "

@@ -47,6 +47,7 @@ _FIRST_PARTY = {
     "tapegrad-checkpoint": "checkpoint checkpoint_sequential",
     "tapegrad-higher": "grad vjp jvp jacobian hessian hvp",
     "tapegrad-cuda": "cuda",
+    "tapegrad-distributed": "distributed",
 }
 KNOWN_PROVIDERS = {name: dist for dist, names in _FIRST_PARTY.items() for name in names.split()}
 
@@ -145,6 +146,7 @@ class Registry:
         self.api: dict = {}
         self.overrides: set = set()
         self.methods: dict[str, object] = {}
+        self.unavailable: list = []
 
     # -- ops ---------------------------------------------------------------------------
     def register_op(self, name, kernels, vjp=None, samples=None, *, differentiable=None,
@@ -222,6 +224,11 @@ class Registry:
         if not callable(fn):
             raise PluginError(f"kernel for '{op}' on '{device}' is not callable")
         self.kernels.append((op, device, fn, override))
+
+    def mark_device_unavailable(self, name, reason):
+        """Say why this plugin cannot provide device `name` here (no GPU, no driver, ...):
+        ``device=name`` then raises a RuntimeError with that reason."""
+        self.unavailable.append((str(name), str(reason)))
 
     def register_device(self, device, *, default=False, override=False):
         if not isinstance(device, Device):
@@ -374,7 +381,11 @@ class _Loader:
                         f"and '{reg.plugin}'")
 
     def _commit(self, reg: Registry):
+        for name, reason in reg.unavailable:
+            _engine.set_device_unavailable(name, reason)
+            self.owner["unavailable:" + name] = reg.plugin
         for device, default, _override in reg.devices:
+            _engine.set_device_unavailable(device.name, None)
             _engine.install_device(device, default)
             self.owner["device:" + device.name] = reg.plugin
         for name in list(reg.ops) + list(reg.functions) + list(reg.api):
@@ -448,6 +459,9 @@ class _Loader:
             del self.owner[pub]
             if pub.startswith("device:"):
                 _engine.uninstall_device(pub[len("device:"):])
+                continue
+            if pub.startswith("unavailable:"):
+                _engine.set_device_unavailable(pub[len("unavailable:"):], None)
                 continue
             table.pop(pub, None)
             self.functions.pop(pub, None)
