@@ -136,3 +136,21 @@ def test_w6_implementations_run_small_agree_and_checkpointing_holds_less(benchma
         assert figures["held plain"] * 2 ** 20 >= 9 * 32 * 1024       # reported in MiB
         assert 5 / 9 <= figures["held SqrtN/plain"] < 5 / 9 + 0.05
         assert 3 / 9 <= figures["held Every(4)/plain"] < 3 / 9 + 0.05
+
+
+def test_chart_of_ratios_is_drawn(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(REPO_ROOT))
+    from benchmarks import chart
+    results = {"workloads": {
+        "W1": {"metrics": {"time": {"unit": "us/op", "ratios": {
+            "tapegrad/numpy": 2.8, "torch/numpy": 7.4, "tapegrad/torch": 0.38}}}},
+        "W6": {"metrics": {"time plain": {"unit": "ms/step", "ratios": {"tapegrad/numpy": 1.0}},
+                           "held plain": {"unit": "MiB", "ratios": {"tapegrad/numpy": 1.0}}}}}}
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(results))
+    rows = chart.collect([path])
+    assert rows == [("W1", {"tapegrad/numpy": 2.8, "torch/numpy": 7.4}),
+                    ("W6\n(time plain)", {"tapegrad/numpy": 1.0})]
+    out = tmp_path / "ratios.png"
+    assert chart.main([str(path), "-o", str(out)]) == 0
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
