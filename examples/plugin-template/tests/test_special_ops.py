@@ -6,7 +6,6 @@ installed or not: check_plugin registers the ops module itself when no entry poi
 So they use no op of tapegrad-shape (no `.sum()`: `backward(tg.ones(shape))` instead).
 """
 
-import doctest
 import math
 from importlib import metadata
 from pathlib import Path
@@ -16,6 +15,7 @@ import pytest
 import tapegrad as tg
 import tapegrad.testing
 import tapegrad_special
+from tapegrad.testing import run_doctests
 from tapegrad_special import ops
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -150,13 +150,12 @@ def test_entry_point_resolves_to_the_ops_module():
 
 @pytest.mark.parametrize("module", [tapegrad_special, ops], ids=lambda m: m.__name__)
 def test_docstring_examples_run(module):
-    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    result = run_doctests(module)
     assert result.attempted > 0
     assert result.failed == 0
 
 
 def test_readme_examples_run():
-    result = doctest.testfile(str(README), module_relative=False,
-                              optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    result = run_doctests(README)
     assert result.attempted > 0
     assert result.failed == 0

@@ -1,9 +1,9 @@
 """Every docstring example of the core runs as a test."""
 
-import doctest
 import importlib
 
 import pytest
+from tapegrad.testing import run_doctests
 
 MODULES = ["tapegrad", "tapegrad._plugins", "tapegrad._grad_mode", "tapegrad._creation",
            "tapegrad._tensor", "tapegrad.function", "tapegrad.testing", "tapegrad._engine",
@@ -13,5 +13,5 @@ MODULES = ["tapegrad", "tapegrad._plugins", "tapegrad._grad_mode", "tapegrad._cr
 @pytest.mark.parametrize("name", MODULES)
 def test_docstring_examples(name):
     module = importlib.import_module(name)
-    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    result = run_doctests(module)
     assert result.failed == 0

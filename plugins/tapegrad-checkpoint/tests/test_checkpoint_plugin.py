@@ -1,13 +1,13 @@
 """The plugin as a whole: its entry point, the names it publishes, and the examples in its
 docs."""
 
-import doctest
 from importlib import metadata
 from pathlib import Path
 
 import pytest
 import tapegrad as tg
 import tapegrad_checkpoint
+from tapegrad.testing import run_doctests
 from tapegrad_checkpoint import checkpoint, memory, plugin, strategies
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -39,13 +39,12 @@ def test_tg_checkpoint_is_callable_and_carries_the_strategies():
 @pytest.mark.parametrize("module", [tapegrad_checkpoint, checkpoint, strategies, memory],
                          ids=lambda m: m.__name__)
 def test_docstring_examples_run(module):
-    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    result = run_doctests(module)
     assert result.attempted > 0
     assert result.failed == 0
 
 
 def test_readme_examples_run():
-    result = doctest.testfile(str(README), module_relative=False,
-                              optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    result = run_doctests(README)
     assert result.attempted > 0
     assert result.failed == 0

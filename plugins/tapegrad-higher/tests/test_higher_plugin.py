@@ -1,7 +1,6 @@
 """The plugin as a whole: its entry point, the names it publishes, ops that are not twice
 differentiable seen through its transforms, and the examples in its docs."""
 
-import doctest
 from importlib import metadata
 from pathlib import Path
 
@@ -9,6 +8,7 @@ import numpy as np
 import pytest
 import tapegrad as tg
 import tapegrad_higher
+from tapegrad.testing import run_doctests
 from tapegrad_higher import autograd, functional, plugin
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -71,13 +71,12 @@ def test_a_tall_jacobian_through_an_undeclared_op_falls_back_to_rows(declared):
 @pytest.mark.parametrize("module", [tapegrad_higher, autograd, functional],
                          ids=lambda m: m.__name__)
 def test_docstring_examples_run(module):
-    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    result = run_doctests(module)
     assert result.attempted > 0
     assert result.failed == 0
 
 
 def test_readme_examples_run():
-    result = doctest.testfile(str(README), module_relative=False,
-                              optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    result = run_doctests(README)
     assert result.attempted > 0
     assert result.failed == 0

@@ -1,7 +1,6 @@
 """The plugin as a whole: it loads through its entry point, every op keeps the contract,
 and the examples in its docstrings and README run."""
 
-import doctest
 from importlib import metadata
 from pathlib import Path
 
@@ -9,6 +8,7 @@ import pytest
 import tapegrad as tg
 import tapegrad.testing
 import tapegrad_linalg
+from tapegrad.testing import run_doctests
 from tapegrad_linalg import ops
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -57,14 +57,12 @@ def test_every_op_has_a_doc():
 
 @pytest.mark.parametrize("module", [tapegrad_linalg, ops], ids=lambda m: m.__name__)
 def test_docstring_examples_run(module):
-    flags = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
-    result = doctest.testmod(module, optionflags=flags)
+    result = run_doctests(module)
     assert result.attempted > 0
     assert result.failed == 0
 
 
 def test_readme_example_runs():
-    flags = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
-    result = doctest.testfile(str(README), module_relative=False, optionflags=flags)
+    result = run_doctests(README)
     assert result.attempted > 0
     assert result.failed == 0

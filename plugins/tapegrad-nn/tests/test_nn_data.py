@@ -1,10 +1,10 @@
 """tg.data: DataLoader batches and TensorDataset."""
 
-import doctest
 
 import numpy as np
 import pytest
 import tapegrad as tg
+from tapegrad.testing import run_doctests
 from tapegrad_nn import data
 
 
@@ -238,6 +238,6 @@ def test_tg_data_is_this_module():
 
 
 def test_docstring_examples_run():
-    result = doctest.testmod(data, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    result = run_doctests(data)
     assert result.attempted > 10
     assert result.failed == 0

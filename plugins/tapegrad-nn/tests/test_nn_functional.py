@@ -1,7 +1,6 @@
 """The ops of tapegrad-nn: the contract kit, values against NumPy, numerical stability,
 second derivatives, dtypes, errors, and the docstring and README examples."""
 
-import doctest
 import warnings
 from importlib import metadata
 from pathlib import Path
@@ -11,6 +10,7 @@ import pytest
 import tapegrad as tg
 import tapegrad.testing
 import tapegrad_nn
+from tapegrad.testing import run_doctests
 from tapegrad_nn import functional, plugin
 
 F = functional
@@ -497,13 +497,12 @@ def test_float32_stays_float32_in_values_and_gradients(name):
 # ---------------------------------------------------------------------------------------
 
 def test_docstring_examples_run():
-    result = doctest.testmod(functional, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    result = run_doctests(functional)
     assert result.attempted > 10
     assert result.failed == 0
 
 
 def test_readme_examples_run():
-    result = doctest.testfile(str(README), module_relative=False,
-                              optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    result = run_doctests(README)
     assert result.attempted > 0
     assert result.failed == 0

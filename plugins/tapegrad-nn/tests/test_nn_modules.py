@@ -3,12 +3,12 @@ containers, Linear, Dropout, the activation and loss modules, and the docstring 
 
 import collections
 import copy
-import doctest
 import math
 
 import numpy as np
 import pytest
 import tapegrad as tg
+from tapegrad.testing import run_doctests
 from tapegrad_nn import nn as nn_module
 
 nn = tg.nn
@@ -601,6 +601,6 @@ def test_loss_modules_match_the_functions():
 # ---------------------------------------------------------------------------------------
 
 def test_docstring_examples_run():
-    result = doctest.testmod(nn_module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    result = run_doctests(nn_module)
     assert result.attempted > 20
     assert result.failed == 0

@@ -6,11 +6,11 @@ several steps in float64. If torch happens to be installed, the last tests also 
 with torch.optim itself; nothing here needs it.
 """
 
-import doctest
 
 import numpy as np
 import pytest
 import tapegrad as tg
+from tapegrad.testing import run_doctests
 from tapegrad_nn import optim
 
 STEPS = 6
@@ -589,7 +589,7 @@ def test_tg_optim_is_this_module():
 
 
 def test_docstring_examples_run():
-    result = doctest.testmod(optim, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    result = run_doctests(optim)
     assert result.attempted > 10
     assert result.failed == 0
 

@@ -1,11 +1,11 @@
 """The plugin as a whole: it loads through its entry point, every op keeps the contract,
 and the examples in its docstrings run."""
 
-import doctest
 from importlib import metadata
 
 import tapegrad as tg
 import tapegrad.testing
+from tapegrad.testing import run_doctests
 from tapegrad_shape import ops
 
 
@@ -38,7 +38,6 @@ def test_every_op_has_a_doc():
 
 
 def test_docstring_examples_run():
-    flags = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
-    result = doctest.testmod(ops, optionflags=flags)
+    result = run_doctests(ops)
     assert result.attempted > 10
     assert result.failed == 0

@@ -7,7 +7,6 @@ checked, and the committed SVG must show exactly the graph the script builds tod
 (regenerate it with `python docs/images/make_graph.py` when this fails).
 """
 
-import doctest
 import re
 import runpy
 import shutil
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import tapegrad_viz
+from tapegrad.testing import run_doctests
 from tapegrad_viz import graph
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -82,13 +82,12 @@ def test_the_committed_picture_shows_the_graph_the_script_builds(make_graph):
 
 @pytest.mark.parametrize("module", [tapegrad_viz, graph], ids=lambda m: m.__name__)
 def test_docstring_examples_run(module):
-    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    result = run_doctests(module)
     assert result.attempted > 0
     assert result.failed == 0
 
 
 def test_readme_examples_run():
-    result = doctest.testfile(str(README), module_relative=False,
-                              optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    result = run_doctests(README)
     assert result.attempted > 0
     assert result.failed == 0

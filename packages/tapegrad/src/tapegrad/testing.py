@@ -8,6 +8,9 @@ plugin runs over its own.
 
 from __future__ import annotations
 
+import doctest
+from pathlib import Path
+
 import numpy as np
 
 from . import _engine
@@ -600,3 +603,25 @@ def check_plugin(plugin, *, atol=1e-5, rtol=1e-3, eps=1e-6) -> list:
         raise ContractError(f"plugin '{name}': {len(failures)} of {len(entries)} ops fail the "
                             f"contract:\n" + "\n".join(failures))
     return reports
+
+
+# ---------------------------------------------------------------------------------------
+# Documentation examples
+# ---------------------------------------------------------------------------------------
+
+DOCTEST_FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
+
+
+def run_doctests(target):
+    """Run the ``>>>`` examples of a module, or of a text file such as a README (a path),
+    with the flags tapegrad's examples are written for (ELLIPSIS, NORMALIZE_WHITESPACE).
+    Returns doctest's ``TestResults(failed, attempted)``.
+
+    >>> import tapegrad.random
+    >>> result = run_doctests(tapegrad.random)
+    >>> result.failed, result.attempted > 0
+    (0, True)
+    """
+    if isinstance(target, (str, Path)):
+        return doctest.testfile(str(target), module_relative=False, optionflags=DOCTEST_FLAGS)
+    return doctest.testmod(target, optionflags=DOCTEST_FLAGS)
