@@ -88,13 +88,6 @@ def _buffer(arr):
     return arr
 
 
-def _kept_by(node):
-    """The arrays `node` keeps for its rule (for a tg.Function: what ctx saved)."""
-    if node.saved_released:
-        return []
-    return list(node.saved_arrays())
-
-
 def saved_bytes(*tensors) -> SavedBytes:
     """What the graph behind `tensors` keeps alive for backward (a :class:`SavedBytes`).
 
@@ -169,7 +162,7 @@ def saved_bytes(*tensors) -> SavedBytes:
     for i in order:
         node = nodes[i]
         node_count[node.name] = node_count.get(node.name, 0) + 1
-        for arr in _kept_by(node):
+        for arr in node.saved_arrays():          # empty once a backward freed them
             buf = _buffer(arr)
             buffers[id(buf)] = buf
             owner[id(buf)] = node.name
