@@ -5,9 +5,11 @@ from Cython.Build import cythonize
 from setuptools import Extension, setup
 
 # The engine reads NumPy arrays' shapes through NumPy's C API (numpy is a build requirement).
-extensions = [Extension("tapegrad._engine", ["src/tapegrad/_engine.pyx"],
-                        include_dirs=[numpy.get_include()],
-                        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")])]
+_numpy_c_api = dict(include_dirs=[numpy.get_include()],
+                    define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")])
+extensions = [Extension("tapegrad._engine", ["src/tapegrad/_engine.pyx"], **_numpy_c_api),
+              # tg.compile's recorder and replay loop (cimports the engine's types)
+              Extension("tapegrad._compile", ["src/tapegrad/_compile.pyx"], **_numpy_c_api)]
 
 setup(
     ext_modules=cythonize(

@@ -106,6 +106,7 @@ cdef Op _op_broadcast_to = None
 cdef Op _op_astype = None
 cdef object _grad_lock = threading.Lock()   # guards read-modify-write of .grad
 cdef object _MISS_HANDLER = None        # called once when a name is not in the table
+cdef object _TRACER = None              # tg.compile's recorder while it records, else None
 cdef dict _NO_PARAMS = {}               # shared, never mutated: calls without parameters
 
 cdef tuple _python_scalars = (float, int, bool, complex, np.generic)
@@ -123,6 +124,23 @@ def ops_table():
 
 def devices_table():
     return _DEVICES
+
+
+def set_tracer(tracer):
+    """Install tg.compile's recorder (None to remove it); returns the previous one.
+
+    While one is installed, every kernel call, in-place write and tensor creation is
+    reported to it (see tapegrad._compile). One process-wide slot: recording is not
+    thread-safe, which tg.compile guards with a lock.
+    """
+    global _TRACER
+    previous = _TRACER
+    _TRACER = tracer
+    return previous
+
+
+def get_tracer():
+    return _TRACER
 
 
 def set_miss_handler(handler):
@@ -500,6 +518,8 @@ cdef inline TensorBase _new_tensor(object data, Device device):
 def new_tensor(data, Device device, bint requires_grad=False):
     """Wrap a device array as a Tensor (no copy, no checks: for plugins and the core)."""
     cdef TensorBase t = _new_tensor(data, device)
+    if _TRACER is not None:
+        _TRACER.created(data, device)
     if requires_grad:
         _check_can_require_grad(t)
         t._requires_grad = True
@@ -592,6 +612,8 @@ cdef object _apply(Op op, tuple args, dict kwargs):
         raise _op_error(op, exc, inputs, kwargs) from exc
     if type(out) is not device.array_type:
         out = device.asarray(out)
+    if _TRACER is not None:
+        _TRACER.kernel(kernel, arrays, kwargs, out, device, inputs)
 
     t = _new_tensor(out, device)
     if op.view and n and isinstance(inputs[0], TensorBase) and device.may_share_memory(
@@ -1085,11 +1107,30 @@ cdef object _run_hooks(list hooks, object g):
 # ---------------------------------------------------------------------------------------
 
 cdef object _detached_copy(TensorBase g):
-    return _new_tensor(g._device.copy(g._data), g._device)
+    out = g._device.copy(g._data)
+    if _TRACER is not None:
+        _TRACER.kernel(g._device.copy, (g._data,), None, out, g._device, None)
+    return _new_tensor(out, g._device)
+
+
+def accumulate_grad(TensorBase t, TensorBase g, bint fresh):
+    """Add g into t.grad the way backward() does (tg.compile's replay of that step)."""
+    _accumulate_grad(t, g, False, fresh)
 
 
 cdef void _accumulate_grad(TensorBase t, object g, bint create_graph, bint fresh) except *:
     """Add g into t.grad. The first gradient is stored as a private copy unless `fresh`."""
+    global _TRACER
+    cdef object tracer = _TRACER
+    if tracer is not None and not create_graph:
+        # tg.compile replays this whole step (it depends on whether .grad is None then).
+        _TRACER = None
+        try:
+            _accumulate_grad(t, g, False, fresh)
+        finally:
+            _TRACER = tracer
+        tracer.grad_accumulated(t, (<TensorBase>g)._data, fresh, (<TensorBase>t._grad)._data)
+        return
     cdef TensorBase cur
     with _grad_lock:
         if t._grad is None:
@@ -1124,18 +1165,28 @@ cdef object _sum_grads(object prev, object g, bint create_graph, bint prev_fresh
     if prev_fresh:
         # NOTE: accumulate in place only into a buffer this traversal allocated itself;
         # a first gradient may be shared with other consumers (add's VJP returns g twice).
-        cur._device.copyto(cur._data, _raw_add(cur, <TensorBase>g))
+        _copyto(cur._device, cur._data, _raw_add(cur, <TensorBase>g))
         return cur
     return _new_tensor(_raw_add(cur, <TensorBase>g), cur._device)
 
 
 cdef object _raw_add(TensorBase a, TensorBase b):
     """a + b with the add kernel, outside the tape (gradient accumulation)."""
-    out = _op_add.kernels[a._device.name](a._data, b._data)
+    kernel = _op_add.kernels[a._device.name]
+    out = kernel(a._data, b._data)
     # NOTE: NumPy returns a scalar, not a 0-d array, for 0-d inputs.
     if type(out) is not a._device.array_type:
         out = a._device.asarray(out)
+    if _TRACER is not None:
+        _TRACER.kernel(kernel, (a._data, b._data), None, out, a._device, None)
     return out
+
+
+cdef inline void _copyto(Device device, object dst, object src, object owner=None) except *:
+    # NOTE: the recorder hears of the write first: it may copy dst's value before it goes.
+    if _TRACER is not None:
+        _TRACER.write(device.copyto, (dst, src), device, owner)
+    device.copyto(dst, src)
 
 
 cdef void _node_add_grad(Node e, Py_ssize_t nr, object g, bint create_graph) except *:
@@ -1235,6 +1286,8 @@ def run_backward(tuple tensors, tuple grad_tensors, retain_graph=None, bint crea
 
     if len(tensors) != len(grad_tensors):
         raise ValueError(f"backward: got {len(tensors)} tensors but {len(grad_tensors)} gradients")
+    if _TRACER is not None:
+        _TRACER.backward_started(inputs is None, create_graph)
     if inputs is not None:
         cap_leaf = {}
         cap_node = {}
@@ -1556,6 +1609,8 @@ cdef class TensorBase:
         cdef TensorBase g
         if value is None:
             self._grad = None
+            if _TRACER is not None:
+                _TRACER.grad_assigned(self)
             return
         if not isinstance(value, TensorBase):
             value = _new_tensor(self._device.asarray(value, self._data.dtype), self._device)
@@ -1569,6 +1624,8 @@ cdef class TensorBase:
         if g._device is not self._device:
             raise RuntimeError(f"assigned grad is on {g._device.name}, but the tensor is on {self._device.name}")
         self._grad = g
+        if _TRACER is not None:
+            _TRACER.grad_assigned(self)
 
     # -- graph control ------------------------------------------------------------------
     def detach(self):
@@ -1805,6 +1862,8 @@ cdef class TensorBase:
                     f"setitem: value is on {(<TensorBase>value)._device.name} but the tensor is on "
                     f"{self._device.name}")
             value = (<TensorBase>value)._data
+        if _TRACER is not None:
+            _TRACER.write(self._device.setitem, (self._data, index, value), self._device, self)
         try:
             self._device.setitem(self._data, index, value)
         except (ValueError, TypeError, IndexError) as exc:
@@ -1890,7 +1949,7 @@ cdef void _write_inplace(TensorBase self, TensorBase r, str name) except *:
         raise TypeError(
             f"{name}: the result has dtype {r._data.dtype}, which cannot be stored in place into a "
             f"{self._data.dtype} tensor")
-    self._device.copyto(self._data, r._data)
+    _copyto(self._device, self._data, r._data, self)
     _bump(self, name)
 
 

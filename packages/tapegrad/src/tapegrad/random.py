@@ -15,7 +15,7 @@ True
 import numpy as np
 
 from . import _engine
-from ._engine import get_device, new_tensor
+from ._engine import get_device, get_tracer, new_tensor
 
 
 def _shape(shape):
@@ -29,7 +29,12 @@ def _draw(kind, shape, dtype, device, requires_grad, **params):
     dtype = np.dtype(dtype)
     if dtype.kind != "f":
         raise TypeError(f"random.{kind}: dtype must be a floating-point type, got {dtype}")
-    arr = dev.random(kind, _shape(shape), dtype, **params)
+    shape = _shape(shape)
+    arr = dev.random(kind, shape, dtype, **params)
+    tracer = get_tracer()
+    if tracer is not None:
+        # tg.compile draws fresh numbers on every replay instead of baking these in.
+        tracer.random(dev, kind, shape, dtype, params, arr)
     return new_tensor(arr, dev, requires_grad)
 
 

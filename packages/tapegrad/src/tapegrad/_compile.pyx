@@ -1,0 +1,733 @@
+# cython: language_level=3
+"""tg.compile: record what a function does once per signature, then replay it.
+
+Recording runs the function eagerly with a recorder installed in the engine
+(``_engine.set_tracer``), which hears of every kernel call, in-place write, random draw,
+tensor creation and ``.grad`` update. Each array the recording saw becomes a *slot*; each
+kernel call becomes a ``_Step`` that reads slots and writes one. If the outputs need
+gradients, the recorder also runs one backward over the eager graph (with placeholder
+cotangents) and records *its* kernel calls: the backward program. A replay runs both
+programs as flat lists from the loop in ``_run``: no op lookup, no argument parsing, no
+Tensor or Node per op, and the same kernels on the same operands in the same order as
+eager, so results and gradients are bit-identical to eager.
+
+What a slot starts as, on each replay:
+- an argument's array (a tensor argument, or an ndarray argument converted to a tensor);
+- a closed-over tensor's *current* array (parameters: optimizers update them in place);
+- a constant (an array the function created, or one the engine made, like a seed of ones),
+  copied afresh on every replay when the recording wrote into it;
+- the output of an earlier step.
+
+Traps (documented in docs/compile.md): Python control flow on tensor values, and tensors
+that the function reads from outside by a *new* object on each call (``p.grad``) are baked
+in at record time; pass such tensors as arguments. ``check=True`` runs eagerly as well and
+raises on any difference.
+"""
+
+import functools
+import logging
+import threading
+from collections import OrderedDict, namedtuple
+
+import numpy as np
+
+cimport cython
+from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
+from cpython.ref cimport Py_INCREF
+
+from tapegrad._engine cimport Device, TensorBase
+
+from tapegrad import _engine
+
+_log = logging.getLogger("tapegrad.compile")
+_RECORD_LOCK = threading.RLock()
+
+CacheInfo = namedtuple("CacheInfo", "hits misses size maxsize")
+
+# Step kinds.
+DEF K_KERNEL = 0      # slots[out] = fn(*args, **kwargs)
+DEF K_WRITE = 1       # fn(dst, ...): an in-place write (device.copyto, device.setitem)
+DEF K_ACCUM = 2       # accumulate slots[args[0]] into target.grad the way backward() does
+DEF K_SETGRAD = 3     # target.grad = None, or a tensor over slots[args[0]]
+
+
+@cython.final
+cdef class _Step:
+    cdef int kind
+    cdef object fn
+    cdef tuple idx            # per positional argument: a slot, or -1 for the literal
+    cdef tuple lits           # the literals (None where idx names a slot)
+    cdef dict kwargs          # keyword parameters, or None
+    cdef tuple kwslots        # ((key, position or -1, slot), ...): parameters that are slots
+    cdef Py_ssize_t out       # slot written, or -1
+    cdef Device device        # to wrap a non-array kernel result (NumPy's 0-d scalars)
+    cdef object target        # K_ACCUM/K_SETGRAD: the tensor, or an int (argument index)
+    cdef bint fresh
+
+    def describe(self):
+        name = getattr(self.fn, "__name__", None) or type(self.fn).__name__
+        return {0: "kernel", 1: "write", 2: "accumulate_grad", 3: "set_grad"}[self.kind], name
+
+
+cdef inline object _kw(_Step st, list slots):
+    cdef dict kw = dict(st.kwargs)
+    for key, pos, slot in st.kwslots:
+        if pos < 0:
+            kw[key] = slots[slot]
+        else:
+            seq = list(kw[key])
+            seq[pos] = slots[slot]
+            kw[key] = tuple(seq)
+    return kw
+
+
+cdef object _target(_Step st, tuple args):
+    if type(st.target) is int:
+        return args[<int>st.target]
+    return st.target
+
+
+cdef void _run(list steps, list slots, tuple args) except *:
+    """The replay loop: every step of a program, in order."""
+    cdef _Step st
+    cdef Py_ssize_t i, n, k
+    cdef tuple call
+    cdef object item, out
+    cdef TensorBase t
+    for st in steps:
+        n = len(st.idx)
+        call = PyTuple_New(n)
+        for i in range(n):
+            k = st.idx[i]
+            item = slots[k] if k >= 0 else st.lits[i]
+            Py_INCREF(item)
+            PyTuple_SET_ITEM(call, i, item)
+        if st.kind == K_KERNEL:
+            if st.kwargs is None:
+                out = st.fn(*call)
+            elif st.kwslots is None:
+                out = st.fn(*call, **st.kwargs)
+            else:
+                out = st.fn(*call, **_kw(st, slots))
+            if type(out) is not st.device.array_type:
+                out = st.device.asarray(out)
+            slots[st.out] = out
+        elif st.kind == K_WRITE:
+            st.fn(*call)
+        elif st.kind == K_ACCUM:
+            t = <TensorBase>_target(st, args)
+            _engine.accumulate_grad(t, _engine.new_tensor(call[0], t._device), st.fresh)
+            slots[st.out] = t._grad._data
+        else:
+            t = <TensorBase>_target(st, args)
+            t.grad = None if n == 0 else _engine.new_tensor(call[0], t._device)
+
+
+# ---------------------------------------------------------------------------------------
+# Recording
+# ---------------------------------------------------------------------------------------
+
+class _Recorder:
+    """Installed in the engine while a function records; builds the programs."""
+
+    def __init__(self, arg_tensors):
+        self.keep = []                 # every array seen: keeps ids unique while recording
+        self.slot_of = {}              # id(array) -> slot
+        self.nslots = 0
+        self.arg_slots = []            # (slot, argument index)
+        self.externals = []            # (slot, tensor read by reference)
+        self.constants = []            # [slot, value, pristine copy or None]
+        self.const_index = {}          # slot -> index into constants
+        self.created_ids = set()       # ids of arrays the function created (constants)
+        self.arg_tensors = arg_tensors
+        self.steps = []                # the program being recorded
+        self.phase = "forward"
+        self.effects = []              # what a check=True run could not repeat safely
+        self.inner_backward = False
+        for i, t in enumerate(arg_tensors):
+            arr = (<TensorBase>t)._data
+            if id(arr) not in self.slot_of:
+                self.arg_slots.append((self._new_slot(arr), i))
+
+    def _new_slot(self, arr):
+        self.keep.append(arr)
+        slot = self.nslots
+        self.nslots += 1
+        self.slot_of[id(arr)] = slot
+        return slot
+
+    def slot(self, arr, tensor=None):
+        """The slot of an array a step reads; registers an array seen for the first time."""
+        s = self.slot_of.get(id(arr))
+        if s is not None:
+            return s
+        if tensor is not None and id(arr) not in self.created_ids:
+            s = self._new_slot(arr)
+            self.externals.append((s, tensor))
+            return s
+        s = self._new_slot(arr)
+        self.const_index[s] = len(self.constants)
+        self.constants.append([s, arr, None])
+        return s
+
+    def _is_array(self, obj, device):
+        return type(obj) is (<Device>device).array_type or isinstance(obj, np.ndarray)
+
+    def _step(self, kind, fn, items, tensors, kwargs, out, device, target=None, fresh=False):
+        cdef _Step st = _Step.__new__(_Step)
+        idx, lits = [], []
+        for i, item in enumerate(items):
+            if self._is_array(item, device):
+                t = tensors[i] if tensors is not None and i < len(tensors) else None
+                if t is not None and not isinstance(t, TensorBase):
+                    t = None
+                idx.append(self.slot(item, t))
+                lits.append(None)
+            else:
+                idx.append(-1)
+                lits.append(item)
+        st.kind, st.fn, st.device = kind, fn, device
+        st.idx, st.lits = tuple(idx), tuple(lits)
+        st.kwargs = dict(kwargs) if kwargs else None
+        st.kwslots = None
+        if kwargs:
+            kws = []
+            for key, value in kwargs.items():
+                if self._is_array(value, device) and id(value) in self.slot_of:
+                    kws.append((key, -1, self.slot_of[id(value)]))
+                elif type(value) is tuple:
+                    for pos, v in enumerate(value):
+                        if self._is_array(v, device) and id(v) in self.slot_of:
+                            kws.append((key, pos, self.slot_of[id(v)]))
+            st.kwslots = tuple(kws) if kws else None
+        st.out = -1 if out is None else self._new_slot(out)
+        st.target, st.fresh = target, fresh
+        self.steps.append(st)
+        return st
+
+    def _target_of(self, TensorBase t):
+        for i, a in enumerate(self.arg_tensors):
+            if a is t:
+                return i
+        return t
+
+    # -- the engine's calls -----------------------------------------------------------
+    def kernel(self, fn, arrays, kwargs, out, device, inputs):
+        self._step(K_KERNEL, fn, arrays, inputs, kwargs, out, device)
+
+    def write(self, fn, items, device, owner):
+        """fn(*items) writes into items[0] (device.copyto, device.setitem). Called before
+        the write, so a constant seen here first is copied intact."""
+        s = self.slot(items[0], owner)
+        self._step(K_WRITE, fn, items, None, None, None, device)
+        if any(s == e for e, _ in self.externals) or any(s == a for a, _ in self.arg_slots):
+            self.effects.append("an in-place write into a tensor from outside")
+
+    def created(self, arr, device):
+        if id(arr) not in self.slot_of:
+            self.created_ids.add(id(arr))
+            self.keep.append(arr)
+
+    def random(self, device, kind, shape, dtype, params, arr):
+        self._step(K_KERNEL, device.random, (kind, shape, dtype), None, params, arr, device)
+        self.effects.append("a random draw")
+
+    def backward_started(self, accumulate, create_graph):
+        if accumulate:
+            self.inner_backward = True
+            self.effects.append("a backward() that sets .grad")
+
+    def grad_accumulated(self, t, g, fresh, result):
+        self._step(K_ACCUM, None, (g,), None, None, result, (<TensorBase>t)._device,
+                   target=self._target_of(t), fresh=fresh)
+        self.effects.append("a backward() that sets .grad")
+
+    def grad_assigned(self, t):
+        g = (<TensorBase>t)._grad
+        items = () if g is None else ((<TensorBase>g)._data,)
+        self._step(K_SETGRAD, None, items, None, None, None, (<TensorBase>t)._device,
+                   target=self._target_of(t))
+        self.effects.append("a .grad assignment")
+
+
+class _SnapshotRecorder(_Recorder):
+    """A recorder that snapshots each constant when first seen, so that constants the
+    function later writes into can be restored to that value on every replay."""
+
+    def slot(self, arr, tensor=None):
+        s = self.slot_of.get(id(arr))
+        if s is not None:
+            return s
+        s = _Recorder.slot(self, arr, tensor)
+        ci = self.const_index.get(s)
+        if ci is not None:
+            self.constants[ci][2] = _copy_array(arr)
+        return s
+
+
+cdef object _copy_array(arr):
+    return arr.copy()
+
+
+# ---------------------------------------------------------------------------------------
+# A recorded program
+# ---------------------------------------------------------------------------------------
+
+class _ReplayCtx:
+    """What a replayed call keeps for its backward (the FunctionNode's ctx)."""
+    __slots__ = ("program", "slots", "args", "versions", "_saved")
+
+    def __init__(self, program, slots, args, versions):
+        self.program, self.slots, self.args, self.versions = program, slots, args, versions
+        self._saved = ()
+
+    def _release(self):
+        self.slots = None
+
+
+class _Program:
+    """The forward (and backward) programs recorded for one signature (filled in by
+    CompiledFunction._record)."""
+
+    def __init__(self, rec, signature, name):
+        self.signature = signature
+        self.name = name
+        self.arg_slots = tuple(rec.arg_slots)
+        self.forward = rec.steps
+        self.backward = None
+        self.grad_inputs = ()
+        self.inner_backward = rec.inner_backward
+
+    def describe(self):
+        fwd = [(<_Step>s).describe() for s in self.forward]
+        bwd = None if self.backward is None else [(<_Step>s).describe() for s in self.backward]
+        return {"forward": fwd, "backward": bwd}
+
+
+def _mutated_constants(rec, steps):
+    """Constants some step of `steps` writes into (they are copied afresh per replay)."""
+    out = set()
+    for st in steps:
+        if (<_Step>st).kind == K_WRITE:
+            s = (<_Step>st).idx[0]
+            if s in rec.const_index:
+                out.add(s)
+    return out
+
+
+def _freeze_constants(rec, steps):
+    """Keep the pristine copy only for constants that are written into."""
+    mutated = _mutated_constants(rec, steps)
+    for entry in rec.constants:
+        if entry[0] not in mutated:
+            entry[2] = None
+        elif entry[2] is None:  # pragma: no cover - every constant is snapshotted
+            entry[2] = _copy_array(entry[1])
+
+
+cdef list _initial_slots(object program, tuple args):
+    cdef list slots = [None] * program.nslots
+    for slot, i in program.arg_slots:
+        slots[slot] = (<TensorBase>args[i])._data
+    for slot, t in program.externals:
+        slots[slot] = (<TensorBase>t)._data
+    for slot, value in program.constants:
+        slots[slot] = value
+    for slot, pristine in program.mutable_constants:
+        slots[slot] = _copy_array(pristine)
+    return slots
+
+
+# ---------------------------------------------------------------------------------------
+# Signatures
+# ---------------------------------------------------------------------------------------
+
+def _describe_value(v):
+    if isinstance(v, TensorBase):
+        t = <TensorBase>v
+        return ("tensor", tuple(t._data.shape), t._data.dtype.str, t._device.name,
+                bool(t._requires_grad))
+    if isinstance(v, (bool, int, float, complex, str, bytes, type(None))):
+        return ("value", type(v).__name__, v)
+    if isinstance(v, (tuple, list)):
+        return (type(v).__name__,) + tuple(_describe_value(x) for x in v)
+    try:
+        hash(v)
+    except TypeError:
+        raise TypeError(
+            f"tg.compile: cannot use an argument of type {type(v).__name__} in the cache key; "
+            f"pass tensors, arrays, numbers, strings or tuples of them (or close over it)") from None
+    return ("object", type(v).__name__, v)
+
+
+_PART_NAMES = {1: "shape", 2: "dtype", 3: "device", 4: "requires_grad"}
+
+
+def _explain_difference(new, old):
+    """Which part of the signature differs, in words."""
+    if new[0] != old[0]:
+        return f"grad mode changed from {'enabled' if old[0] else 'disabled'} to " \
+               f"{'enabled' if new[0] else 'disabled'}"
+    if len(new[1]) != len(old[1]):
+        return f"the number of arguments changed from {len(old[1])} to {len(new[1])}"
+    for i, (a, b) in enumerate(zip(new[1], old[1])):
+        if a != b:
+            if a[0] == b[0] == "tensor":
+                for k, part in _PART_NAMES.items():
+                    if a[k] != b[k]:
+                        return f"argument {i}: {part} changed from {b[k]!r} to {a[k]!r}"
+            return f"argument {i} changed from {b!r} to {a!r}"
+    if new[2] != old[2]:
+        return f"keyword arguments changed from {old[2]!r} to {new[2]!r}"
+    if new[3] != old[3]:
+        return "which arguments are the same tensor changed"
+    return "the signature is the same"
+
+
+# ---------------------------------------------------------------------------------------
+# The compiled function
+# ---------------------------------------------------------------------------------------
+
+class CompiledFunction:
+    """A function compiled by :func:`tapegrad.compile`; call it like the original."""
+
+    def __init__(self, fn, cache_size=1024, explain=False, check=False):
+        if not callable(fn):
+            raise TypeError(f"tg.compile: expected a function, got {type(fn).__name__}")
+        if isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 1:
+            raise ValueError(f"tg.compile: cache_size must be a positive int, got {cache_size!r}")
+        self.fn = fn
+        self.cache_size = cache_size
+        self.explain = bool(explain)
+        self.check = bool(check)
+        self._cache = OrderedDict()
+        self._hits = 0
+        self._misses = 0
+        self.last_explanation = None
+        functools.update_wrapper(self, fn)
+
+    def cache_info(self):
+        """CacheInfo(hits, misses, size, maxsize), like functools.lru_cache's."""
+        return CacheInfo(self._hits, self._misses, len(self._cache), self.cache_size)
+
+    def cache_clear(self):
+        self._cache.clear()
+        self._hits = self._misses = 0
+
+    def programs(self):
+        """The recorded programs, newest last (for inspection and tests)."""
+        return list(self._cache.values())
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return self
+        return functools.partial(self, obj)
+
+    def __repr__(self):
+        return f"<tg.compile of {getattr(self.fn, '__qualname__', self.fn)!r}: {self.cache_info()}>"
+
+    # -- calling ------------------------------------------------------------------------
+    def __call__(self, *args, **kwargs):
+        args = tuple(_as_tensor_arg(a) for a in args)
+        grad_on = bool(_engine.is_grad_enabled())
+        tensors = tuple(a for a in args if isinstance(a, TensorBase))
+        aliases = tuple(next(j for j, b in enumerate(tensors) if (<TensorBase>b)._data is (<TensorBase>a)._data)
+                        for a in tensors)
+        key = (grad_on, tuple(_describe_value(a) for a in args),
+               tuple(sorted((k, _describe_value(v)) for k, v in kwargs.items())), aliases)
+        program = self._cache.get(key)
+        why = None
+        if program is not None:
+            why = _stale_externals(program)
+            if why is not None:
+                del self._cache[key]
+                program = None
+        if program is None:
+            self._misses += 1
+            if why is None and self._cache:
+                why = _explain_difference(key, next(reversed(self._cache)))
+            elif why is None:
+                why = "first call"
+            self.last_explanation = why
+            if self.explain:
+                _log.warning("tg.compile(%s): recording (%s)",
+                             getattr(self.fn, "__qualname__", self.fn), why)
+            return self._record(key, args, tensors, kwargs)
+        self._hits += 1
+        self._cache.move_to_end(key)
+        if self.check:
+            return self._checked(program, args, tensors, kwargs)
+        return _replay(program, args, tensors, grad_on)
+
+    def _record(self, key, args, tensors, kwargs):
+        name = f"compiled:{getattr(self.fn, '__name__', 'fn')}"
+        rec = _SnapshotRecorder(tensors)
+        with _RECORD_LOCK:
+            previous = _engine.set_tracer(rec)
+            try:
+                out = self.fn(*args, **kwargs)
+            finally:
+                _engine.set_tracer(previous)
+        outs, rebuild = _flatten(out)
+        program = _Program(rec, key, name)
+        program.rebuild = rebuild
+        program.out_slots = tuple(rec.slot((<TensorBase>o)._data, o) for o in outs)
+        program.out_devices = tuple((<TensorBase>o)._device for o in outs)
+        needs = [i for i, o in enumerate(outs) if (<TensorBase>o)._requires_grad]
+        if key[0] and needs and not rec.inner_backward:
+            _record_backward(rec, program, outs, needs, tensors)
+        _freeze_constants(rec, program.forward + (program.backward or []))
+        program.constants = tuple((s, v) for s, v, p in rec.constants if p is None)
+        program.mutable_constants = tuple((s, p) for s, v, p in rec.constants if p is not None)
+        program.externals = tuple(rec.externals)
+        program.ext_guard = tuple(((<TensorBase>t)._data.shape, (<TensorBase>t)._data.dtype,
+                                   (<TensorBase>t)._device, bool((<TensorBase>t)._requires_grad))
+                                  for _, t in rec.externals)
+        program.effects = tuple(dict.fromkeys(rec.effects))
+        program.nslots = rec.nslots
+        program.keep_after_forward = _slots_backward_reads(program)
+        self._cache[key] = program
+        if len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)
+        return out
+
+    def _checked(self, program, args, tensors, kwargs):
+        if program.effects:
+            raise RuntimeError(
+                f"tg.compile(check=True): {getattr(self.fn, '__qualname__', self.fn)} has side "
+                f"effects ({', '.join(program.effects)}); running it twice to compare would apply "
+                f"them twice. Check a function without them, or use check=False")
+        eager = self.fn(*args, **kwargs)
+        eager_outs, _ = _flatten(eager)
+        out = _replay(program, args, tensors, bool(_engine.is_grad_enabled()))
+        outs, _ = _flatten(out)
+        for i, (a, b) in enumerate(zip(outs, eager_outs)):
+            _compare(self.fn, f"output {i}", a, b)
+        if program.backward is not None and _engine.is_grad_enabled():
+            needs = [i for i, o in enumerate(eager_outs) if o.requires_grad]
+            seeds = [(<TensorBase>eager_outs[i])._device.ones(eager_outs[i].shape, eager_outs[i].dtype)
+                     for i in needs]
+            grad_inputs = _grad_inputs(program, tensors)
+            eager_grads = _engine.run_backward(
+                tuple(eager_outs[i] for i in needs),
+                tuple(_engine.new_tensor(s, (<TensorBase>eager_outs[i])._device) for s, i in zip(seeds, needs)),
+                True, False, grad_inputs, True)
+            compiled = _engine.run_backward(
+                tuple(outs[i] for i in needs),
+                tuple(_engine.new_tensor(s, (<TensorBase>outs[i])._device) for s, i in zip(seeds, needs)),
+                True, False, _grad_inputs(program, tensors), True)
+            for i, (a, b) in enumerate(zip(compiled, eager_grads)):
+                if (a is None) != (b is None):
+                    raise RuntimeError(f"tg.compile(check=True): gradient {i} of "
+                                       f"{getattr(self.fn, '__qualname__', self.fn)} is "
+                                       f"{'None' if a is None else 'set'} when compiled but "
+                                       f"{'None' if b is None else 'set'} when eager")
+                if a is not None:
+                    _compare(self.fn, f"gradient {i}", a, b)
+        return out
+
+
+def _as_tensor_arg(a):
+    if isinstance(a, np.ndarray):
+        return _engine.new_tensor(_engine.default_device().asarray(a), _engine.default_device())
+    return a
+
+
+def _stale_externals(program):
+    """Why a closed-over tensor no longer matches the recording, or None."""
+    for k, ((slot, t), (shape, dtype, device, rg)) in enumerate(zip(program.externals, program.ext_guard)):
+        tb = <TensorBase>t
+        if tb._data.shape != shape or tb._data.dtype != dtype or tb._device is not device \
+                or bool(tb._requires_grad) != rg:
+            return (f"closed-over tensor {k} changed: was shape {shape}, {dtype}, "
+                    f"{device.name}, requires_grad={rg}; now shape {tuple(tb._data.shape)}, "
+                    f"{tb._data.dtype}, {tb._device.name}, requires_grad={bool(tb._requires_grad)}")
+    return None
+
+
+def _flatten(out):
+    """(tensors, rebuild): the function's result as a flat tuple of tensors."""
+    if isinstance(out, TensorBase):
+        return (out,), None
+    if isinstance(out, (tuple, list)) and all(isinstance(o, TensorBase) for o in out):
+        return tuple(out), type(out)
+    if out is None:
+        return (), "none"
+    raise TypeError(
+        f"tg.compile: the function must return a Tensor, a tuple or list of Tensors, or None; "
+        f"it returned {type(out).__name__}")
+
+
+def _grad_inputs(program, tuple tensors):
+    out = []
+    for spec in program.grad_inputs:
+        out.append(tensors[spec] if type(spec) is int else spec)
+    return tuple(out)
+
+
+def _record_backward(rec, program, outs, needs, tensors):
+    """Run one backward over the eager graph with placeholder cotangents, recording it."""
+    grad_inputs = []
+    specs = []
+    for i, t in enumerate(tensors):
+        if (<TensorBase>t)._requires_grad and not any(t is u for u in tensors[:i]):
+            grad_inputs.append(t)
+            specs.append(i)
+    for slot, t in rec.externals:
+        if (<TensorBase>t)._requires_grad and not any(t is u for u in grad_inputs):
+            grad_inputs.append(t)
+            specs.append(t)
+    if not grad_inputs:
+        return
+    seeds, seed_slots = [], []
+    for i in needs:
+        o = <TensorBase>outs[i]
+        arr = o._device.ones(o._data.shape, o._data.dtype)
+        seed_slots.append(rec._new_slot(arr))
+        seeds.append(_engine.new_tensor(arr, o._device))
+    forward = rec.steps
+    rec.steps = []
+    rec.phase = "backward"
+    with _RECORD_LOCK:
+        previous = _engine.set_tracer(rec)
+        try:
+            grads = _engine.run_backward(tuple(outs[i] for i in needs), tuple(seeds), True, False,
+                                         tuple(grad_inputs), True)
+        finally:
+            _engine.set_tracer(previous)
+    program.backward = rec.steps
+    rec.steps = forward
+    program.seed_slots = tuple(seed_slots)
+    program.needs = tuple(needs)
+    program.grad_inputs = tuple(specs)
+    program.grad_slots = tuple(None if g is None else rec.slot((<TensorBase>g)._data)
+                               for g in grads)
+
+
+def _slots_backward_reads(program):
+    """Slots written before the backward that the backward program reads."""
+    if program.backward is None:
+        return ()
+    written = set(program.seed_slots)
+    reads = set()
+    for st in program.backward:
+        for k in (<_Step>st).idx:
+            if k >= 0 and k not in written:
+                reads.add(k)
+        if (<_Step>st).kwslots:
+            for _, _, k in (<_Step>st).kwslots:
+                if k not in written:
+                    reads.add(k)
+        if (<_Step>st).out >= 0:
+            written.add((<_Step>st).out)
+    for k in program.grad_slots:
+        if k is not None and k not in written:
+            reads.add(k)
+    return tuple(sorted(reads))
+
+
+cdef object _replay(object program, tuple args, tuple tensors, bint grad_on):
+    cdef list slots = _initial_slots(program, tensors)
+    _run(program.forward, slots, tensors)
+    outs = tuple(_engine.new_tensor(slots[s], d) for s, d in zip(program.out_slots, program.out_devices))
+    if program.backward is not None and grad_on:
+        grad_inputs = _grad_inputs(program, tensors)
+        keep = [None] * program.nslots
+        for k in program.keep_after_forward:
+            keep[k] = slots[k]
+        # Tensors whose arrays the backward reads: an in-place write to one of them after
+        # this call must make backward() raise, as it would eagerly.
+        versions = tuple((t, t._version) for t in grad_inputs + tuple(
+            t for _, t in program.externals) + tuple(tensors))
+        ctx = _ReplayCtx(program, keep, tensors, versions)
+        needed = tuple(outs[i] for i in program.needs)
+        mask = tuple(True for _ in grad_inputs)
+        _engine.attach_function_node(program.name, ctx, _backward_fn, grad_inputs, needed, mask)
+        return _rebuild(program, outs)
+    return _rebuild(program, outs)
+
+
+def _rebuild(program, outs):
+    if program.rebuild is None:
+        return outs[0]
+    if program.rebuild == "none":
+        return None
+    return program.rebuild(outs)
+
+
+def _backward_fn(ctx, *grads):
+    if _engine.is_grad_enabled():
+        raise RuntimeError(
+            f"{ctx.program.name}: backward with create_graph=True (double backward) through a "
+            f"tg.compile'd function is not supported: its backward is a recorded kernel list, "
+            f"not tapegrad ops. Call the function uncompiled where you need higher derivatives")
+    if ctx.slots is None:
+        raise RuntimeError(
+            f"Trying to backward through the graph a second time: the values "
+            f"'{ctx.program.name}' saved for its gradient were already freed by an earlier "
+            f"backward(). Pass retain_graph=True to the first backward()")
+    for t, v in ctx.versions:
+        if t._version != v:
+            raise RuntimeError(
+                f"one of the values needed for gradient computation has been modified by an "
+                f"in-place operation: a tensor of shape {tuple(t.shape)} that "
+                f"'{ctx.program.name}' read is at version {t._version}; it was at version {v} "
+                f"when the compiled function ran. Use an out-of-place op (or .clone()) before "
+                f"modifying it.")
+    cdef list slots = list(ctx.slots)
+    program = ctx.program
+    for s, g in zip(program.seed_slots, grads):
+        slots[s] = (<TensorBase>g)._data
+    _run(program.backward, slots, ctx.args)
+    grads = []
+    for spec, s in zip(program.grad_inputs, program.grad_slots):
+        t = ctx.args[spec] if type(spec) is int else spec
+        grads.append(None if s is None else _engine.new_tensor(slots[s], (<TensorBase>t)._device))
+    return tuple(grads)
+
+
+cdef void _compare(fn, what, a, b) except *:
+    x, y = np.asarray(a.numpy()), np.asarray(b.numpy())
+    if x.shape != y.shape or x.dtype != y.dtype or not np.array_equal(x, y, equal_nan=True):
+        diff = np.max(np.abs(x.astype(np.float64) - y.astype(np.float64))) if x.shape == y.shape else None
+        raise RuntimeError(
+            f"tg.compile(check=True): {what} of {getattr(fn, '__qualname__', fn)} differs between "
+            f"the compiled replay (shape {x.shape}, {x.dtype}) and eager (shape {y.shape}, "
+            f"{y.dtype}); max abs difference {diff}. The function probably branches on tensor "
+            f"values or reads a tensor that is a new object on each call: such choices are "
+            f"baked in when it records (see docs/compile.md)")
+
+
+def compile(fn=None, *, cache_size=1024, explain=False, check=False):
+    """Compile `fn`: record its kernels once per signature, then replay them.
+
+    The first call with a new signature (each argument's shape, dtype, device and
+    requires_grad; other arguments by value; grad mode) runs `fn` eagerly and records
+    every kernel it calls and, when its outputs need gradients, the kernels of their
+    backward. Later calls with that signature replay both recordings from a flat list,
+    without Python dispatch; results and gradients are bit-identical to eager. Up to
+    `cache_size` signatures are kept (least recently used dropped first);
+    ``cache_info()`` counts hits and misses. ``explain=True`` logs (logger
+    ``tapegrad.compile``) why a call recorded again; ``check=True`` also runs `fn`
+    eagerly on every call and raises if anything differs.
+
+    Python control flow on tensor values (``if x.sum() > 0``) is baked in at record
+    time, and so is a tensor read from outside that is a new object on each call (pass
+    those as arguments); closed-over tensors such as parameters are read afresh on
+    each call. Also a decorator: ``@tg.compile`` or ``@tg.compile(cache_size=8)``.
+
+    >>> import tapegrad as tg
+    >>> w = tg.tensor([1.0, 2.0], requires_grad=True)
+    >>> @tg.compile
+    ... def loss(x):
+    ...     return (tg.tanh(x * w) ** 2).sum()
+    >>> for _ in range(3):
+    ...     loss(tg.tensor([0.5, -0.5])).backward()
+    >>> loss.cache_info()
+    CacheInfo(hits=2, misses=1, size=1, maxsize=1024)
+    >>> w.grad.shape
+    (2,)
+    """
+    if fn is None:
+        return lambda f: CompiledFunction(f, cache_size, explain, check)
+    return CompiledFunction(fn, cache_size, explain, check)
