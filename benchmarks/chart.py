@@ -16,7 +16,9 @@ import json
 import sys
 from pathlib import Path
 
-SERIES = (("tapegrad/numpy", "tapegrad", "#3b6ea8"), ("torch/numpy", "PyTorch CPU", "#d9822b"))
+SERIES = (("tapegrad/numpy", "tapegrad (eager)", "#3b6ea8"),
+          ("tapegrad-compiled/numpy", "tapegrad (tg.compile)", "#6aa84f"),
+          ("torch/numpy", "PyTorch CPU", "#d9822b"))
 
 
 def collect(paths):
@@ -43,9 +45,9 @@ def draw(rows, out, title="tapegrad benchmarks: time relative to NumPy with a ha
     if not rows:
         raise ValueError("no workload with ratios in the given results")
     fig, ax = plt.subplots(figsize=(max(6.0, 1.3 * len(rows) + 2), 4.2), dpi=120)
-    width = 0.38
+    width = 0.8 / len(SERIES)
     for k, (series, label, color) in enumerate(SERIES):
-        xs = [i + (k - 0.5) * width for i in range(len(rows))]
+        xs = [i + (k - (len(SERIES) - 1) / 2) * width for i in range(len(rows))]
         ys = [r.get(series) for _, r in rows]
         present = [(x, y) for x, y in zip(xs, ys) if y is not None]
         if not present:

@@ -58,6 +58,8 @@ LIBRARIES: dict[str, Library] = {
         Library("numpy", "numpy", False,
                 "NumPy with a hand-written backward: the floor, no framework overhead"),
         Library("tapegrad", "tapegrad", False, "tapegrad, the library under test"),
+        Library("tapegrad-compiled", "tapegrad", False,
+                "tapegrad with the step under tg.compile (recorded once, then replayed)"),
         Library("torch", "torch", True, "PyTorch on the CPU (optional)"),
     )
 }

@@ -27,7 +27,8 @@ from .runner import REPO_ROOT, LibraryRun, SuiteRun, WorkloadRun
 SCHEMA_VERSION = 1
 
 # (numerator, denominator) of the ratios reported, in table order.
-RATIOS = (("tapegrad", "numpy"), ("torch", "numpy"), ("tapegrad", "torch"))
+RATIOS = (("tapegrad", "numpy"), ("tapegrad-compiled", "numpy"), ("torch", "numpy"),
+          ("tapegrad", "torch"), ("tapegrad-compiled", "torch"))
 
 
 # -- figures --------------------------------------------------------------------------

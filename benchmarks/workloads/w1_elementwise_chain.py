@@ -113,6 +113,35 @@ def tapegrad_case(params) -> Case:
                 outputs=lambda r: {"loss": r[0].item(), "grad": r[1].grad.numpy()})
 
 
+@W1.implementation("tapegrad-compiled")
+def tapegrad_compiled_case(params) -> Case:
+    """The same chain under ``tg.compile``: recorded on the first call, then replayed
+    (forward and backward) from flat kernel lists."""
+    import tapegrad as tg
+
+    x0, cycles, a, b = initial_x(params), _cycles(params), params["scale"], params["shift"]
+    sin, tanh, tensor = tg.sin, tg.tanh, tg.tensor
+
+    @tg.compile
+    def chain(x):
+        for _ in range(cycles):
+            x = sin(x)
+            x = x * a
+            x = x + b
+            x = tanh(x)
+            x = x - b
+        return x.sum()
+
+    def run():
+        leaf = tensor(x0, requires_grad=True)
+        loss = chain(leaf)
+        loss.backward()
+        return loss, leaf
+
+    return Case(run=run,
+                outputs=lambda r: {"loss": r[0].item(), "grad": r[1].grad.numpy()})
+
+
 @W1.implementation("torch")
 def torch_case(params) -> Case:
     """The same chain in PyTorch (CPU, float64)."""

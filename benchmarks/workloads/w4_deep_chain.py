@@ -67,6 +67,30 @@ def tapegrad_case(params):
     return Case(run=run, outputs=lambda r: {"value": r[0].numpy(), "grad": r[1].grad.numpy()})
 
 
+@W4.implementation("tapegrad-compiled")
+def tapegrad_compiled_case(params):
+    """The chain under ``tg.compile`` (recorded once, then replayed)."""
+    import tapegrad as tg
+
+    cycles, a, b = params["n_ops"] // 2, params["scale"], params["shift"]
+    x0 = np.ones(1)
+
+    @tg.compile
+    def chain(x):
+        for _ in range(cycles):
+            x = x * a
+            x = x - b
+        return x
+
+    def run():
+        leaf = tg.tensor(x0, requires_grad=True)
+        x = chain(leaf)
+        x.backward()
+        return x, leaf
+
+    return Case(run=run, outputs=lambda r: {"value": r[0].numpy(), "grad": r[1].grad.numpy()})
+
+
 @W4.implementation("torch")
 def torch_case(params):
     import torch

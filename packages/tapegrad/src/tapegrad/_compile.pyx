@@ -53,16 +53,16 @@ DEF K_SETGRAD = 3     # target.grad = None, or a tensor over slots[args[0]]
 
 @cython.final
 cdef class _Step:
-    cdef int kind
-    cdef object fn
-    cdef tuple idx            # per positional argument: a slot, or -1 for the literal
-    cdef tuple lits           # the literals (None where idx names a slot)
-    cdef dict kwargs          # keyword parameters, or None
-    cdef tuple kwslots        # ((key, position or -1, slot), ...): parameters that are slots
-    cdef Py_ssize_t out       # slot written, or -1
+    cdef readonly int kind
+    cdef readonly object fn
+    cdef readonly tuple idx   # per positional argument: a slot, or -1 for the literal
+    cdef readonly tuple lits  # the literals (None where idx names a slot)
+    cdef readonly dict kwargs  # keyword parameters, or None
+    cdef readonly tuple kwslots  # ((key, position or -1, slot), ...): parameters that are slots
+    cdef readonly Py_ssize_t out  # slot written, or -1
     cdef Device device        # to wrap a non-array kernel result (NumPy's 0-d scalars)
-    cdef object target        # K_ACCUM/K_SETGRAD: the tensor, or an int (argument index)
-    cdef bint fresh
+    cdef readonly object target  # K_ACCUM/K_SETGRAD: the tensor, or an int (argument index)
+    cdef readonly bint fresh
 
     def describe(self):
         name = getattr(self.fn, "__name__", None) or type(self.fn).__name__
@@ -144,6 +144,7 @@ class _Recorder:
         self.phase = "forward"
         self.effects = []              # what a check=True run could not repeat safely
         self.inner_backward = False
+        self.guards = []               # (value_fn, value when recorded)
         for i, t in enumerate(arg_tensors):
             arr = (<TensorBase>t)._data
             if id(arr) not in self.slot_of:
@@ -231,6 +232,9 @@ class _Recorder:
     def random(self, device, kind, shape, dtype, params, arr):
         self._step(K_KERNEL, device.random, (kind, shape, dtype), None, params, arr, device)
         self.effects.append("a random draw")
+
+    def guard(self, value_fn):
+        self.guards.append((value_fn, value_fn()))
 
     def backward_started(self, accumulate, create_graph):
         if accumulate:
@@ -484,6 +488,7 @@ class CompiledFunction:
                                    (<TensorBase>t)._device, bool((<TensorBase>t)._requires_grad))
                                   for _, t in rec.externals)
         program.effects = tuple(dict.fromkeys(rec.effects))
+        program.guards = tuple(rec.guards)
         program.nslots = rec.nslots
         program.keep_after_forward = _slots_backward_reads(program)
         self._cache[key] = program
@@ -534,7 +539,12 @@ def _as_tensor_arg(a):
 
 
 def _stale_externals(program):
-    """Why a closed-over tensor no longer matches the recording, or None."""
+    """Why a closed-over tensor or a guarded value no longer matches the recording, or None."""
+    for value_fn, value in program.guards:
+        now = value_fn()
+        if now != value:
+            return (f"a value guarded by {getattr(value_fn, '__qualname__', value_fn)} changed "
+                    f"from {value!r} to {now!r}")
     for k, ((slot, t), (shape, dtype, device, rg)) in enumerate(zip(program.externals, program.ext_guard)):
         tb = <TensorBase>t
         if tb._data.shape != shape or tb._data.dtype != dtype or tb._device is not device \
@@ -731,3 +741,29 @@ def compile(fn=None, *, cache_size=1024, explain=False, check=False):
     if fn is None:
         return lambda f: CompiledFunction(f, cache_size, explain, check)
     return CompiledFunction(fn, cache_size, explain, check)
+
+
+def compile_guard(value_fn):
+    """Make tg.compile record again when ``value_fn()`` changes.
+
+    For code that a compiled function may call and whose kernels depend on Python state
+    (hyperparameters, step counters, which buffers exist yet): while a function records,
+    ``value_fn()`` is evaluated and kept; each later call evaluates it again before
+    replaying and records afresh if the value differs. Outside a recording it does
+    nothing. The optimizers of tg.optim guard their hyperparameters and state this way.
+
+    >>> import tapegrad as tg
+    >>> scale = {"k": 2.0}
+    >>> def f(x):
+    ...     tg.compile_guard(lambda: scale["k"])
+    ...     return x * scale["k"]
+    >>> cf = tg.compile(f)
+    >>> cf(tg.ones(1)).item(), cf(tg.ones(1)).item()
+    (2.0, 2.0)
+    >>> scale["k"] = 5.0
+    >>> cf(tg.ones(1)).item(), cf.cache_info().misses
+    (5.0, 2)
+    """
+    tracer = _engine.get_tracer()
+    if tracer is not None:
+        tracer.guard(value_fn)

@@ -232,6 +232,7 @@ class Optimizer:
         >>> opt.zero_grad(); w.grad is None
         True
         """
+        tg.compile_guard(self._compile_key)    # it branches on which .grad are None
         for group in self.param_groups:
             for p in group["params"]:
                 if p.grad is None:
@@ -254,10 +255,23 @@ class Optimizer:
         raise NotImplementedError(f"{self._name}.step() is not implemented")
 
     def _closure_loss(self, closure):
+        # Every step() starts here. Under tg.compile the update's kernels depend on the
+        # hyperparameters, on which parameters have a gradient and on the Python state
+        # (step counts, which buffers exist): a change in any of them records again.
+        tg.compile_guard(self._compile_key)
         if closure is None:
             return None
         with tg.enable_grad():
             return closure()
+
+    def _compile_key(self):
+        groups = tuple(tuple((k, repr(v)) for k, v in sorted(g.items()) if k != "params")
+                       for g in self.param_groups)
+        params = tuple((p.grad is None,
+                        tuple((k, v if isinstance(v, (int, float, bool)) else type(v).__name__)
+                              for k, v in sorted(self.state.get(p, {}).items())))
+                       for g in self.param_groups for p in g["params"])
+        return groups, params
 
     def _params_with_grad(self, group):
         for p in group["params"]:
