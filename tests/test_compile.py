@@ -417,3 +417,38 @@ def test_tg_grad_inside_a_compiled_function():
 def test_bad_inputs(make, exc, pattern):
     with pytest.raises(exc, match=pattern):
         make()
+
+
+def test_a_compiled_function_called_while_another_records_is_recorded_into_it():
+    inner = tg.compile(lambda x: tg.exp(x) * 2.0)
+    inner(tg.ones(2))                      # cached: would replay if called alone
+    outer = tg.compile(lambda x: inner(x) + 1.0)
+    for k in (0.0, 1.0, 2.0):
+        _same(outer(tg.full(2, k)), 2.0 * np.exp(np.full(2, k)) + 1.0)
+    assert len(outer.programs()[0].forward) == 3      # exp, multiply, add
+
+
+def test_other_threads_eager_work_stays_out_of_a_recording():
+    import threading
+
+    recording, done = threading.Event(), threading.Event()
+
+    def slow(x):
+        y = x * 2.0
+        recording.set()
+        assert done.wait(10)
+        return y
+
+    def other():
+        assert recording.wait(10)
+        a = tg.ones(3)
+        for _ in range(5):
+            a = tg.sin(a) + 1.0
+        done.set()
+
+    compiled = tg.compile(slow)
+    thread = threading.Thread(target=other)
+    thread.start()
+    compiled(tg.ones(2))
+    thread.join()
+    assert len(compiled.programs()[0].forward) == 1

@@ -27,6 +27,7 @@ raises on any difference.
 import functools
 import logging
 import threading
+from threading import get_ident
 from collections import OrderedDict, namedtuple
 
 import numpy as np
@@ -145,6 +146,7 @@ class _Recorder:
         self.effects = []              # what a check=True run could not repeat safely
         self.inner_backward = False
         self.guards = []               # (value_fn, value when recorded)
+        self.thread = get_ident()      # only this thread's calls belong to the recording
         for i, t in enumerate(arg_tensors):
             arr = (<TensorBase>t)._data
             if id(arr) not in self.slot_of:
@@ -214,39 +216,55 @@ class _Recorder:
 
     # -- the engine's calls -----------------------------------------------------------
     def kernel(self, fn, arrays, kwargs, out, device, inputs):
+        if get_ident() != self.thread:   # another thread's eager work
+            return
         self._step(K_KERNEL, fn, arrays, inputs, kwargs, out, device)
 
     def write(self, fn, items, device, owner):
         """fn(*items) writes into items[0] (device.copyto, device.setitem). Called before
         the write, so a constant seen here first is copied intact."""
+        if get_ident() != self.thread:   # another thread's eager work
+            return
         s = self.slot(items[0], owner)
         self._step(K_WRITE, fn, items, None, None, None, device)
         if any(s == e for e, _ in self.externals) or any(s == a for a, _ in self.arg_slots):
             self.effects.append("an in-place write into a tensor from outside")
 
     def created(self, arr, device):
+        if get_ident() != self.thread:   # another thread's eager work
+            return
         if id(arr) not in self.slot_of:
             self.created_ids.add(id(arr))
             self.keep.append(arr)
 
     def random(self, device, kind, shape, dtype, params, arr):
+        if get_ident() != self.thread:   # another thread's eager work
+            return
         self._step(K_KERNEL, device.random, (kind, shape, dtype), None, params, arr, device)
         self.effects.append("a random draw")
 
     def guard(self, value_fn):
+        if get_ident() != self.thread:   # another thread's eager work
+            return
         self.guards.append((value_fn, value_fn()))
 
     def backward_started(self, accumulate, create_graph):
+        if get_ident() != self.thread:   # another thread's eager work
+            return
         if accumulate:
             self.inner_backward = True
             self.effects.append("a backward() that sets .grad")
 
     def grad_accumulated(self, t, g, fresh, result):
+        if get_ident() != self.thread:   # another thread's eager work
+            return
         self._step(K_ACCUM, None, (g,), None, None, result, (<TensorBase>t)._device,
                    target=self._target_of(t), fresh=fresh)
         self.effects.append("a backward() that sets .grad")
 
     def grad_assigned(self, t):
+        if get_ident() != self.thread:   # another thread's eager work
+            return
         g = (<TensorBase>t)._grad
         items = () if g is None else ((<TensorBase>g)._data,)
         self._step(K_SETGRAD, None, items, None, None, None, (<TensorBase>t)._device,
@@ -432,6 +450,10 @@ class CompiledFunction:
 
     # -- calling ------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
+        if _engine.get_tracer() is not None:
+            # Called while another compiled function records: run eagerly, so that the
+            # outer recording sees (and replays) these kernels too.
+            return self.fn(*args, **kwargs)
         args = tuple(_as_tensor_arg(a) for a in args)
         grad_on = bool(_engine.is_grad_enabled())
         tensors = tuple(a for a in args if isinstance(a, TensorBase))
@@ -648,7 +670,7 @@ cdef object _replay(object program, tuple args, tuple tensors, bint grad_on):
         # Tensors whose arrays the backward reads: an in-place write to one of them after
         # this call must make backward() raise, as it would eagerly.
         versions = tuple((t, t._version) for t in grad_inputs + tuple(
-            t for _, t in program.externals) + tuple(tensors))
+            t for _, t in program.externals) + tuple(tensors) + outs)
         ctx = _ReplayCtx(program, keep, tensors, versions)
         needed = tuple(outs[i] for i in program.needs)
         mask = tuple(True for _ in grad_inputs)
