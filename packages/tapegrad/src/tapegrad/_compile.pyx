@@ -751,14 +751,14 @@ def compile(fn=None, *, cache_size=1024, explain=False, check=False):
     >>> import tapegrad as tg
     >>> w = tg.tensor([1.0, 2.0], requires_grad=True)
     >>> @tg.compile
-    ... def loss(x):
-    ...     return (tg.tanh(x * w) ** 2).sum()
+    ... def f(x):
+    ...     return x + w + w
     >>> for _ in range(3):
-    ...     loss(tg.tensor([0.5, -0.5])).backward()
-    >>> loss.cache_info()
+    ...     f(tg.tensor([0.5, -0.5])).backward(tg.ones(2))
+    >>> f.cache_info()
     CacheInfo(hits=2, misses=1, size=1, maxsize=1024)
-    >>> w.grad.shape
-    (2,)
+    >>> w.grad
+    tensor([6., 6.])
     """
     if fn is None:
         return lambda f: CompiledFunction(f, cache_size, explain, check)
@@ -778,13 +778,13 @@ def compile_guard(value_fn):
     >>> scale = {"k": 2.0}
     >>> def f(x):
     ...     tg.compile_guard(lambda: scale["k"])
-    ...     return x * scale["k"]
+    ...     return x + scale["k"]
     >>> cf = tg.compile(f)
     >>> cf(tg.ones(1)).item(), cf(tg.ones(1)).item()
-    (2.0, 2.0)
+    (3.0, 3.0)
     >>> scale["k"] = 5.0
     >>> cf(tg.ones(1)).item(), cf.cache_info().misses
-    (5.0, 2)
+    (6.0, 2)
     """
     tracer = _engine.get_tracer()
     if tracer is not None:
