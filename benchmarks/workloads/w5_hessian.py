@@ -81,6 +81,27 @@ def tapegrad_case(params) -> Case:
     return Case(run=run, outputs=lambda H: {"hessian": H.numpy()})
 
 
+@W5.implementation("tapegrad-compiled")
+def tapegrad_compiled_case(params) -> Case:
+    """The same ``tg.hessian`` call under ``tg.compile``: its double backward passes are
+    recorded once and replayed as one kernel list."""
+    import tapegrad as tg
+
+    W_np, x_np = _data(params)
+    W, x = tg.tensor(W_np), tg.tensor(x_np)
+    tanh, hessian = tg.tanh, tg.hessian
+
+    def f(x):
+        return tanh(W @ x).sum()
+
+    compiled = tg.compile(lambda x: hessian(f, x))
+
+    def run():
+        return compiled(x)
+
+    return Case(run=run, outputs=lambda H: {"hessian": H.numpy()})
+
+
 @W5.implementation("torch")
 def torch_case(params) -> Case:
     """``torch.autograd.functional.hessian`` (CPU, float64, its defaults)."""
