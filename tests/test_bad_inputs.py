@@ -320,6 +320,23 @@ CASES = [
     C("tapegrad-higher", "hvp", "a vector of the wrong shape",
       "tg.hvp(lambda v: (v ** 2).sum(), tg.ones(3), tg.ones(2))", ValueError,
       r"v\[0\] has shape \(2,\), but input 0 has shape \(3,\)"),
+    # -- core: tg.compile -------------------------------------------------------------------
+    C("tapegrad", "compile", "something that is not a function",
+      "tg.compile(3)", TypeError, r"tg.compile: expected a function, got int"),
+    C("tapegrad", "compile", "cache_size 0",
+      "tg.compile(lambda x: x, cache_size=0)", ValueError, r"cache_size must be a positive int"),
+    C("tapegrad", "compile", "an argument that cannot be a cache key",
+      "tg.compile(lambda d: d)({'a': 1})", TypeError, r"cannot use an argument of type dict"),
+    C("tapegrad", "compile", "a function returning a number",
+      "tg.compile(lambda x: 3.0)(tg.ones(1))", TypeError, r"must return a Tensor.*returned float"),
+    C("tapegrad", "compile", "create_graph=True through a compiled function",
+      "tg.grad(f(x), x, create_graph=True)", RuntimeError,
+      r"create_graph=True \(double backward\) through a tg.compile'd function is not supported",
+      setup="f = tg.compile(lambda v: (v * v).sum()); x = tg.ones(2, requires_grad=True); f(x)"),
+    C("tapegrad", "compile", "check=True, and a Python branch on a value",
+      "f(-tg.ones(2))", RuntimeError, r"output 0 of .* differs between the compiled replay .* and eager",
+      setup="f = tg.compile(lambda v: v * 2.0 if v.sum().item() > 0 else -v, check=True); "
+            "f(tg.ones(2))"),
 ]
 
 
