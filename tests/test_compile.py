@@ -452,3 +452,24 @@ def test_other_threads_eager_work_stays_out_of_a_recording():
     compiled(tg.ones(2))
     thread.join()
     assert len(compiled.programs()[0].forward) == 1
+
+
+def test_a_returned_constant_is_a_fresh_copy_and_replay_errors_name_the_function():
+    @tg.compile
+    def make(x):
+        return tg.zeros(2), x * 1.0
+
+    a, _ = make(tg.ones(2))
+    b, _ = make(tg.ones(2))
+    b += 5.0
+    c, _ = make(tg.ones(2))
+    _same(c, [0.0, 0.0])
+
+    @tg.compile
+    def loss(x, y):
+        return tg.cross_entropy(x, y)
+
+    loss(tg.ones((2, 3)), np.array([0, 1]))
+    with pytest.raises(IndexError, match="out of range") as info:
+        loss(tg.ones((2, 3)), np.array([0, 7]))
+    assert any("while replaying compiled:loss" in note for note in info.value.__notes__)

@@ -203,6 +203,13 @@ class _Recorder:
                         if self._is_array(v, device) and id(v) in self.slot_of:
                             kws.append((key, pos, self.slot_of[id(v)]))
             st.kwslots = tuple(kws) if kws else None
+            for key, pos, _ in kws:   # the template must not keep record-time arrays alive
+                if pos < 0:
+                    st.kwargs[key] = None
+                else:
+                    seq = list(st.kwargs[key])
+                    seq[pos] = None
+                    st.kwargs[key] = tuple(seq)
         st.out = -1 if out is None else self._new_slot(out)
         st.target, st.fresh = target, fresh
         self.steps.append(st)
@@ -510,6 +517,8 @@ class CompiledFunction:
                                    (<TensorBase>t)._device, bool((<TensorBase>t)._requires_grad))
                                   for _, t in rec.externals)
         program.effects = tuple(dict.fromkeys(rec.effects))
+        # A constant returned as an output is copied per call: the caller may write into it.
+        program.constant_outs = frozenset(s for s in program.out_slots if s in rec.const_index)
         program.guards = tuple(rec.guards)
         program.nslots = rec.nslots
         program.keep_after_forward = _slots_backward_reads(program)
@@ -660,8 +669,15 @@ def _slots_backward_reads(program):
 
 cdef object _replay(object program, tuple args, tuple tensors, bint grad_on):
     cdef list slots = _initial_slots(program, tensors)
-    _run(program.forward, slots, tensors)
-    outs = tuple(_engine.new_tensor(slots[s], d) for s, d in zip(program.out_slots, program.out_devices))
+    try:
+        _run(program.forward, slots, tensors)
+    except Exception as exc:
+        exc.add_note(f"(while replaying {program.name}; the same call ran eagerly when it "
+                     f"recorded: an input it could not check, like a label value, may differ)")
+        raise
+    outs = tuple(_engine.new_tensor(slots[s] if s not in program.constant_outs
+                                    else _copy_array(slots[s]), d)
+                 for s, d in zip(program.out_slots, program.out_devices))
     if program.backward is not None and grad_on:
         grad_inputs = _grad_inputs(program, tensors)
         keep = [None] * program.nslots
