@@ -36,7 +36,7 @@ cimport cython
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from cpython.ref cimport Py_INCREF
 
-from tapegrad._engine cimport Device, TensorBase
+from tapegrad._engine cimport Device, TensorBase, VersionCounter
 
 from tapegrad import _engine
 
@@ -314,9 +314,17 @@ class _ReplayCtx:
         self.slots = None
 
 
-class _Program:
+cdef class _Program:
     """The forward (and backward) programs recorded for one signature (filled in by
     CompiledFunction._record)."""
+    cdef public object signature, name, rebuild
+    cdef public tuple arg_slots, grad_inputs, out_slots, out_devices, needs, seed_slots
+    cdef public tuple grad_slots, constants, mutable_constants, externals, ext_guard
+    cdef public tuple effects, guards, keep_after_forward
+    cdef public frozenset constant_outs
+    cdef public list forward, backward
+    cdef public bint inner_backward
+    cdef public Py_ssize_t nslots
 
     def __init__(self, rec, signature, name):
         self.signature = signature
@@ -354,7 +362,7 @@ def _freeze_constants(rec, steps):
             entry[2] = _copy_array(entry[1])
 
 
-cdef list _initial_slots(object program, tuple args):
+cdef list _initial_slots(_Program program, tuple args):
     cdef list slots = [None] * program.nslots
     for slot, i in program.arg_slots:
         slots[slot] = (<TensorBase>args[i])._data
@@ -371,11 +379,11 @@ cdef list _initial_slots(object program, tuple args):
 # Signatures
 # ---------------------------------------------------------------------------------------
 
-def _describe_value(v):
+cdef object _describe_value(object v):
+    cdef TensorBase t
     if isinstance(v, TensorBase):
         t = <TensorBase>v
-        return ("tensor", tuple(t._data.shape), t._data.dtype.str, t._device.name,
-                bool(t._requires_grad))
+        return ("tensor", t._data.shape, t._data.dtype, t._device.name, t._requires_grad)
     if isinstance(v, (bool, int, float, complex, str, bytes, type(None))):
         return ("value", type(v).__name__, v)
     if isinstance(v, (tuple, list)):
@@ -392,6 +400,10 @@ def _describe_value(v):
 _PART_NAMES = {1: "shape", 2: "dtype", 3: "device", 4: "requires_grad"}
 
 
+def _fmt(value):
+    return str(value) if isinstance(value, np.dtype) else repr(value)
+
+
 def _explain_difference(new, old):
     """Which part of the signature differs, in words."""
     if new[0] != old[0]:
@@ -404,7 +416,7 @@ def _explain_difference(new, old):
             if a[0] == b[0] == "tensor":
                 for k, part in _PART_NAMES.items():
                     if a[k] != b[k]:
-                        return f"argument {i}: {part} changed from {b[k]!r} to {a[k]!r}"
+                        return f"argument {i}: {part} changed from {_fmt(b[k])} to {_fmt(a[k])}"
             return f"argument {i} changed from {b!r} to {a!r}"
     if new[2] != old[2]:
         return f"keyword arguments changed from {old[2]!r} to {new[2]!r}"
@@ -461,13 +473,8 @@ class CompiledFunction:
             # Called while another compiled function records: run eagerly, so that the
             # outer recording sees (and replays) these kernels too.
             return self.fn(*args, **kwargs)
-        args = tuple(_as_tensor_arg(a) for a in args)
-        grad_on = bool(_engine.is_grad_enabled())
-        tensors = tuple(a for a in args if isinstance(a, TensorBase))
-        aliases = tuple(next(j for j, b in enumerate(tensors) if (<TensorBase>b)._data is (<TensorBase>a)._data)
-                        for a in tensors)
-        key = (grad_on, tuple(_describe_value(a) for a in args),
-               tuple(sorted((k, _describe_value(v)) for k, v in kwargs.items())), aliases)
+        cdef bint grad_on = _engine.is_grad_enabled()
+        args, tensors, key = _call_key(args, kwargs, grad_on)
         program = self._cache.get(key)
         why = None
         if program is not None:
@@ -563,21 +570,59 @@ class CompiledFunction:
         return out
 
 
-def _as_tensor_arg(a):
-    if isinstance(a, np.ndarray):
-        return _engine.new_tensor(_engine.default_device().asarray(a), _engine.default_device())
-    return a
+cdef tuple _call_key(tuple args, dict kwargs, bint grad_on):
+    """(args with ndarrays made tensors, the tensor arguments, the cache key)."""
+    cdef Py_ssize_t n = len(args), i, j
+    cdef list parts = [None] * n
+    cdef list tensors = []
+    cdef list converted = None
+    cdef TensorBase t
+    for i in range(n):
+        a = args[i]
+        if type(a) is np.ndarray:
+            dev = _engine.default_device()
+            a = _engine.new_tensor((<Device>dev).asarray(a), dev)
+            if converted is None:
+                converted = list(args)
+            converted[i] = a
+        if isinstance(a, TensorBase):
+            t = <TensorBase>a
+            parts[i] = ("tensor", t._data.shape, t._data.dtype, t._device.name, t._requires_grad)
+            tensors.append(t)
+        else:
+            parts[i] = _describe_value(a)
+    if converted is not None:
+        args = tuple(converted)
+    aliases = None
+    n = len(tensors)
+    for i in range(1, n):
+        for j in range(i):
+            if (<TensorBase>tensors[i])._data is (<TensorBase>tensors[j])._data:
+                if aliases is None:
+                    aliases = []
+                aliases.append((i, j))
+                break
+    kw = () if not kwargs else tuple(sorted((k, _describe_value(v)) for k, v in kwargs.items()))
+    return args, tuple(tensors), (grad_on, tuple(parts), kw,
+                                  None if aliases is None else tuple(aliases))
 
 
-def _stale_externals(program):
+cdef object _stale_externals(_Program program):
     """Why a closed-over tensor or a guarded value no longer matches the recording, or None."""
+    cdef TensorBase tb
+    cdef Py_ssize_t k
     for value_fn, value in program.guards:
         now = value_fn()
         if now != value:
             return (f"a value guarded by {getattr(value_fn, '__qualname__', value_fn)} changed "
                     f"from {value!r} to {now!r}")
-    for k, ((slot, t), (shape, dtype, device, rg)) in enumerate(zip(program.externals, program.ext_guard)):
-        tb = <TensorBase>t
+    cdef tuple externals = program.externals, guard = program.ext_guard
+    for k in range(len(externals)):
+        tb = <TensorBase>(<tuple>externals[k])[1]
+        shape, dtype, device, rg = guard[k]
+        if tb._data.shape == shape and tb._data.dtype is dtype and tb._device is device \
+                and tb._requires_grad == rg:
+            continue
         if tb._data.shape != shape or tb._data.dtype != dtype or tb._device is not device \
                 or bool(tb._requires_grad) != rg:
             return (f"closed-over tensor {k} changed: was shape {shape}, {dtype}, "
@@ -667,17 +712,27 @@ def _slots_backward_reads(program):
     return tuple(sorted(reads))
 
 
-cdef object _replay(object program, tuple args, tuple tensors, bint grad_on):
+cdef inline long long _version(TensorBase t):
+    return 0 if t._vc is None else t._vc.value
+
+
+cdef object _replay(_Program program, tuple args, tuple tensors, bint grad_on):
     cdef list slots = _initial_slots(program, tensors)
+    cdef Py_ssize_t i, n = len(program.out_slots)
+    cdef list outs = [None] * n
+    cdef TensorBase t
     try:
         _run(program.forward, slots, tensors)
     except Exception as exc:
         exc.add_note(f"(while replaying {program.name}; the same call ran eagerly when it "
                      f"recorded: an input it could not check, like a label value, may differ)")
         raise
-    outs = tuple(_engine.new_tensor(slots[s] if s not in program.constant_outs
-                                    else _copy_array(slots[s]), d)
-                 for s, d in zip(program.out_slots, program.out_devices))
+    for i in range(n):
+        s = program.out_slots[i]
+        arr = slots[s]
+        if program.constant_outs and s in program.constant_outs:
+            arr = _copy_array(arr)
+        outs[i] = _engine.new_tensor(arr, program.out_devices[i])
     if program.backward is not None and grad_on:
         grad_inputs = _grad_inputs(program, tensors)
         keep = [None] * program.nslots
@@ -685,17 +740,15 @@ cdef object _replay(object program, tuple args, tuple tensors, bint grad_on):
             keep[k] = slots[k]
         # Tensors whose arrays the backward reads: an in-place write to one of them after
         # this call must make backward() raise, as it would eagerly.
-        versions = tuple((t, t._version) for t in grad_inputs + tuple(
-            t for _, t in program.externals) + tuple(tensors) + outs)
+        versions = []
+        for group in (grad_inputs, [e[1] for e in program.externals], tensors, outs):
+            for x in group:
+                t = <TensorBase>x
+                versions.append((t, _version(t)))
         ctx = _ReplayCtx(program, keep, tensors, versions)
-        needed = tuple(outs[i] for i in program.needs)
-        mask = tuple(True for _ in grad_inputs)
+        needed = tuple([outs[i] for i in program.needs])
+        mask = (True,) * len(grad_inputs)
         _engine.attach_function_node(program.name, ctx, _backward_fn, grad_inputs, needed, mask)
-        return _rebuild(program, outs)
-    return _rebuild(program, outs)
-
-
-def _rebuild(program, outs):
     if program.rebuild is None:
         return outs[0]
     if program.rebuild == "none":
@@ -715,7 +768,7 @@ def _backward_fn(ctx, *grads):
             f"'{ctx.program.name}' saved for its gradient were already freed by an earlier "
             f"backward(). Pass retain_graph=True to the first backward()")
     for t, v in ctx.versions:
-        if t._version != v:
+        if _version(<TensorBase>t) != v:
             raise RuntimeError(
                 f"one of the values needed for gradient computation has been modified by an "
                 f"in-place operation: a tensor of shape {tuple(t.shape)} that "
