@@ -183,3 +183,20 @@ def test_a_failing_rank_stops_the_others_quickly(mode, message):
     assert seconds < 30, seconds
     if message:
         assert message in text, text[-3000:]
+
+
+# -- the example program -------------------------------------------------------------------
+
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "train_digits_ddp.py"
+
+
+@pytest.mark.skipif(not EXAMPLE.exists(), reason="examples/train_digits_ddp.py is not here")
+def test_the_digits_example_trains_on_two_ranks():
+    mpiexec = _mpi_or_skip()
+    out = subprocess.run([mpiexec, "-n", "2", *_python(), str(EXAMPLE), "--epochs", "2"],
+                         capture_output=True, text=True, timeout=120, env=_env())
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    assert "2 rank(s), global batch 64 = 2 x 32" in out.stdout
+    assert "the 2 ranks hold the same weights" in out.stdout
+    acc = float(out.stdout.split("epoch  2")[1].split("test accuracy")[1].split()[0])
+    assert acc > 0.7

@@ -234,9 +234,11 @@ def all_reduce(value, op="mean"):
     MPI = _mpi()
     mpi_op = {"sum": MPI.SUM, "mean": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}[op]
     if world.size > 1:
-        arr = np.ascontiguousarray(arr)
-        _wait(world, world.comm.Iallreduce(MPI.IN_PLACE, arr, op=mpi_op),
+        # NOTE: np.ascontiguousarray makes a 0-d array 1-d: reshape back
+        flat = np.ascontiguousarray(arr).reshape(-1)
+        _wait(world, world.comm.Iallreduce(MPI.IN_PLACE, flat, op=mpi_op),
               f"all_reduce({op}) of an array of shape {arr.shape}")
+        arr = flat.reshape(arr.shape)
     if op == "mean":
         arr = arr / world.size
     return _like(arr, original)
@@ -265,8 +267,9 @@ def broadcast(value, root=0):
             raise ValueError(
                 f"broadcast: rank {world.rank} gave shape {arr.shape} but root {root} gave "
                 f"{shape}; every rank must give an array of the root's shape")
-        arr = np.ascontiguousarray(arr)
-        _wait(world, world.comm.Ibcast(arr, root=root), f"broadcast of shape {arr.shape}")
+        flat = np.ascontiguousarray(arr).reshape(-1)
+        _wait(world, world.comm.Ibcast(flat, root=root), f"broadcast of shape {arr.shape}")
+        arr = flat.reshape(shape)
     return _like(arr, original)
 
 
