@@ -167,6 +167,8 @@ def test_unused_parameters_raise_a_clear_error_or_count_as_zero(two_ranks):
         assert "find_unused_parameters=True" in rep["unused_error"]
         grads = rep["unused_grads"]
         assert np.allclose(grads["module.a.bias"], 4.5) and np.allclose(grads["module.b.bias"], 1.5)
+        after = rep["unused_grads_after_zero"]
+        assert np.allclose(after["module.a.bias"], 3.0) and np.allclose(after["module.b.weight"], 0.0)
     assert two_ranks[0]["unused_grads"] == two_ranks[1]["unused_grads"]
 
 

@@ -55,7 +55,7 @@ class _Bucket:
     Iallreduce of a flat buffer."""
 
     __slots__ = ("index", "params", "names", "offsets", "numel", "dtype", "device",
-                 "buffer", "pending", "request", "started", "done", "ready")
+                 "buffer", "pending", "request", "started", "done", "ready", "unused")
 
     def __init__(self, index, dtype, device):
         self.index = index
@@ -71,6 +71,7 @@ class _Bucket:
         self.started = False
         self.done = False
         self.ready = []           # per slot: filled in this step
+        self.unused = []          # slots the forward found unused: filled at launch
 
     @property
     def nbytes(self):
@@ -82,6 +83,7 @@ class _Bucket:
         self.request = None
         self.started = self.done = False
         self.ready = [False] * len(self.params)
+        self.unused = []
 
 
 class CommStats:
@@ -209,10 +211,11 @@ class DistributedDataParallel(Module):
         out = self.module(*args, **kwargs)
         if self.find_unused_parameters and self._require_sync and tg.is_grad_enabled():
             reached = _leaves_reached(out)
-            for bucket in self._buckets:
-                for slot, p in enumerate(bucket.params):
-                    if id(p) not in reached:
-                        self._on_grad(bucket, slot, None)
+            unused = [(b, slot) for b in self._buckets for slot, p in enumerate(b.params)
+                      if id(p) not in reached]
+            if len(unused) < self._n_params:     # else no backward will follow through it
+                for bucket, slot in unused:
+                    self._mark_unused(bucket, slot)
         return out
 
     @contextlib.contextmanager
@@ -255,11 +258,21 @@ class DistributedDataParallel(Module):
         if self.trace is not None:
             self.trace.append((time.perf_counter(), kind, what))
 
+    def _mark_unused(self, bucket, slot):
+        """Count parameter `slot` of `bucket`, which this step's graph does not reach, as
+        ready; its slot is filled (with its ``.grad``, or zeros) when the bucket starts,
+        during backward, so a ``zero_grad()`` between forward and backward is seen."""
+        if bucket.buffer is None:
+            bucket.buffer = np.empty(bucket.numel, bucket.dtype)
+        bucket.ready[slot] = True
+        bucket.unused.append(slot)
+        bucket.pending -= 1
+        self._n_ready += 1
+
     def _on_grad(self, bucket, slot, g):
-        """Put parameter `slot` of `bucket`'s accumulated gradient (``.grad`` + `g`; `g`
-        None for an unused parameter) into the bucket; start buckets that are complete;
-        finish the reduction when it was the last parameter. Returns what the engine
-        should accumulate into ``.grad``."""
+        """Put parameter `slot` of `bucket`'s accumulated gradient (``.grad`` + `g`) into
+        the bucket; start buckets that are complete; finish the reduction when it was the
+        last parameter. Returns what the engine should accumulate into ``.grad``."""
         if not self._require_sync:
             return g
         if bucket.ready[slot]:
@@ -276,12 +289,7 @@ class DistributedDataParallel(Module):
         start = bucket.offsets[slot]
         view = bucket.buffer[start:start + p.size]
         acc = p.grad
-        if g is None:
-            if acc is None:
-                view[...] = 0
-            else:
-                view[...] = _host(acc).reshape(-1)
-        elif acc is None:
+        if acc is None:
             view[...] = _host(g).reshape(-1)
         else:
             np.add(_host(acc).reshape(-1), _host(g).reshape(-1), out=view)
@@ -292,7 +300,7 @@ class DistributedDataParallel(Module):
             self._launch_ready()
         self._progress()
         if self._n_ready == self._n_params:
-            return self._finish(bucket, slot if g is not None else None)
+            return self._finish(bucket, slot)
         return g
 
     def _launch_ready(self):
@@ -301,6 +309,13 @@ class DistributedDataParallel(Module):
             b = self._buckets[self._next_launch]
             if b.pending:
                 return
+            for slot in b.unused:
+                p, start = b.params[slot], b.offsets[slot]
+                view = b.buffer[start:start + p.size]
+                if p.grad is None:
+                    view[...] = 0
+                else:
+                    view[...] = _host(p.grad).reshape(-1)
             b.request = self._world.comm.Iallreduce(MPI.IN_PLACE, b.buffer, op=MPI.SUM)
             b.started = True
             self.stats.allreduces += 1

@@ -181,6 +181,12 @@ def check_bad_inputs(world, report):
     ddp(x, "a" if world.rank == 0 else "b").sum().backward()   # each rank uses one head
     ddp(x, "a").sum().backward()                               # and the next step works
     report["unused_grads"] = {n: p.grad.numpy().tolist() for n, p in ddp.named_parameters()}
+    out = ddp(x, "a")
+    for p in ddp.parameters():      # zero_grad between forward and backward is respected
+        p.grad = None
+    out.sum().backward()
+    report["unused_grads_after_zero"] = {n: p.grad.numpy().tolist()
+                                         for n, p in ddp.named_parameters()}
 
 
 def main():
