@@ -48,6 +48,17 @@ class _FakeCudaPlugin:
             registry.register_kernel(op, "cuda", fn)
 
 
+def _restore_unavailable_reason():
+    """Mark cuda unavailable again with exactly the reason the plugin's hook gives."""
+    from tapegrad_cuda import plugin
+
+    class Marks:
+        def mark_device_unavailable(self, name, reason):
+            _engine.set_device_unavailable(name, reason)
+
+    plugin.tapegrad_register_devices(Marks())
+
+
 @pytest.fixture(scope="module")
 def cuda(fakecuda):
     """A CudaDevice on the simulator, registered as tg's ``cuda`` device."""
@@ -57,7 +68,6 @@ def cuda(fakecuda):
     if tg.cuda.is_available():
         pytest.skip("a real GPU is available: the simulator tests would shadow it")
     saved = {k: sys.modules.get(k) for k in fakecuda.modules()}
-    reason = tg.cuda.unavailable_reason()
     sys.modules.update(fakecuda.modules())
     try:
         assert _detect.detect(refresh=True).available
@@ -73,4 +83,4 @@ def cuda(fakecuda):
             else:
                 sys.modules[k] = v
         _detect.detect(refresh=True)
-        _engine.set_device_unavailable("cuda", reason)
+        _restore_unavailable_reason()
