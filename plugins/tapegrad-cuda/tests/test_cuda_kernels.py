@@ -21,8 +21,24 @@ def test_manifest_matches_the_kernel_folder():
         for sfx in ("f32", "f64"):
             assert f"tg_{op}_{sfx}" in names
     for sfx in ("f32", "f64"):
-        assert {f"tg_sum_all_{sfx}", f"tg_max_all_{sfx}", f"tg_sum_axis_{sfx}",
-                f"tg_max_axis_{sfx}"} <= set(names)
+        assert {f"tg_{op}_rows_{sfx}" for op in ("sum", "mean", "max", "min", "argmax",
+                                                  "argmin", "softmax", "log_softmax",
+                                                  "logsumexp", "cross_entropy")} <= set(names)
+        assert {f"tg_gather_{sfx}", f"tg_scatter_{sfx}", f"tg_scatter_add_{sfx}",
+                f"tg_where_{sfx}", f"tg_bce_logits_strided_{sfx}"} <= set(names)
+    for sfx in ("f32", "f64", "i32", "i64", "b8"):       # every cast, both ways
+        for dst in ("f32", "f64", "i32", "i64", "b8"):
+            assert f"tg_cast_{sfx}_{dst}" in names
+        for op in ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal"):
+            assert f"tg_{op}_strided_{sfx}" in names
+    assert {"tg_logical_and_b8", "tg_logical_or_b8", "tg_logical_not_b8",
+            "tg_argmax_rows_i64", "tg_sum_rows_i64"} <= set(names)
+
+
+def test_sources_are_self_contained():
+    for name in kernels.source_files():
+        text = kernels.source(name)
+        assert '#include "common.cuh"' not in text and "tg_offset" in text
 
 
 def _symbols(cubin):
@@ -55,7 +71,9 @@ def test_cu_file_compiles_for_sm90_without_warnings(tmp_path, name):
 def test_suffix_names_the_op_and_dtype():
     assert kernels.suffix(np.float32, "exp") == "f32"
     assert kernels.suffix("float64", "exp") == "f64"
-    with pytest.raises(TypeError, match=r"exp: .*float32 and float64, got int64"):
+    assert kernels.suffix(np.bool_, "where", kernels.ALL) == "b8"
+    with pytest.raises(TypeError, match=r"exp: dtype int64 is not supported on device 'cuda' "
+                                        r"\(its kernels cover float32, float64\)"):
         kernels.suffix(np.int64, "exp")
 
 

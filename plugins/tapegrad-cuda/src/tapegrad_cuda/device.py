@@ -1,5 +1,6 @@
-"""``CudaDevice``: the ``cuda`` device. UNTESTED ON A GPU (this module is imported only
-when ``tg.cuda.is_available()`` is True; no test machine so far had a GPU).
+"""``CudaDevice``: the ``cuda`` device. NEVER RUN ON A GPU so far: it is tested on the CPU
+against the PyCUDA simulator in ``tests/fakecuda.py`` (this module is imported only when
+``tg.cuda.is_available()`` is True, or by those tests).
 
 - Arrays are ``pycuda.gpuarray.GPUArray``s allocated from a ``DeviceMemoryPool``, so the
   many short-lived arrays of a backward pass reuse memory.
@@ -7,7 +8,10 @@ when ``tg.cuda.is_available()`` is True; no test machine so far had a GPU).
   current on the thread that creates the device and popped at exit. Other threads must
   push it themselves (known limitation).
 - Random numbers come from a host NumPy generator and are copied over (no cuRAND in the
-  PyCUDA build), so a seed gives the same numbers as on the cpu device.
+  PyCUDA build), so a seed gives the same numbers as on the cpu device; ``tg.random``
+  (manual_seed, get_state, set_state, rand, randn, ...) reaches it like any device's.
+- Host transfers are ``memcpy_htod``/``memcpy_dtoh`` on contiguous arrays; views
+  (transpose, basic indexing, broadcast_to) are made contiguous on the device first.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ _DEVICE = None
 
 
 class CudaDevice(tg.Device):
-    def __init__(self, ordinal: int = 0):
+    def __init__(self, ordinal: int = 0, cublas_library=None):
         det = detect()
         if not det.available:
             raise RuntimeError(f"tapegrad: CUDA is not available: {det.reason}")
@@ -40,7 +44,7 @@ class CudaDevice(tg.Device):
         self.rng = np.random.default_rng()
         from .kernels import CudaKernels
 
-        self.kernels = CudaKernels(self)
+        self.kernels = CudaKernels(self, cublas_library)
 
     def _close(self):
         try:
@@ -51,12 +55,11 @@ class CudaDevice(tg.Device):
 
     # -- helpers used by the kernels --------------------------------------------------
     def empty(self, shape, dtype):
-        return self.gpuarray.empty(tuple(shape), dtype, allocator=self.pool.allocate)
+        """An uninitialised contiguous array from the memory pool."""
+        return self.gpuarray.GPUArray(tuple(shape), np.dtype(dtype), allocator=self.pool.allocate)
 
     def contiguous(self, arr):
-        if arr.flags.c_contiguous:
-            return arr
-        return self.kernels.broadcast_to(arr, arr.shape)
+        return self.kernels.contiguous(arr)
 
     def synchronize(self):
         self.context.synchronize()
@@ -64,47 +67,59 @@ class CudaDevice(tg.Device):
     # -- the tg.Device interface ------------------------------------------------------
     def asarray(self, obj, dtype=None):
         if isinstance(obj, self.gpuarray.GPUArray):
-            return obj if dtype is None or obj.dtype == np.dtype(dtype) else obj.astype(dtype)
-        host = np.ascontiguousarray(np.asarray(obj, dtype=dtype))
-        return self.gpuarray.to_gpu(host, allocator=self.pool.allocate)
+            return obj if dtype is None or obj.dtype == np.dtype(dtype) else \
+                self.kernels.cast(obj, dtype)
+        host = np.asarray(obj, dtype=dtype, order="C")
+        if host.dtype.kind not in "biuf":
+            raise TypeError(f"cuda: cannot hold an array of dtype {host.dtype}")
+        out = self.empty(host.shape, host.dtype)
+        if host.size:
+            self.drv.memcpy_htod(int(out.gpudata), host)
+        return out
 
     def to_numpy(self, arr):
-        return arr.get()
+        arr = self.kernels.contiguous(arr)
+        host = np.empty(arr.shape, arr.dtype)
+        if host.size:
+            self.drv.memcpy_dtoh(host, int(arr.gpudata))
+        return host
 
     def copy(self, arr):
-        out = self.empty(arr.shape, arr.dtype)
-        self.copyto(out, arr)
-        return out
+        return self.kernels.copy(arr)
 
     def copyto(self, dst, src):
-        if not isinstance(src, self.gpuarray.GPUArray) or src.shape != dst.shape:
-            src = self.kernels.broadcast_to(self.asarray(src), dst.shape)
-        if src.dtype != dst.dtype:
-            if not np.can_cast(src.dtype, dst.dtype, casting="same_kind"):
-                raise TypeError(f"cannot copy {src.dtype} into {dst.dtype} (same_kind)")
-            src = src.astype(dst.dtype)
-        src = self.contiguous(src)
-        if dst.nbytes:
-            self.drv.memcpy_dtod(dst.gpudata, src.gpudata, dst.nbytes)
+        src_dtype = getattr(src, "dtype", None)
+        if src_dtype is not None and src.dtype != dst.dtype and not np.can_cast(
+                src.dtype, dst.dtype, casting="same_kind"):
+            raise TypeError(f"cannot copy {src.dtype} into {dst.dtype} (same_kind)")
+        self.kernels.copy_into(dst, src)
 
     def setitem(self, arr, index, value):
-        # Slow but simple: through the host.
-        host = arr.get()
-        host[index] = value.get() if isinstance(value, self.gpuarray.GPUArray) else value
-        arr.set(host)
+        self.kernels.assign(arr, index, value)
 
     def zeros(self, shape, dtype):
-        return self.gpuarray.zeros(tuple(shape), dtype, allocator=self.pool.allocate)
-
-    def ones(self, shape, dtype):
         out = self.empty(shape, dtype)
-        out.fill(1)
+        if out.nbytes:
+            # All-zero bytes are 0 in every dtype the kernels use (0.0, 0, False).
+            self.drv.memset_d8(int(out.gpudata), 0, out.nbytes)
         return out
 
-    def may_share_memory(self, a, b):
-        a0, b0 = int(a.gpudata), int(b.gpudata)
-        return a0 < b0 + max(b.nbytes, 1) and b0 < a0 + max(a.nbytes, 1)
+    def ones(self, shape, dtype):
+        return self.kernels.fill(self.empty(shape, dtype), 1)
 
+    def may_share_memory(self, a, b):
+        def extent(x):
+            if x.gpudata is None or x.size == 0:
+                return None
+            lo = hi = int(x.gpudata)
+            for n, st in zip(x.shape, x.strides):
+                (lo, hi) = (lo + (n - 1) * st, hi) if st < 0 else (lo, hi + (n - 1) * st)
+            return lo, hi + x.dtype.itemsize
+        ea, eb = extent(a), extent(b)
+        return ea is not None and eb is not None and ea[0] < eb[1] and eb[0] < ea[1]
+
+    # NOTE: random numbers come from a host NumPy generator and are copied over: no cuRAND
+    # in the PyCUDA build, and a seed then gives the same numbers as on the cpu device.
     def random(self, kind, shape, dtype, **params):
         if kind == "uniform":
             host = self.rng.uniform(params["low"], params["high"], shape)

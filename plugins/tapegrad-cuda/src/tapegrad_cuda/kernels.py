@@ -1,40 +1,76 @@
-"""The ``.cu`` kernel sources and their Python wrappers.
+"""The ``.cu`` kernel sources and the array-level kernels tapegrad calls on ``cuda``.
 
-The manifest part (``UNARY``, ``BINARY``, ``expected_kernels()``, ``source()``) needs
-nothing but the standard library and is tested on every machine: the tests compile each
-``.cu`` file with ``nvcc`` and check that every expected kernel is in the cubin.
+The manifest part (``expected_kernels()``, ``source()``) needs nothing but the standard
+library and is tested on every machine: the tests compile each ``.cu`` file with ``nvcc``
+and check that every expected kernel is in the cubin.
 
-``CudaKernels`` (the wrappers that launch them through PyCUDA) is UNTESTED ON A GPU: it
-is only used when ``tg.cuda.is_available()`` is True. Limitations (documented in the
-README): float32 and float64 only; unary kernels read contiguous inputs (others are made
-contiguous first); reductions read a contiguous input.
+``CudaKernels`` holds one kernel per op of the first-party plugins. NEVER RUN ON A GPU so
+far: it is tested on the CPU against a PyCUDA simulator (``tests/fakecuda.py``) that
+emulates every kernel with NumPy from the ``.cu`` semantics, and compared op by op with
+the CPU kernels. Dtype rules follow NumPy exactly: the output dtype of every op is what
+the CPU kernel would give, worked out by running the same NumPy function on one-element
+stand-ins (cached per dtype combination).
+
+Conventions of every wrapper: arrays may be non-contiguous views (transpose, reshape,
+basic indexing and broadcast_to return views); kernels read them through element strides
+(``meta`` arrays of int64 on the device) or after a strided copy. Device pointers are
+passed as ``numpy.uintp`` (PyCUDA refuses a plain Python int as a kernel argument).
 """
 
 from __future__ import annotations
 
 import math
+import operator
 from importlib import resources
 
 import numpy as np
 
-UNARY = ("negative", "abs", "exp", "log", "sqrt", "tanh", "sin", "cos", "sigmoid", "relu")
-BINARY = ("add", "subtract", "multiply", "divide", "power", "maximum", "minimum")
-REDUCTIONS = ("sum", "max")
-SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
+# -- the manifest ----------------------------------------------------------------------
+SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64",
+          np.dtype(np.int32): "i32", np.dtype(np.int64): "i64", np.dtype(np.bool_): "b8"}
+FLOATS = ("f32", "f64")
+INTS = ("i32", "i64")
+ALL = FLOATS + INTS + ("b8",)
+UNARY_FLOAT = ("negative", "abs", "exp", "log", "sqrt", "tanh", "sin", "cos", "sigmoid", "relu",
+               "square", "sign")
+UNARY_INT = ("negative", "abs", "square", "sign")
+BINARY_FLOAT = ("add", "subtract", "multiply", "divide", "power", "maximum", "minimum",
+                "bce_logits")
+BINARY_INT = ("add", "subtract", "multiply", "maximum", "minimum")
+COMPARISONS = ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal")
+REDUCE_TYPES = ("f32", "f64", "i64")
+NN = ("softmax", "log_softmax", "logsumexp", "cross_entropy")
 THREADS = 256
 MAX_BLOCKS = 65535
+MAX_INDEX_ARRAYS = 8          # index.cu keeps per-index offsets in a fixed array
+
+
+def _binary_names(op, sfx):
+    return [f"tg_{op}_{sfx}", f"tg_{op}_strided_{sfx}"]
 
 
 def expected_kernels() -> dict[str, list[str]]:
     """{.cu file name: the extern "C" kernel names it must define}."""
-    ew, red = [], []
-    for sfx in SUFFIX.values():
-        ew += [f"tg_{n}_{sfx}" for n in UNARY]
-        ew += [f"tg_{n}_{sfx}" for n in BINARY]
-        ew += [f"tg_{n}_strided_{sfx}" for n in BINARY]
-        ew.append(f"tg_copy_strided_{sfx}")
-        red += [f"tg_{n}_{kind}_{sfx}" for n in REDUCTIONS for kind in ("all", "axis")]
-    return {"elementwise.cu": ew, "reduce.cu": red}
+    ew = []
+    for sfx in FLOATS:
+        ew += [f"tg_{n}_{sfx}" for n in UNARY_FLOAT]
+        ew += [k for n in BINARY_FLOAT for k in _binary_names(n, sfx)]
+    for sfx in INTS:
+        ew += [f"tg_{n}_{sfx}" for n in UNARY_INT]
+        ew += [k for n in BINARY_INT for k in _binary_names(n, sfx)]
+    for sfx in ALL:
+        ew += [k for n in COMPARISONS for k in _binary_names(n, sfx)]
+        ew += [f"tg_where_{sfx}", f"tg_fill_{sfx}"]
+        ew += [f"tg_cast_{sfx}_{d}" for d in ALL]
+    ew += _binary_names("logical_and", "b8") + _binary_names("logical_or", "b8")
+    ew.append("tg_logical_not_b8")
+    red = [f"tg_{op}_rows_{sfx}" for sfx in REDUCE_TYPES
+           for op in ("sum", "max", "min", "argmax", "argmin")]
+    red += [f"tg_mean_rows_{sfx}" for sfx in FLOATS]
+    index = [f"tg_{op}_{sfx}" for sfx in ALL for op in ("gather", "scatter")]
+    index += [f"tg_scatter_add_{sfx}" for sfx in FLOATS]
+    nn = [f"tg_{op}_rows_{sfx}" for sfx in FLOATS for op in NN]
+    return {"elementwise.cu": ew, "reduce.cu": red, "index.cu": index, "nn.cu": nn}
 
 
 def kernel_dir():
@@ -43,22 +79,36 @@ def kernel_dir():
 
 
 def source_files() -> list[str]:
+    """The .cu files of the plugin, sorted."""
     return sorted(p.name for p in kernel_dir().iterdir() if p.name.endswith(".cu"))
 
 
 def source(name: str) -> str:
-    """The text of kernels/<name>."""
-    return (kernel_dir() / name).read_text(encoding="utf-8")
+    """The text of kernels/<name>, with ``common.cuh`` pasted in (so SourceModule and nvcc
+    need no include path)."""
+    text = (kernel_dir() / name).read_text(encoding="utf-8")
+    common = (kernel_dir() / "common.cuh").read_text(encoding="utf-8")
+    return text.replace('#include "common.cuh"', common.replace("#pragma once", ""))
 
 
-def suffix(dtype, op: str) -> str:
+def unsupported(op: str, dtype, supported=("float32", "float64")) -> TypeError:
+    """The TypeError for an op that has no cuda kernel for `dtype`."""
+    return TypeError(f"{op}: dtype {np.dtype(dtype)} is not supported on device 'cuda' (its "
+                     f"kernels cover {', '.join(supported)}); convert with .astype(...) first "
+                     f"or compute on the cpu")
+
+
+def suffix(dtype, op: str, allowed=FLOATS) -> str:
+    """The kernel name suffix of `dtype`; TypeError naming op, dtype and device if the op
+    has no kernel for it."""
     sfx = SUFFIX.get(np.dtype(dtype))
-    if sfx is None:
-        raise TypeError(f"{op}: the cuda kernels support float32 and float64, got "
-                        f"{np.dtype(dtype)}; convert with .astype(np.float32) first")
+    if sfx not in allowed:
+        names = {v: str(k) for k, v in SUFFIX.items()}
+        raise unsupported(op, dtype, [names[a] for a in allowed])
     return sfx
 
 
+# -- shape and stride helpers (plain Python; tested without a GPU) ---------------------
 def _elem_strides(arr, shape):
     """Element strides of `arr` read as broadcast to `shape` (0 on broadcast axes)."""
     lead = len(shape) - arr.ndim
@@ -68,18 +118,138 @@ def _elem_strides(arr, shape):
     return out
 
 
+def _c_strides(shape):
+    out, acc = [], 1
+    for s in reversed(shape):
+        out.append(acc)
+        acc *= max(s, 1)
+    return out[::-1]
+
+
+def is_contiguous(arr) -> bool:
+    """C-contiguous (strides of length-1 axes do not matter, as in NumPy)."""
+    if arr.size == 0:
+        return True
+    want = _c_strides(arr.shape)
+    item = arr.dtype.itemsize
+    return all(n == 1 or st == w * item for n, st, w in zip(arr.shape, arr.strides, want))
+
+
+def _normalize_axes(axis, ndim, op):
+    if axis is None:
+        return tuple(range(ndim))
+    axes = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
+    out = []
+    for a in axes:
+        a = operator.index(a)
+        if not -ndim <= a < ndim:
+            raise np.exceptions.AxisError(f"{op}: axis {a} is out of bounds for array of "
+                                          f"dimension {ndim}")
+        a %= max(ndim, 1)
+        if a in out:
+            raise ValueError(f"{op}: duplicate value in 'axis'")
+        out.append(a)
+    return tuple(out)
+
+
+def _reshape_target(size, shape):
+    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    shape = tuple(operator.index(s) for s in shape)
+    if shape.count(-1) > 1:
+        raise ValueError("can only specify one unknown dimension")
+    known = math.prod(s for s in shape if s != -1)
+    if -1 in shape:
+        if known == 0 or size % known:
+            raise ValueError(f"cannot reshape array of size {size} into shape {shape}")
+        shape = tuple(size // known if s == -1 else s for s in shape)
+    if math.prod(shape) != size or any(s < 0 for s in shape):
+        raise ValueError(f"cannot reshape array of size {size} into shape {shape}")
+    return shape
+
+
+def _stand_in(v):
+    """What NumPy's type resolution sees for an input: a 1-element array of the dtype of
+    an array (strong), the scalar itself for a Python/NumPy scalar (NEP 50)."""
+    dtype = getattr(v, "dtype", None)
+    if dtype is not None and not isinstance(v, np.generic):
+        return np.ones(1, dtype)
+    return v
+
+
+def _type_key(v):
+    dtype = getattr(v, "dtype", None)
+    if dtype is not None and not isinstance(v, np.generic):
+        return ("a", dtype)
+    return ("s", type(v), getattr(v, "dtype", None))
+
+
+_RESOLVED: dict = {}
+
+
+def _resolve(key, fn, *args):
+    """The dtype `fn` (a NumPy function) gives for these inputs, cached per dtype/type key."""
+    k = (key,) + tuple(_type_key(a) for a in args)
+    dt = _RESOLVED.get(k)
+    if dt is None:
+        with np.errstate(all="ignore"):
+            dt = fn(*(_stand_in(a) for a in args))
+            dt = _RESOLVED[k] = dt if isinstance(dt, np.dtype) else np.asarray(dt).dtype
+    return dt
+
+
+def _ref_sigmoid(x):
+    return np.exp(x)
+
+
+def _ref_relu(x):
+    return np.maximum(x, 0)
+
+
+def _ref_bce(x, t):
+    return np.log1p(np.multiply(x, t))
+
+
+_UFUNCS = {"negative": np.negative, "abs": np.abs, "exp": np.exp, "log": np.log,
+           "sqrt": np.sqrt, "tanh": np.tanh, "sin": np.sin, "cos": np.cos,
+           "sigmoid": _ref_sigmoid, "relu": _ref_relu, "square": np.square, "sign": np.sign,
+           "add": np.add, "subtract": np.subtract, "multiply": np.multiply,
+           "divide": np.divide, "power": np.power, "maximum": np.maximum,
+           "minimum": np.minimum, "bce_logits": _ref_bce,
+           "equal": np.equal, "not_equal": np.not_equal, "less": np.less,
+           "less_equal": np.less_equal, "greater": np.greater,
+           "greater_equal": np.greater_equal}
+
+
+class IndexPlan:
+    """A NumPy index resolved against an array: the result's shape, the element offset
+    and strides of the basic part, and the advanced (integer array) parts."""
+
+    __slots__ = ("shape", "offset", "strides", "arrays", "keep")
+
+    def __init__(self, shape, offset, strides, arrays):
+        self.shape = tuple(shape)
+        self.offset = offset
+        self.strides = list(strides)
+        self.arrays = arrays        # [(int64 device array, axis length, axis stride, istrides)]
+        self.keep = []
+
+
 # ---------------------------------------------------------------------------------------
-# UNTESTED ON A GPU below this line.
+# The kernels. NEVER RUN ON A GPU: tested against tests/fakecuda.py only.
 # ---------------------------------------------------------------------------------------
 class CudaKernels:
     """Compiled modules (lazily, once) and the array-level kernels tapegrad calls."""
 
-    def __init__(self, device):
+    def __init__(self, device, cublas_library=None):
         self.device = device
         self._modules = {}
         self._functions = {}
+        self._cublas = None
+        self._cublas_library = cublas_library   # a loaded library (tests), else found lazily
 
+    # -- plumbing ----------------------------------------------------------------------
     def function(self, module: str, name: str):
+        """The compiled kernel `name` of kernels/<module> (compiled on first use)."""
         fn = self._functions.get(name)
         if fn is None:
             mod = self._modules.get(module)
@@ -90,127 +260,716 @@ class CudaKernels:
             fn = self._functions[name] = mod.get_function(name)
         return fn
 
-    def _launch(self, fn, n, *args, blocks=None):
+    def _launch(self, module, name, n, *args, blocks=None):
         if n == 0:
             return
         if blocks is None:
-            blocks = max(1, min(MAX_BLOCKS, math.ceil(n / THREADS)))
-        fn(*args, block=(THREADS, 1, 1), grid=(blocks, 1))
+            blocks = max(1, min(MAX_BLOCKS, -(-n // THREADS)))
+        self.function(module, name)(*args, block=(THREADS, 1, 1), grid=(int(blocks), 1))
+
+    @staticmethod
+    def ptr(arr):
+        """The device address of arr's first element, as a kernel argument."""
+        return np.uintp(0 if arr.gpudata is None else int(arr.gpudata))
 
     def _meta(self, values):
-        return self.device.asarray(np.asarray(values, dtype=np.int64))
+        return self.device.asarray(np.asarray(values, dtype=np.int64).reshape(-1))
+
+    def empty(self, shape, dtype):
+        return self.device.empty(tuple(shape), np.dtype(dtype))
+
+    def view(self, x, shape, strides, offset=0):
+        """A GPUArray over x's memory: element `strides`, starting `offset` elements in."""
+        shape = tuple(int(s) for s in shape)
+        if math.prod(shape) == 0 or x.gpudata is None:
+            return self.empty(shape, x.dtype)
+        item = x.dtype.itemsize
+        return self.device.gpuarray.GPUArray(
+            shape, x.dtype, gpudata=int(x.gpudata) + int(offset) * item,
+            strides=tuple(int(s) * item for s in strides), base=x)
+
+    def operand(self, v, dtype=None):
+        """v (a GPUArray or a number) as a GPUArray of `dtype` (cast when it differs)."""
+        if not isinstance(v, self.device.gpuarray.GPUArray):
+            return self.device.asarray(np.asarray(v, dtype=dtype))
+        if dtype is not None and v.dtype != np.dtype(dtype):
+            return self.cast(v, dtype)
+        return v
+
+    def copy_into(self, dst, src):
+        """dst[...] = src, broadcasting src and casting to dst's dtype (dst may be a view)."""
+        src = self.operand(src)
+        shape = dst.shape
+        while src.ndim > len(shape) and src.shape[0] == 1:   # NumPy drops leading ones
+            src = self.view(src, src.shape[1:], _elem_strides(src, src.shape)[1:])
+        np.broadcast_shapes(src.shape, shape)
+        if tuple(np.broadcast_shapes(src.shape, shape)) != tuple(shape):
+            raise ValueError(f"could not broadcast input array from shape {src.shape} into "
+                             f"shape {shape}")
+        s, d = suffix(src.dtype, "copy", ALL), suffix(dst.dtype, "copy", ALL)
+        if dst.size:
+            meta = self._meta(list(shape) + _elem_strides(src, shape)
+                              + _elem_strides(dst, shape))
+            self._launch("elementwise.cu", f"tg_cast_{s}_{d}", dst.size, self.ptr(src),
+                         self.ptr(dst), np.int64(dst.size), np.int32(len(shape)),
+                         self.ptr(meta))
+        return dst
+
+    def contiguous(self, x):
+        """x itself when C-contiguous, else a contiguous copy."""
+        if is_contiguous(x):
+            return x
+        return self.copy_into(self.empty(x.shape, x.dtype), x)
+
+    def cast(self, x, dtype):
+        """A contiguous copy of x converted to `dtype` (NumPy's unsafe casting)."""
+        return self.copy_into(self.empty(x.shape, dtype), x)
+
+    def fill(self, out, value):
+        sfx = suffix(out.dtype, "fill", ALL)
+        self._launch("elementwise.cu", f"tg_fill_{sfx}", out.size, self.ptr(out),
+                     np.int64(out.size), np.float64(value))
+        return out
 
     # -- elementwise ---------------------------------------------------------------------
     def unary(self, name):
+        """The kernel of unary op `name` (NumPy's dtype rules; ints promote where NumPy's do)."""
+        ref = _UFUNCS[name]
+        allowed = FLOATS + INTS if name in UNARY_INT else FLOATS
+
         def kernel(x):
-            x = self.device.asarray(x)
-            sfx = suffix(x.dtype, name)
-            x = self.device.contiguous(x)
-            out = self.device.empty(x.shape, x.dtype)
-            self._launch(self.function("elementwise.cu", f"tg_{name}_{sfx}"), x.size,
-                         x.gpudata, out.gpudata, np.int64(x.size))
+            out_dtype = _resolve(name, ref, x)
+            sfx = suffix(out_dtype, name, allowed)
+            x = self.contiguous(self.operand(x, out_dtype))
+            out = self.empty(x.shape, out_dtype)
+            self._launch("elementwise.cu", f"tg_{name}_{sfx}", x.size, self.ptr(x),
+                         self.ptr(out), np.int64(x.size))
             return out
         kernel.__name__ = f"cuda_{name}"
         return kernel
+
+    def _binary(self, name, a, b, compute, out_dtype, allowed):
+        sfx = suffix(compute, name, allowed)
+        a, b = self.operand(a, compute), self.operand(b, compute)
+        shape = tuple(np.broadcast_shapes(a.shape, b.shape))
+        out = self.empty(shape, out_dtype)
+        n = out.size
+        if n == 0:
+            return out
+        if a.shape == b.shape == shape and is_contiguous(a) and is_contiguous(b):
+            self._launch("elementwise.cu", f"tg_{name}_{sfx}", n, self.ptr(a), self.ptr(b),
+                         self.ptr(out), np.int64(n))
+        else:
+            meta = self._meta(list(shape) + _elem_strides(a, shape) + _elem_strides(b, shape))
+            self._launch("elementwise.cu", f"tg_{name}_strided_{sfx}", n, self.ptr(a),
+                         self.ptr(b), self.ptr(out), np.int64(n), np.int32(len(shape)),
+                         self.ptr(meta))
+        return out
 
     def binary(self, name):
+        """The kernel of binary op `name`, with NumPy broadcasting and type promotion."""
+        ref = _UFUNCS[name]
+        compare = name in COMPARISONS
+        allowed = ALL if compare else (FLOATS + INTS if name in BINARY_INT else FLOATS)
+
         def kernel(a, b):
-            dtype = np.result_type(*(v if np.isscalar(v) else v.dtype for v in (a, b)))
-            sfx = suffix(dtype, name)
-            a = self.device.asarray(a, dtype=dtype)
-            b = self.device.asarray(b, dtype=dtype)
-            shape = tuple(np.broadcast_shapes(a.shape, b.shape))
-            out = self.device.empty(shape, dtype)
-            n = out.size
-            if a.shape == b.shape == shape and a.flags.c_contiguous and b.flags.c_contiguous:
-                self._launch(self.function("elementwise.cu", f"tg_{name}_{sfx}"), n,
-                             a.gpudata, b.gpudata, out.gpudata, np.int64(n))
-            else:
-                meta = self._meta(list(shape) + _elem_strides(a, shape) + _elem_strides(b, shape))
-                self._launch(self.function("elementwise.cu", f"tg_{name}_strided_{sfx}"), n,
-                             a.gpudata, b.gpudata, out.gpudata, np.int64(n),
-                             np.int32(len(shape)), meta.gpudata)
-            return out
+            out_dtype = _resolve(name, ref, a, b)
+            compute = _resolve("result_type", np.result_type, a, b) if compare else out_dtype
+            return self._binary(name, a, b, compute, out_dtype, allowed)
         kernel.__name__ = f"cuda_{name}"
         return kernel
+
+    def logical(self, name):
+        """logical_and / logical_or / logical_not: inputs read as bool (nonzero is true)."""
+        def as_bool(v):
+            return self.operand(v, np.bool_)
+
+        if name == "logical_not":
+            def kernel(x):
+                x = self.contiguous(as_bool(x))
+                out = self.empty(x.shape, np.bool_)
+                self._launch("elementwise.cu", "tg_logical_not_b8", x.size, self.ptr(x),
+                             self.ptr(out), np.int64(x.size))
+                return out
+        else:
+            def kernel(a, b):
+                return self._binary(name, as_bool(a), as_bool(b), np.bool_, np.bool_, ("b8",))
+        kernel.__name__ = f"cuda_{name}"
+        return kernel
+
+    def where(self, cond, x, y):
+        """numpy.where(cond, x, y) with broadcasting; cond is read as bool."""
+        out_dtype = _resolve("where", lambda a, b: np.where(np.ones(1, bool), a, b), x, y)
+        sfx = suffix(out_dtype, "where", ALL)
+        c = self.operand(cond, np.bool_)
+        x, y = self.operand(x, out_dtype), self.operand(y, out_dtype)
+        shape = tuple(np.broadcast_shapes(c.shape, x.shape, y.shape))
+        out = self.empty(shape, out_dtype)
+        if out.size:
+            meta = self._meta(list(shape) + _elem_strides(c, shape) + _elem_strides(x, shape)
+                              + _elem_strides(y, shape))
+            self._launch("elementwise.cu", f"tg_where_{sfx}", out.size, self.ptr(c),
+                         self.ptr(x), self.ptr(y), self.ptr(out), np.int64(out.size),
+                         np.int32(len(shape)), self.ptr(meta))
+        return out
+
+    def clip(self, x, a_min=None, a_max=None):
+        """numpy.clip as maximum then minimum (NaN propagates, as NumPy's)."""
+        out_dtype = _resolve("clip", lambda v, lo, hi: np.clip(v, lo, hi), x, a_min, a_max)
+        out = self.operand(x, out_dtype)
+        if a_min is not None:
+            out = self._binary("maximum", out, a_min, out_dtype, out_dtype, FLOATS + INTS)
+        if a_max is not None:
+            out = self._binary("minimum", out, a_max, out_dtype, out_dtype, FLOATS + INTS)
+        return out if out is not x else self.copy(x)
+
+    # -- shapes and copies ---------------------------------------------------------------
+    def copy(self, x):
+        """A fresh contiguous copy of x."""
+        x = self.operand(x)
+        return self.copy_into(self.empty(x.shape, x.dtype), x)
+
+    def astype(self, x, dtype):
+        return self.cast(self.operand(x), dtype)
+
+    def zeros_like(self, x):
+        return self.device.zeros(x.shape, x.dtype)
+
+    def ones_like(self, x):
+        return self.device.ones(x.shape, x.dtype)
 
     def broadcast_to(self, x, shape):
-        x = self.device.asarray(x)
-        shape = tuple(shape)
-        np.broadcast_shapes(x.shape, shape)  # raises ValueError when it cannot
-        sfx = suffix(x.dtype, "broadcast_to")
-        out = self.device.empty(shape, x.dtype)
-        if out.size:
-            meta = self._meta(list(shape) + _elem_strides(x, shape))
-            self._launch(self.function("elementwise.cu", f"tg_copy_strided_{sfx}"), out.size,
-                         x.gpudata, out.gpudata, np.int64(out.size), np.int32(len(shape)),
-                         meta.gpudata)
-        return out
+        """x broadcast to `shape`: a view with stride 0 on the broadcast axes."""
+        x = self.operand(x)
+        shape = tuple(int(s) for s in ((shape,) if np.isscalar(shape) else shape))
+        dummy = np.lib.stride_tricks.as_strided(np.zeros(1, np.uint8), x.shape, (0,) * x.ndim)
+        np.broadcast_to(dummy, shape)           # NumPy's checks and messages
+        return self.view(x, shape, _elem_strides(x, shape))
 
-    # -- reductions ----------------------------------------------------------------------
-    def reduction(self, name):
-        def kernel(x, axis=None, dtype=None, keepdims=False):
-            x = self.device.contiguous(self.device.asarray(x, dtype=dtype))
-            sfx = suffix(x.dtype, name)
-            if name == "max" and x.size == 0:
-                raise ValueError("max of an empty array (no identity)")
-            axes = range(x.ndim) if axis is None else (axis,) if np.isscalar(axis) else axis
-            axes = sorted({int(a) % max(x.ndim, 1) for a in axes}, reverse=True)
-            if axis is None:
-                out = self._reduce_all(name, sfx, x).reshape(())
-                return out.reshape((1,) * x.ndim) if keepdims else out
-            for ax in axes:
-                x = self._reduce_axis(name, sfx, x, ax)
-            if not keepdims:
-                x = x.reshape(tuple(s for i, s in enumerate(x.shape) if i not in axes))
-            return x
-        kernel.__name__ = f"cuda_{name}"
-        return kernel
+    def reshape(self, x, shape):
+        """x with a new shape: a view when x is contiguous, else a copy."""
+        shape = _reshape_target(x.size, shape)
+        x = self.contiguous(x)
+        return self.view(x, shape, _c_strides(shape))
 
-    def _reduce_all(self, name, sfx, x):
-        fn = self.function("reduce.cu", f"tg_{name}_all_{sfx}")
-        n = x.size
-        if n == 0:
-            return self.device.zeros((1,), x.dtype)
-        blocks = max(1, min(1024, math.ceil(n / THREADS)))
-        partial = self.device.empty((blocks,), x.dtype)
-        self._launch(fn, n, x.gpudata, partial.gpudata, np.int64(n), blocks=blocks)
-        if blocks > 1:
-            final = self.device.empty((1,), x.dtype)
-            self._launch(fn, blocks, partial.gpudata, final.gpudata, np.int64(blocks), blocks=1)
-            partial = final
-        return partial
+    def transpose(self, x, axes=None):
+        """x with its axes permuted: always a view (strides permuted)."""
+        if axes is None:
+            perm = tuple(range(x.ndim))[::-1]
+        else:
+            perm = _normalize_axes(axes, x.ndim, "transpose")
+            if len(perm) != x.ndim:
+                raise ValueError("axes don't match array")
+        st = _elem_strides(x, x.shape)
+        return self.view(x, [x.shape[a] for a in perm], [st[a] for a in perm])
 
-    def _reduce_axis(self, name, sfx, x, ax):
-        """Reduce contiguous x over axis ax, keeping it as a length-1 axis."""
-        outer = int(np.prod(x.shape[:ax], dtype=np.int64))
-        length = x.shape[ax]
-        inner = int(np.prod(x.shape[ax + 1:], dtype=np.int64))
-        shape = x.shape[:ax] + (1,) + x.shape[ax + 1:]
-        out = self.device.empty(shape, x.dtype)
-        self._launch(self.function("reduce.cu", f"tg_{name}_axis_{sfx}"), outer * inner,
-                     x.gpudata, out.gpudata, np.int64(outer), np.int64(length), np.int64(inner))
-        return out
+    def _moved_last(self, x, axes):
+        """(contiguous x with `axes` moved last, kept shape, rows, row length)."""
+        kept = [a for a in range(x.ndim) if a not in axes]
+        perm = tuple(kept) + tuple(axes)
+        if perm != tuple(range(x.ndim)):
+            x = self.transpose(x, perm)
+        x = self.contiguous(x)
+        rows = math.prod(x.shape[:len(kept)])
+        return x, perm, rows, math.prod(x.shape[len(kept):])
 
     def sum_to_shape(self, a, shape):
         shape = tuple(shape)
         lead = a.ndim - len(shape)
-        if lead < 0 or any(s != 1 and a.shape[lead + i] != s for i, s in enumerate(shape)):
+        if lead < 0:
+            raise ValueError(f"cannot sum shape {a.shape} down to the longer shape {shape}")
+        if any(s != 1 and a.shape[lead + i] != s for i, s in enumerate(shape)):
             raise ValueError(f"cannot sum shape {a.shape} down to shape {shape}")
         axes = tuple(range(lead)) + tuple(
             lead + i for i, s in enumerate(shape) if s == 1 and a.shape[lead + i] != 1)
-        out = self.reduction("sum")(a, axis=axes, keepdims=True) if axes else a
-        return out.reshape(shape)
+        out = self.reduce("sum", a, axes, None, True) if axes else a
+        return self.reshape(out, shape) if out.shape != shape else out
 
+    # -- reductions ----------------------------------------------------------------------
+    def reduce(self, name, x, axis=None, dtype=None, keepdims=False):
+        """sum / mean / max / min over `axis` (None, an int or a tuple), as NumPy."""
+        x = self.operand(x)
+        if name == "sum":
+            out_dtype = _resolve(("sum", dtype), lambda v: np.sum(v, dtype=dtype), x)
+        elif name == "mean":
+            out_dtype = _resolve(("mean", dtype), lambda v: np.mean(v, dtype=dtype), x)
+        else:
+            out_dtype = x.dtype
+        sfx = suffix(out_dtype, name, FLOATS if name == "mean" else REDUCE_TYPES)
+        axes = _normalize_axes(axis, x.ndim, name)
+        out_shape = tuple(1 if i in axes else s for i, s in enumerate(x.shape)) if keepdims \
+            else tuple(s for i, s in enumerate(x.shape) if i not in axes)
+        xs, _, rows, length = self._moved_last(self.operand(x, out_dtype), axes)
+        out = self.empty(out_shape, out_dtype)
+        if rows == 0:
+            return out
+        if length == 0:
+            if name in ("max", "min"):
+                raise ValueError(f"zero-size array to reduction operation "
+                                 f"{'maximum' if name == 'max' else 'minimum'} which has no "
+                                 f"identity")
+            return self.fill(out, np.nan if name == "mean" else 0)
+        self._reduce_rows(name, sfx, xs, out, rows, length)
+        return out
+
+    def _reduce_rows(self, name, sfx, xs, out, rows, length):
+        first = "sum" if name == "mean" else name
+        if rows == 1 and length > 8 * THREADS:
+            # A long single row is split over many blocks first, then finished by one.
+            parts = min(1024, -(-length // (8 * THREADS)))
+            chunk = -(-length // parts)
+            parts = -(-length // chunk)
+            partial = self.empty((parts,), xs.dtype)
+            self._launch("reduce.cu", f"tg_{first}_rows_{sfx}", parts, self.ptr(xs),
+                         self.ptr(partial), np.int64(parts), np.int64(chunk),
+                         np.int64(length), blocks=min(parts, MAX_BLOCKS))
+            xs, length_now, n = partial, parts, parts
+        else:
+            length_now, n = length, rows * length
+        extra = (np.int64(length),) if name == "mean" else ()
+        self._launch("reduce.cu", f"tg_{name}_rows_{sfx}", rows, self.ptr(xs), self.ptr(out),
+                     np.int64(rows), np.int64(length_now), np.int64(n), *extra,
+                     blocks=min(rows, MAX_BLOCKS))
+
+    def reduction(self, name):
+        """The kernel of op `name` (sum, mean: with dtype; max, min: without)."""
+        if name in ("sum", "mean"):
+            def kernel(x, axis=None, dtype=None, keepdims=False):
+                return self.reduce(name, x, axis, dtype, keepdims)
+        else:
+            def kernel(x, axis=None, keepdims=False):
+                return self.reduce(name, x, axis, None, keepdims)
+        kernel.__name__ = f"cuda_{name}"
+        return kernel
+
+    def arg_reduction(self, name):
+        """argmax / argmin (int64 result; first occurrence; NaN counts as the extreme)."""
+        def kernel(x, axis=None, keepdims=False):
+            x = self.operand(x)
+            sfx = suffix(x.dtype, name, REDUCE_TYPES)
+            if axis is None:
+                xs, rows, length = self.contiguous(x), 1, x.size
+                out_shape = (1,) * x.ndim if keepdims else ()
+            else:
+                axes = _normalize_axes(axis, x.ndim, name)
+                xs, _, rows, length = self._moved_last(x, axes)
+                out_shape = tuple(1 if i in axes else s for i, s in enumerate(x.shape)) \
+                    if keepdims else tuple(s for i, s in enumerate(x.shape) if i not in axes)
+            if length == 0:
+                raise ValueError(f"attempt to get {name} of an empty sequence")
+            out = self.empty(out_shape, np.int64)
+            self._launch("reduce.cu", f"tg_{name}_rows_{sfx}", rows, self.ptr(xs),
+                         self.ptr(out), np.int64(rows), np.int64(length),
+                         blocks=min(max(rows, 1), MAX_BLOCKS))
+            return out
+        kernel.__name__ = f"cuda_{name}"
+        return kernel
+
+    def _int_range(self, arr):
+        """(min, max) of a non-empty int64 device array (reads two numbers back)."""
+        arr = self.contiguous(arr)
+        lo = self.reduce("min", arr)
+        hi = self.reduce("max", arr)
+        return int(self.device.to_numpy(lo)), int(self.device.to_numpy(hi))
+
+    # -- indexing ------------------------------------------------------------------------
+    def plan(self, x, index) -> IndexPlan:
+        """Resolve a NumPy index (basic, advanced or mixed) against x's shape and strides."""
+        gpu = self.device.gpuarray.GPUArray
+        entries = list(index) if isinstance(index, tuple) else [index]
+        norm, masks = [], []
+        for e in entries:
+            if isinstance(e, gpu) and e.dtype == np.bool_:
+                e = self.device.to_numpy(e)          # a mask's result shape needs the host
+            if isinstance(e, list):
+                e = np.asarray(e)
+            if isinstance(e, (bool, np.bool_)):
+                e = np.asarray(e)
+            if isinstance(e, np.ndarray) and e.dtype == np.bool_:
+                if e.ndim == 0:
+                    raise IndexError("cuda: 0-d boolean indices are not supported")
+                masks.append((len(norm), e.shape))
+                norm.extend(np.nonzero(e))
+                continue
+            if isinstance(e, np.ndarray) and e.dtype.kind not in "iu":
+                raise IndexError("arrays used as indices must be of integer (or boolean) type")
+            if isinstance(e, gpu) and e.dtype.kind not in "iu":
+                raise IndexError("arrays used as indices must be of integer (or boolean) type")
+            norm.append(e)
+        consumed = sum(1 for e in norm if e is not None and e is not Ellipsis)
+        if consumed > x.ndim:
+            raise IndexError(f"too many indices for array: array is {x.ndim}-dimensional, "
+                             f"but {consumed} were indexed")
+        if sum(1 for e in norm if e is Ellipsis) > 1:
+            raise IndexError("an index can only have a single ellipsis ('...')")
+        for at, mshape in masks:
+            def used(es):
+                return sum(1 for e in es if e is not None and e is not Ellipsis)
+            ell = any(e is Ellipsis for e in norm[:at] if not isinstance(e, (np.ndarray, gpu)))
+            first = x.ndim - used(norm[at:]) if ell else used(norm[:at])
+            for d, n in enumerate(mshape):
+                if x.shape[first + d] != n:
+                    raise IndexError(
+                        f"boolean index did not match indexed array along axis {first + d}; "
+                        f"size of axis is {x.shape[first + d]} but size of corresponding "
+                        f"boolean axis is {n}")
+        if Ellipsis in [e for e in norm if not isinstance(e, (np.ndarray, gpu))]:
+            at = next(i for i, e in enumerate(norm) if e is Ellipsis)
+            norm[at:at + 1] = [slice(None)] * (x.ndim - consumed)
+        else:
+            norm += [slice(None)] * (x.ndim - consumed)
+        advanced = any(isinstance(e, (np.ndarray, gpu)) for e in norm)
+        st = _elem_strides(x, x.shape)
+        offset, axis = 0, 0
+        basic = []        # (position in norm, length, stride) of every output axis it makes
+        arrays = []       # (position in norm, array, axis length, axis stride)
+        for pos, e in enumerate(norm):
+            if e is None:
+                basic.append((pos, 1, 0))
+                continue
+            n, s = x.shape[axis], st[axis]
+            if isinstance(e, slice):
+                start, stop, step = e.indices(n)
+                basic.append((pos, len(range(start, stop, step)), step * s))
+                offset += start * s if len(range(start, stop, step)) else 0
+            elif isinstance(e, (np.ndarray, gpu)) or (advanced and not isinstance(e, slice)):
+                arrays.append((pos, e if isinstance(e, (np.ndarray, gpu))
+                               else np.asarray(operator.index(e)), n, s))
+            else:
+                i = operator.index(e)
+                if not -n <= i < n:
+                    raise IndexError(f"index {i} is out of bounds for axis {axis} with size {n}")
+                offset += (i % n) * s
+            axis += 1
+        if not arrays:
+            return IndexPlan([b[1] for b in basic], offset, [b[2] for b in basic], [])
+        try:
+            bshape = tuple(np.broadcast_shapes(*(a[1].shape for a in arrays)))
+        except ValueError:
+            raise IndexError("shape mismatch: indexing arrays could not be broadcast together "
+                             "with shapes " + " ".join(str(a[1].shape) for a in arrays)) from None
+        positions = [a[0] for a in arrays]
+        adjacent = positions == list(range(positions[0], positions[-1] + 1))
+        if adjacent:
+            before = [b for b in basic if b[0] < positions[0]]
+            after = [b for b in basic if b[0] > positions[0]]
+        else:
+            before, after = [], basic
+        nb = len(before)
+        shape = [b[1] for b in before] + list(bshape) + [b[1] for b in after]
+        strides = [b[2] for b in before] + [0] * len(bshape) + [b[2] for b in after]
+        plan = IndexPlan(shape, offset, strides, [])
+        if len(arrays) > MAX_INDEX_ARRAYS:
+            raise IndexError(f"cuda: at most {MAX_INDEX_ARRAYS} index arrays are supported")
+        for _, arr, n, s in arrays:
+            if isinstance(arr, np.ndarray):
+                if arr.size and (arr.min() < -n or arr.max() >= n):
+                    bad = arr[(arr < -n) | (arr >= n)].flat[0]
+                    raise IndexError(f"index {bad} is out of bounds for axis with size {n}")
+                dev = self.device.asarray(np.asarray(arr, dtype=np.int64, order="C"))
+            else:
+                dev = self.operand(arr, np.int64)
+                if dev.size:
+                    lo, hi = self._int_range(dev)
+                    if lo < -n or hi >= n:
+                        raise IndexError(f"index {hi if hi >= n else lo} is out of bounds for "
+                                         f"axis with size {n}")
+            ist = _elem_strides(dev, bshape)
+            istr = [0] * nb + ist + [0] * len(after)
+            plan.arrays.append((dev, n, s, istr))
+        return plan
+
+    def _plan_meta(self, plan):
+        values = list(plan.shape) + list(plan.strides)
+        for dev, n, s, istr in plan.arrays:
+            values += [int(self.ptr(dev)), n, s] + list(istr)
+        return self._meta(values)
+
+    def _index_launch(self, kind, sfx, plan, base, src_or_dst_first, other):
+        n = math.prod(plan.shape)
+        if n == 0:
+            return
+        meta = self._plan_meta(plan)
+        item = base.dtype.itemsize
+        base_ptr = np.uintp(int(self.ptr(base)) + plan.offset * item)
+        first, second = (base_ptr, self.ptr(other)) if kind == "gather" else \
+            (self.ptr(other), base_ptr)
+        self._launch("index.cu", f"tg_{kind}_{sfx}", n, first, second, np.int64(n),
+                     np.int32(len(plan.shape)), np.int32(len(plan.arrays)), self.ptr(meta))
+
+    def getitem(self, x, index):
+        """x[index]: a view for basic indexing, a gather for advanced indexing."""
+        plan = self.plan(x, index)
+        if not plan.arrays:
+            return self.view(x, plan.shape, plan.strides, plan.offset)
+        out = self.empty(plan.shape, x.dtype)
+        self._index_launch("gather", suffix(x.dtype, "getitem", ALL), plan, x, True, out)
+        return out
+
+    def getitem_grad(self, g, index, shape):
+        """Zeros of `shape` with g added at `index` (repeated indices accumulate)."""
+        out = self.device.zeros(tuple(shape), g.dtype)
+        plan = self.plan(out, index)
+        sfx = suffix(g.dtype, "_getitem_grad")
+        v = self.contiguous(self.broadcast_to(g, plan.shape))
+        self._index_launch("scatter_add", sfx, plan, out, False, v)
+        return out
+
+    def assign(self, arr, index, value):
+        """arr[index] = value in place (value broadcast and cast to arr's dtype)."""
+        plan = self.plan(arr, index)
+        sfx = suffix(arr.dtype, "setitem", ALL)
+        v = self.operand(value)
+        v = self.copy_into(self.empty(plan.shape, arr.dtype), v)
+        self._index_launch("scatter", sfx, plan, arr, False, v)
+        return arr
+
+    def setitem(self, x, value, index):
+        """A copy of x with x[index] = value."""
+        return self.assign(self.copy(x), index, value)
+
+    # -- joining -------------------------------------------------------------------------
+    def concatenate(self, *xs, axis=0):
+        """numpy.concatenate: each input copied into its slice of the output."""
+        xs = [self.operand(x) for x in xs]
+        dtype = np.result_type(*[x.dtype for x in xs])
+        if axis is None:
+            xs = [self.reshape(x, (-1,)) for x in xs]
+            axis = 0
+        nd = xs[0].ndim
+        if nd == 0:
+            raise ValueError("zero-dimensional arrays cannot be concatenated")
+        (ax,) = _normalize_axes(axis, nd, "concatenate")
+        for i, x in enumerate(xs):
+            if x.ndim != nd:
+                raise ValueError(
+                    f"all the input array dimensions except for the concatenation axis must "
+                    f"match exactly, but the array at index 0 has {nd} dimension(s) and the "
+                    f"array at index {i} has {x.ndim} dimension(s)")
+            for d in range(nd):
+                if d != ax and x.shape[d] != xs[0].shape[d]:
+                    raise ValueError(
+                        f"all the input array dimensions except for the concatenation axis "
+                        f"must match exactly, but along dimension {d}, the array at index 0 "
+                        f"has size {xs[0].shape[d]} and the array at index {i} has size "
+                        f"{x.shape[d]}")
+        shape = list(xs[0].shape)
+        shape[ax] = sum(x.shape[ax] for x in xs)
+        out = self.empty(shape, dtype)
+        st, start = _c_strides(shape), 0
+        for x in xs:
+            part = list(shape)
+            part[ax] = x.shape[ax]
+            if x.size:
+                self.copy_into(self.view(out, part, st, start * st[ax]), x)
+            start += x.shape[ax]
+        return out
+
+    def stack(self, *xs, axis=0):
+        """numpy.stack: the inputs (one shape) joined along a new axis."""
+        xs = [self.operand(x) for x in xs]
+        if any(x.shape != xs[0].shape for x in xs):
+            raise ValueError("all input arrays must have the same shape")
+        (ax,) = _normalize_axes(axis, xs[0].ndim + 1, "stack")
+        new = xs[0].shape[:ax] + (1,) + xs[0].shape[ax:]
+        return self.concatenate(*[self.view(x, new, _elem_strides(x, x.shape)[:ax] + [0]
+                                            + _elem_strides(x, x.shape)[ax:])
+                                  for x in xs], axis=ax)
+
+    # -- matmul (cuBLAS) -----------------------------------------------------------------
+    def cublas(self):
+        """The cuBLAS handle (loading the library on first use)."""
+        if self._cublas is None:
+            from . import cublas
+
+            lib = self._cublas_library or cublas.load_library()
+            self._cublas = cublas.Cublas(lib)
+        return self._cublas
+
+    def _gemm_operand(self, a, batch_shape):
+        """(array, op, ld, batch stride) of a (..., r, c) operand for the swapped call."""
+        from .cublas import CUBLAS_OP_N, CUBLAS_OP_T
+
+        r, c = a.shape[-2:]
+        nb = math.prod(batch_shape)
+        if a.shape[:-2] != tuple(batch_shape) and math.prod(a.shape[:-2]) != 1:
+            a = self.contiguous(self.broadcast_to(a, tuple(batch_shape) + (r, c)))
+        st = _elem_strides(a, a.shape)
+        sr, sc = st[-2], st[-1]
+        sb = 0
+        if nb > 1 and math.prod(a.shape[:-2]) > 1:
+            dims = [(n, s) for n, s in zip(a.shape[:-2], st[:-2]) if n != 1]
+            sb = dims[-1][1]
+            ok = all(dims[i][1] == dims[i + 1][1] * dims[i + 1][0] for i in range(len(dims) - 1))
+            if not ok or sb < r * c:
+                a = self.contiguous(a)
+                return self._gemm_operand(a, batch_shape)
+        if (sc == 1 or c == 1) and (ld := (sr if r > 1 else c)) >= max(c, 1):
+            return a, CUBLAS_OP_N, ld, sb
+        if (sr == 1 or r == 1) and (ld := (sc if c > 1 else r)) >= max(r, 1):
+            return a, CUBLAS_OP_T, ld, sb
+        return self._gemm_operand(self.contiguous(a), batch_shape)
+
+    def matmul(self, x, y):
+        """numpy.matmul through cuBLAS: vectors, matrices, broadcast batches."""
+        from tapegrad_linalg.ops import _matmul_mismatch
+
+        xs, ys = np.shape(x), np.shape(y)
+        why = _matmul_mismatch(xs, ys)
+        if why is not None:
+            raise ValueError(why)
+        dtype = _resolve("matmul", np.matmul, x, y)
+        suffix(dtype, "matmul")
+        x, y = self.operand(x, dtype), self.operand(y, dtype)
+        if x.ndim == 1:
+            x = self.view(x, (1,) + x.shape, [0] + _elem_strides(x, x.shape))
+        if y.ndim == 1:
+            y = self.view(y, y.shape + (1,), _elem_strides(y, y.shape) + [0])
+        batch = tuple(np.broadcast_shapes(x.shape[:-2], y.shape[:-2]))
+        m, k = x.shape[-2:]
+        n = y.shape[-1]
+        out = self.empty(batch + (m, n), dtype)
+        final = batch + ((m,) if len(xs) > 1 else ()) + ((n,) if len(ys) > 1 else ())
+        if out.size and k == 0:
+            self.fill(out, 0)
+        elif out.size:
+            a, opa, lda, sba = self._gemm_operand(x, batch)
+            b, opb, ldb, sbb = self._gemm_operand(y, batch)
+            # Row-major C = A B is column-major C^T = B^T A^T: pass B first (see cublas.py).
+            self.cublas().gemm(dtype, opb, opa, n, m, k, int(self.ptr(b)), ldb,
+                               int(self.ptr(a)), lda, int(self.ptr(out)), n,
+                               stride_a=sbb, stride_b=sba, stride_c=m * n,
+                               batch=math.prod(batch))
+        return self.view(out, final, _c_strides(final)) if final != out.shape else out
+
+    def einsum(self, *xs, subscripts):
+        """_einsum through the host (np.einsum), then back to the device.
+
+        NOTE: a deliberate simplification: einsum is a stretch op and its contraction
+        order is NumPy's optimizer; doing it on the device would mean re-implementing
+        that planner over transposes and batched GEMMs."""
+        from tapegrad_linalg.ops import _einsum_kernel
+
+        host = [self.device.to_numpy(x) if isinstance(x, self.device.gpuarray.GPUArray)
+                else x for x in xs]
+        return self.device.asarray(np.asarray(_einsum_kernel(*host, subscripts=subscripts), order="C"))
+
+    # -- nn ------------------------------------------------------------------------------
+    def _rows_op(self, name, x, axis):
+        """Run the row kernel `name` over `axis` (moved last); returns (out, perm, rows)."""
+        x = self.operand(x)
+        dtype = _resolve("nn", np.exp, x)
+        sfx = suffix(dtype, name)
+        axes = _normalize_axes(axis, x.ndim, name)
+        xs, perm, rows, length = self._moved_last(self.operand(x, dtype), axes)
+        return xs, sfx, perm, rows, length
+
+    def softmax_like(self, name):
+        """softmax / log_softmax over `axis` (an int, a tuple or None), one block per row."""
+        def kernel(x, axis=-1):
+            xs, sfx, perm, rows, length = self._rows_op(name, x, axis)
+            out = self.empty(xs.shape, xs.dtype)
+            if rows and length:
+                self._launch("nn.cu", f"tg_{name}_rows_{sfx}", rows, self.ptr(xs),
+                             self.ptr(out), np.int64(rows), np.int64(length),
+                             blocks=min(rows, MAX_BLOCKS))
+            if perm == tuple(range(len(perm))):
+                return out
+            return self.transpose(out, tuple(int(i) for i in np.argsort(perm)))
+        kernel.__name__ = f"cuda_{name}"
+        return kernel
+
+    def logsumexp(self, x, axis=None, keepdims=False):
+        xs, sfx, perm, rows, length = self._rows_op("logsumexp", x, axis)
+        axes = _normalize_axes(axis, x.ndim, "logsumexp")
+        out_shape = tuple(1 if i in axes else s for i, s in enumerate(x.shape)) if keepdims \
+            else tuple(s for i, s in enumerate(x.shape) if i not in axes)
+        if length == 0 and rows:
+            raise ValueError("zero-size array to reduction operation maximum which has no "
+                             "identity")
+        out = self.empty(out_shape, xs.dtype)
+        if rows:
+            self._launch("nn.cu", f"tg_logsumexp_rows_{sfx}", rows, self.ptr(xs),
+                         self.ptr(out), np.int64(rows), np.int64(length),
+                         blocks=min(rows, MAX_BLOCKS))
+        return out
+
+    def _loss_reduce(self, loss, reduction):
+        if reduction == "mean":
+            return self.reduce("mean", loss)
+        if reduction == "sum":
+            return self.reduce("sum", loss)
+        return loss
+
+    def cross_entropy(self, x, t, *, reduction="mean"):
+        """cross_entropy with integer labels (one fused pass per row) or probabilities."""
+        from tapegrad_nn.functional import _check_cross_entropy, _check_reduction
+
+        _check_reduction(reduction)
+        x = self.operand(x)
+        labels = _check_cross_entropy(x, t)
+        if not labels:
+            lsm = self.softmax_like("log_softmax")(x, axis=-1)
+            picked = self.reduce("sum", self.binary("multiply")(t, lsm), -1)
+            return self._loss_reduce(self.binary("subtract")(0.0, picked), reduction)
+        dtype = _resolve("nn", np.exp, x)
+        sfx = suffix(dtype, "cross_entropy")
+        n_classes = x.shape[-1]
+        lab = self.contiguous(self.operand(t, np.int64))
+        if lab.size:
+            lo, hi = self._int_range(lab)
+            if lo < 0 or hi >= n_classes:
+                raise IndexError(f"class label {lo if lo < 0 else hi} is out of range for "
+                                 f"{n_classes} classes (labels must be in [0, {n_classes}))")
+        xs = self.contiguous(self.operand(x, dtype))
+        rows = lab.size
+        loss = self.empty(lab.shape, dtype)
+        if rows:
+            self._launch("nn.cu", f"tg_cross_entropy_rows_{sfx}", rows, self.ptr(xs),
+                         self.ptr(lab), self.ptr(loss), np.int64(rows), np.int64(n_classes),
+                         blocks=min(rows, MAX_BLOCKS))
+        return self._loss_reduce(loss, reduction)
+
+    def bce_with_logits(self, x, t, *, reduction="mean"):
+        """binary_cross_entropy_with_logits: one fused elementwise kernel, then the reduction."""
+        from tapegrad_nn.functional import _check_reduction, _check_same_shape
+
+        _check_reduction(reduction)
+        _check_same_shape(x, t, "logits")
+        loss = self.binary("bce_logits")(x, t)
+        return self._loss_reduce(loss, reduction)
+
+    def linear(self, x, w, b=None):
+        """x @ w.T + b: w.T is a view that cuBLAS reads with op T (no copy)."""
+        if w.ndim != 2 or x.ndim == 0 or x.shape[-1] != w.shape[1]:
+            raise ValueError(
+                f"weight must be (out_features, in_features) with in_features equal to the "
+                f"last axis of x: x {x.shape} and weight {w.shape} do not fit")
+        out = self.matmul(x, self.transpose(w))
+        return out if b is None else self.binary("add")(out, b)
+
+    # -- the table -----------------------------------------------------------------------
     def table(self) -> dict:
-        """{op name: kernel} for every op this plugin covers on cuda."""
-        dev = self.device
-        out = {name: self.unary(name) for name in UNARY}
-        out.update({name: self.binary(name) for name in BINARY})
-        out.update({name: self.reduction(name) for name in REDUCTIONS})
-        out["broadcast_to"] = self.broadcast_to
-        out["sum_to_shape"] = self.sum_to_shape
-        out["astype"] = lambda a, dtype: a.astype(dtype)
-        out["zeros_like"] = lambda a: dev.zeros(a.shape, a.dtype)
-        out["ones_like"] = lambda a: dev.ones(a.shape, a.dtype)
+        """{op name: kernel} for every op of the first-party plugins on cuda."""
+        out = {name: self.unary(name) for name in UNARY_FLOAT}
+        out.update({name: self.binary(name) for name in BINARY_FLOAT if name != "bce_logits"})
+        out.update({name: self.binary(name) for name in COMPARISONS})
+        out.update({name: self.logical(name) for name in ("logical_and", "logical_or",
+                                                           "logical_not")})
+        out.update({name: self.reduction(name) for name in ("sum", "mean", "max", "min")})
+        out.update({name: self.arg_reduction(name) for name in ("argmax", "argmin")})
+        out.update({name: self.softmax_like(name) for name in ("softmax", "log_softmax")})
+        out.update({
+            "where": self.where, "clip": self.clip,
+            "broadcast_to": self.broadcast_to, "sum_to_shape": self.sum_to_shape,
+            "astype": self.astype, "zeros_like": self.zeros_like, "ones_like": self.ones_like,
+            "copy": self.copy, "reshape": self.reshape, "transpose": self.transpose,
+            "getitem": lambda x, index: self.getitem(x, index),
+            "_getitem_grad": lambda g, index, shape: self.getitem_grad(g, index, shape),
+            "setitem": lambda x, value, index: self.setitem(x, value, index),
+            "concatenate": self.concatenate, "stack": self.stack,
+            "matmul": self.matmul, "_einsum": self.einsum,
+            "logsumexp": self.logsumexp, "cross_entropy": self.cross_entropy,
+            "binary_cross_entropy_with_logits": self.bce_with_logits, "linear": self.linear,
+        })
         return out

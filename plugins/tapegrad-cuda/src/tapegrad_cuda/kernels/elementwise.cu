@@ -1,42 +1,34 @@
-// tapegrad-cuda: elementwise kernels (float32 "_f32" and float64 "_f64").
+// tapegrad-cuda: elementwise kernels. Type suffixes: f32 float, f64 double, i32 int,
+// i64 long long, b8 bool. Every kernel is extern "C" (looked up by name from Python) and
+// uses a grid-stride loop, so any launch configuration covers any n.
 //
-// Every kernel is extern "C" (unmangled names, looked up by name from Python) and uses a
-// grid-stride loop, so any launch configuration covers any n.
-//
-//   tg_<unary>_<t>(const T* x, T* out, long long n)           x contiguous
-//   tg_<binary>_<t>(const T* a, const T* b, T* out, long long n) same shape, contiguous
-//   tg_<binary>_strided_<t>(const T* a, const T* b, T* out, long long n,
-//                           int ndim, const long long* meta)
+//   tg_<unary>_<t>(const T* x, T* out, long long n)                 x contiguous
+//   tg_<binary>_<t>(const T* a, const T* b, R* out, long long n)      same shape, contiguous
+//   tg_<binary>_strided_<t>(const T* a, const T* b, R* out, long long n, int ndim,
+//                           const long long* meta)
 //       NumPy broadcasting: out is contiguous with shape meta[0:ndim]; a and b are read
-//       through element strides meta[ndim:2*ndim] and meta[2*ndim:3*ndim] (stride 0 on a
-//       broadcast axis). Also covers non-contiguous inputs.
-//   tg_copy_strided_<t>(const T* x, T* out, long long n, int ndim, const long long* meta)
-//       gather x (strides meta[ndim:2*ndim]) into contiguous out (shape meta[0:ndim]):
-//       broadcast_to and making a view contiguous.
+//       through element strides meta[ndim:2*ndim] and meta[2*ndim:3*ndim] (0 on broadcast
+//       axes). R is T for arithmetic, bool for comparisons and logical ops.
+//   tg_where_<t>(const bool* c, const T* a, const T* b, T* out, long long n, int ndim,
+//                const long long* meta)      meta: shape, c, a, b strides (4 * ndim)
+//   tg_cast_<s>_<d>(const S* x, D* out, long long n, int ndim, const long long* meta)
+//       out[off_out(i)] = (D) x[off_x(i)]; meta: shape, x strides, out strides. With s == d
+//       it is the one strided copy: broadcast_to, making a view contiguous, copying into
+//       a view (concatenate, setitem, copyto). Casting to bool is x != 0.
+//   tg_fill_<t>(T* out, long long n, double value)
+#include "common.cuh"
 
-#define TG_GRID_LOOP(i, n) \
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
-         i += (long long)blockDim.x * gridDim.x)
-
-// Offset (in elements) of flat output index i in an array with the given strides.
-__device__ __forceinline__ long long tg_offset(long long i, int ndim, const long long* shape,
-                                               const long long* strides) {
-    long long off = 0;
-    for (int d = ndim - 1; d >= 0; --d) {
-        long long s = shape[d];
-        off += (i % s) * strides[d];
-        i /= s;
-    }
-    return off;
-}
-
-// ---- scalar functions -------------------------------------------------------------
-__device__ __forceinline__ float  tg_sigmoid(float x)  { return x >= 0.0f ? 1.0f / (1.0f + expf(-x)) : expf(x) / (1.0f + expf(x)); }
-__device__ __forceinline__ double tg_sigmoid(double x) { return x >= 0.0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1.0 + exp(x)); }
-// NumPy's maximum/minimum propagate NaN from either side.
+__device__ __forceinline__ float  tg_sigmoid(float x)  { float e = expf(-fabsf(x)); float s = 1.0f / (1.0f + e); return x >= 0.0f ? s : e * s; }
+__device__ __forceinline__ double tg_sigmoid(double x) { double e = exp(-fabs(x)); double s = 1.0 / (1.0 + e); return x >= 0.0 ? s : e * s; }
+// NumPy's maximum/minimum propagate NaN from either side (a NaN test is false for ints).
 template <typename T> __device__ __forceinline__ T tg_maximum(T a, T b) { return (a != a || a > b) ? a : b; }
 template <typename T> __device__ __forceinline__ T tg_minimum(T a, T b) { return (a != a || a < b) ? a : b; }
 template <typename T> __device__ __forceinline__ T tg_relu(T x) { return x > T(0) ? x : (x != x ? x : T(0)); }
+template <typename T> __device__ __forceinline__ T tg_sign(T x) { return x > T(0) ? T(1) : (x < T(0) ? T(-1) : x); }
+template <typename T> __device__ __forceinline__ T tg_iabs(T x) { return x < T(0) ? -x : x; }
+// binary_cross_entropy_with_logits per element: max(x, 0) - x t + log1p(exp(-|x|)).
+__device__ __forceinline__ float  tg_bce(float x, float t)   { return fmaxf(x, 0.0f) - x * t + log1pf(expf(-fabsf(x))); }
+__device__ __forceinline__ double tg_bce(double x, double t) { return fmax(x, 0.0) - x * t + log1p(exp(-fabs(x))); }
 
 #define TG_UNARY(name, T, sfx, expr)                                                      \
     extern "C" __global__ void tg_##name##_##sfx(const T* __restrict__ x,                  \
@@ -44,14 +36,14 @@ template <typename T> __device__ __forceinline__ T tg_relu(T x) { return x > T(0
         TG_GRID_LOOP(i, n) { T v = x[i]; out[i] = (expr); }                                \
     }
 
-#define TG_BINARY(name, T, sfx, expr)                                                     \
+#define TG_BINARY(name, T, R, sfx, expr)                                                  \
     extern "C" __global__ void tg_##name##_##sfx(const T* __restrict__ a,                  \
                                                  const T* __restrict__ b,                  \
-                                                 T* __restrict__ out, long long n) {       \
+                                                 R* __restrict__ out, long long n) {       \
         TG_GRID_LOOP(i, n) { T u = a[i]; T v = b[i]; out[i] = (expr); }                    \
     }                                                                                      \
     extern "C" __global__ void tg_##name##_strided_##sfx(                                  \
-        const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ out,             \
+        const T* __restrict__ a, const T* __restrict__ b, R* __restrict__ out,             \
         long long n, int ndim, const long long* __restrict__ meta) {                       \
         TG_GRID_LOOP(i, n) {                                                               \
             T u = a[tg_offset(i, ndim, meta, meta + ndim)];                                \
@@ -60,9 +52,31 @@ template <typename T> __device__ __forceinline__ T tg_relu(T x) { return x > T(0
         }                                                                                  \
     }
 
-#define TG_ALL(T, sfx, F)                                                                 \
+#define TG_COMPARISONS(T, sfx)                                                            \
+    TG_BINARY(equal, T, bool, sfx, u == v)                                                 \
+    TG_BINARY(not_equal, T, bool, sfx, u != v)                                             \
+    TG_BINARY(less, T, bool, sfx, u < v)                                                   \
+    TG_BINARY(less_equal, T, bool, sfx, u <= v)                                            \
+    TG_BINARY(greater, T, bool, sfx, u > v)                                                \
+    TG_BINARY(greater_equal, T, bool, sfx, u >= v)                                         \
+    extern "C" __global__ void tg_where_##sfx(                                             \
+        const bool* __restrict__ c, const T* __restrict__ a, const T* __restrict__ b,      \
+        T* __restrict__ out, long long n, int ndim, const long long* __restrict__ meta) {  \
+        TG_GRID_LOOP(i, n) {                                                               \
+            out[i] = c[tg_offset(i, ndim, meta, meta + ndim)]                              \
+                ? a[tg_offset(i, ndim, meta, meta + 2 * ndim)]                             \
+                : b[tg_offset(i, ndim, meta, meta + 3 * ndim)];                            \
+        }                                                                                  \
+    }                                                                                      \
+    extern "C" __global__ void tg_fill_##sfx(T* __restrict__ out, long long n,             \
+                                             double value) {                               \
+        const T v = (T)value;                                                              \
+        TG_GRID_LOOP(i, n) { out[i] = v; }                                                 \
+    }
+
+#define TG_FLOAT(T, sfx, F)                                                               \
     TG_UNARY(negative, T, sfx, -v)                                                         \
-    TG_UNARY(abs, T, sfx, F(fabs)(v))                                                       \
+    TG_UNARY(abs, T, sfx, F(fabs)(v))                                                      \
     TG_UNARY(exp, T, sfx, F(exp)(v))                                                       \
     TG_UNARY(log, T, sfx, F(log)(v))                                                       \
     TG_UNARY(sqrt, T, sfx, F(sqrt)(v))                                                     \
@@ -71,21 +85,65 @@ template <typename T> __device__ __forceinline__ T tg_relu(T x) { return x > T(0
     TG_UNARY(cos, T, sfx, F(cos)(v))                                                       \
     TG_UNARY(sigmoid, T, sfx, tg_sigmoid(v))                                               \
     TG_UNARY(relu, T, sfx, tg_relu(v))                                                     \
-    TG_BINARY(add, T, sfx, u + v)                                                          \
-    TG_BINARY(subtract, T, sfx, u - v)                                                     \
-    TG_BINARY(multiply, T, sfx, u * v)                                                     \
-    TG_BINARY(divide, T, sfx, u / v)                                                       \
-    TG_BINARY(power, T, sfx, F(pow)(u, v))                                                 \
-    TG_BINARY(maximum, T, sfx, tg_maximum(u, v))                                           \
-    TG_BINARY(minimum, T, sfx, tg_minimum(u, v))                                           \
-    extern "C" __global__ void tg_copy_strided_##sfx(                                      \
-        const T* __restrict__ x, T* __restrict__ out, long long n, int ndim,               \
-        const long long* __restrict__ meta) {                                              \
-        TG_GRID_LOOP(i, n) { out[i] = x[tg_offset(i, ndim, meta, meta + ndim)]; }          \
-    }
+    TG_UNARY(square, T, sfx, v * v)                                                        \
+    TG_UNARY(sign, T, sfx, tg_sign(v))                                                     \
+    TG_BINARY(add, T, T, sfx, u + v)                                                       \
+    TG_BINARY(subtract, T, T, sfx, u - v)                                                  \
+    TG_BINARY(multiply, T, T, sfx, u * v)                                                  \
+    TG_BINARY(divide, T, T, sfx, u / v)                                                    \
+    TG_BINARY(power, T, T, sfx, F(pow)(u, v))                                              \
+    TG_BINARY(maximum, T, T, sfx, tg_maximum(u, v))                                        \
+    TG_BINARY(minimum, T, T, sfx, tg_minimum(u, v))                                        \
+    TG_BINARY(bce_logits, T, T, sfx, tg_bce(u, v))                                         \
+    TG_COMPARISONS(T, sfx)
+
+#define TG_INT(T, sfx)                                                                    \
+    TG_UNARY(negative, T, sfx, -v)                                                         \
+    TG_UNARY(abs, T, sfx, tg_iabs(v))                                                      \
+    TG_UNARY(square, T, sfx, v * v)                                                        \
+    TG_UNARY(sign, T, sfx, tg_sign(v))                                                     \
+    TG_BINARY(add, T, T, sfx, u + v)                                                       \
+    TG_BINARY(subtract, T, T, sfx, u - v)                                                  \
+    TG_BINARY(multiply, T, T, sfx, u * v)                                                  \
+    TG_BINARY(maximum, T, T, sfx, tg_maximum(u, v))                                        \
+    TG_BINARY(minimum, T, T, sfx, tg_minimum(u, v))                                        \
+    TG_COMPARISONS(T, sfx)
 
 // float: the f-suffixed CUDA math functions (expf, ...); double: the plain ones.
 #define TG_MATH_F32(fn) fn##f
 #define TG_MATH_F64(fn) fn
-TG_ALL(float, f32, TG_MATH_F32)
-TG_ALL(double, f64, TG_MATH_F64)
+TG_FLOAT(float, f32, TG_MATH_F32)
+TG_FLOAT(double, f64, TG_MATH_F64)
+TG_INT(int, i32)
+TG_INT(long long, i64)
+TG_COMPARISONS(bool, b8)
+TG_BINARY(logical_and, bool, bool, b8, u && v)
+TG_BINARY(logical_or, bool, bool, b8, u || v)
+TG_UNARY(logical_not, bool, b8, !v)
+
+// ---- casts and strided copies ---------------------------------------------------------
+template <typename D, typename S> __device__ __forceinline__ D tg_convert(S x) { return (D)x; }
+#define TG_TO_BOOL(S) \
+    template <> __device__ __forceinline__ bool tg_convert<bool, S>(S x) { return x != (S)0; }
+TG_TO_BOOL(float)
+TG_TO_BOOL(double)
+TG_TO_BOOL(int)
+TG_TO_BOOL(long long)
+
+#define TG_CAST(S, ssfx, D, dsfx)                                                         \
+    extern "C" __global__ void tg_cast_##ssfx##_##dsfx(                                    \
+        const S* __restrict__ x, D* __restrict__ out, long long n, int ndim,               \
+        const long long* __restrict__ meta) {                                              \
+        TG_GRID_LOOP(i, n) {                                                               \
+            out[tg_offset(i, ndim, meta, meta + 2 * ndim)] =                               \
+                tg_convert<D, S>(x[tg_offset(i, ndim, meta, meta + ndim)]);                \
+        }                                                                                  \
+    }
+#define TG_CAST_FROM(S, ssfx)                                                             \
+    TG_CAST(S, ssfx, float, f32) TG_CAST(S, ssfx, double, f64) TG_CAST(S, ssfx, int, i32)  \
+    TG_CAST(S, ssfx, long long, i64) TG_CAST(S, ssfx, bool, b8)
+TG_CAST_FROM(float, f32)
+TG_CAST_FROM(double, f64)
+TG_CAST_FROM(int, i32)
+TG_CAST_FROM(long long, i64)
+TG_CAST_FROM(bool, b8)
