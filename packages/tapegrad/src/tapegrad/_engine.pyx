@@ -225,6 +225,7 @@ def lookup(str name):
 # ---------------------------------------------------------------------------------------
 
 @cython.no_gc
+@cython.freelist(64)
 cdef class VersionCounter:
     def __repr__(self):
         return f"VersionCounter({self.value})"
@@ -443,6 +444,7 @@ cdef class BoundOp:
 
 
 @cython.no_gc
+@cython.freelist(64)
 cdef class TensorMeta:
     """What a Node keeps of an input it does not save: enough for shapes and dtypes."""
     cdef readonly tuple shape
@@ -465,12 +467,36 @@ cdef class TensorMeta:
         return f"TensorMeta(shape={self.shape}, dtype={self.dtype}, device='{self.device.name}')"
 
 
+# NOTE: a TensorMeta is immutable, so nodes may share one: the last one made is reused
+# when the next input it would describe has the same shape, dtype, device and flag (a
+# chain of ops on one shape allocates none), compared in C for NumPy arrays.
+cdef TensorMeta _last_meta = None
+
+
 cdef TensorMeta _meta_of(TensorBase t):
-    cdef TensorMeta m = TensorMeta.__new__(TensorMeta)
+    global _last_meta
+    cdef TensorMeta m = _last_meta
+    cdef cnp.ndarray arr
+    cdef tuple shape
+    cdef int k, nd
+    if m is not None and type(t._data) is cnp.ndarray and m.device is t._device \
+            and m.requires_grad == t._requires_grad:
+        arr = <cnp.ndarray>t._data
+        if <void*>m.dtype == <void*>cnp.PyArray_DESCR(arr):
+            shape = m.shape
+            nd = cnp.PyArray_NDIM(arr)
+            if len(shape) == nd:
+                for k in range(nd):
+                    if <Py_ssize_t>shape[k] != cnp.PyArray_DIMS(arr)[k]:
+                        break
+                else:
+                    return m
+    m = TensorMeta.__new__(TensorMeta)
     m.shape = t._data.shape
     m.dtype = t._data.dtype
     m.device = t._device
     m.requires_grad = t._requires_grad
+    _last_meta = m
     return m
 
 
@@ -737,6 +763,7 @@ cdef object _apply(Op op, tuple args, dict kwargs):
 # close a cycle (a tensor hook); FunctionNodes (user ctx objects) always are.
 
 @cython.no_gc
+@cython.freelist(64)
 cdef class LeafRef:
     """The graph's handle on a leaf tensor: weak, so a graph never keeps a leaf alive."""
     cdef object ref          # weakref to the leaf Tensor
@@ -759,6 +786,7 @@ cdef LeafRef _leaf_ref_of(TensorBase t):
 
 
 @cython.no_gc
+@cython.freelist(64)
 cdef class SavedTensor:
     """A value a node's rule reads, saved without holding the Tensor object."""
     cdef readonly object data        # the array
@@ -778,7 +806,7 @@ cdef class SavedTensor:
     def dtype(self):
         return self.data.dtype
 
-    cdef object unpack(self):
+    cdef object unpack(self, bint recording):
         """The value as a Tensor for a rule: the leaf itself, or a tensor connected to the
         producer when recording (create_graph), so the rule is differentiable."""
         cdef TensorBase t
@@ -791,7 +819,7 @@ cdef class SavedTensor:
         # NOTE: requires_grad even when not recording: rules skip the gradients of inputs
         # that do not need one (tg.needs_grad), so it must say what the saved tensor said.
         t._requires_grad = self.requires_grad
-        if self.node is not None and _grad_enabled():
+        if self.node is not None and recording:
             t._node = self.node
             t._output_nr = self.output_nr
         return t
@@ -1013,8 +1041,10 @@ cdef class OpNode(Node):
         return out
 
     cdef tuple _run_vjp(self, list grads):
-        self._check_saved()
+        if self.released:
+            self._check_saved()         # raises
         cdef Op op = self.op
+        cdef bint recording = _grad_enabled()
         ans = None
         if op.save_ans:
             if self.ans_vc.value != self.ans_version:
@@ -1027,13 +1057,13 @@ cdef class OpNode(Node):
                     f"before modifying it." + _creation_note(self) + _modified_trace(self.ans_vc))
             ans_t = _new_tensor(self.ans_data, self.device)
             ans_t._vc = self.ans_vc
-            if _grad_enabled():
+            if recording:
                 # create_graph: `ans` depends on the inputs through this very node.
                 ans_t._node = self
                 ans_t._requires_grad = True
             ans = ans_t
         try:
-            args = _vjp_args(grads[0], ans, self.inputs)
+            args = _vjp_args(self, grads[0], ans, self.inputs, recording)
             if self.params:
                 res = op.vjp(*args, **self.params)
             else:
@@ -1078,19 +1108,23 @@ cdef class FunctionNode(Node):
         return _check_arity(self, res)
 
 
-cdef tuple _vjp_args(object g, object ans, tuple inputs):
-    """(g, ans, *inputs) in one allocation."""
+cdef tuple _vjp_args(Node node, object g, object ans, tuple inputs, bint recording):
+    """(g, ans, *inputs) in one allocation, checking that no saved value was modified."""
     cdef Py_ssize_t n = len(inputs), i
     cdef tuple args = PyTuple_New(n + 2)
     cdef object item
+    cdef SavedTensor rec
     Py_INCREF(g)
     PyTuple_SET_ITEM(args, 0, g)
     Py_INCREF(ans)
     PyTuple_SET_ITEM(args, 1, ans)
     for i in range(n):
-        item = inputs[i]
-        if isinstance(item, SavedTensor):
-            item = (<SavedTensor>item).unpack()
+        item = <object>PyTuple_GET_ITEM(inputs, i)
+        if type(item) is SavedTensor:
+            rec = <SavedTensor>item
+            if rec.vc.value != rec.version:
+                node._check_saved()     # raises, saying which input and where
+            item = rec.unpack(recording)
         Py_INCREF(item)
         PyTuple_SET_ITEM(args, i + 2, item)
     return args
@@ -1125,8 +1159,42 @@ cdef tuple _reduced_shape(tuple g_shape, tuple x_shape):
     return tuple(out)
 
 
+cdef inline bint _fits(object ga, object x):
+    """Whether gradient array `ga` already has the shape and dtype of input record `x` (a
+    SavedTensor or TensorMeta), decided in C for NumPy arrays; False when unsure."""
+    cdef cnp.ndarray g, xa
+    cdef tuple shape
+    cdef int k, nd
+    if type(ga) is not cnp.ndarray:
+        return False
+    g = <cnp.ndarray>ga
+    nd = cnp.PyArray_NDIM(g)
+    if type(x) is SavedTensor:
+        if type((<SavedTensor>x).data) is not cnp.ndarray:
+            return False
+        xa = <cnp.ndarray>(<SavedTensor>x).data
+        if cnp.PyArray_NDIM(xa) != nd:
+            return False
+        for k in range(nd):
+            if cnp.PyArray_DIMS(xa)[k] != cnp.PyArray_DIMS(g)[k]:
+                return False
+        return cnp.PyArray_DESCR(xa) == cnp.PyArray_DESCR(g) or \
+            cnp.PyArray_EquivTypes(<object>cnp.PyArray_DESCR(xa), <object>cnp.PyArray_DESCR(g))
+    if type(x) is TensorMeta:
+        shape = (<TensorMeta>x).shape
+        if len(shape) != nd:
+            return False
+        for k in range(nd):
+            if <Py_ssize_t>shape[k] != cnp.PyArray_DIMS(g)[k]:
+                return False
+        return <void*>(<TensorMeta>x).dtype == <void*>cnp.PyArray_DESCR(g)
+    return False
+
+
 cdef object _fit_grad(Node node, Py_ssize_t i, object gi, object x):
     cdef TensorBase gt
+    if isinstance(gi, TensorBase) and _fits((<TensorBase>gi)._data, x):
+        return gi
     if isinstance(x, SavedTensor):
         x_shape = (<SavedTensor>x).data.shape
         x_dtype = (<SavedTensor>x).data.dtype
