@@ -38,8 +38,12 @@ cdef extern from *:
         tapegrad_op_call_impl = (tapegrad_call_fn)impl;
         ((PyTypeObject*)type)->tp_call = tapegrad_op_tp_call;
     }
+
+    /* The reference count of an object, read through a borrowed pointer (no temporary). */
+    static Py_ssize_t tapegrad_refcnt(PyObject* o) { return Py_REFCNT(o); }
     """
     object tapegrad_alloc(object cls, object empty_args)
+    Py_ssize_t tapegrad_refcnt(PyObject* o)
     void tapegrad_set_call_slot(object type, void* impl)
 
 import contextvars
@@ -1296,6 +1300,23 @@ cdef void _accumulate_grad(TensorBase t, object g, bint create_graph, bint fresh
                 t._grad = _new_tensor(_raw_add(cur, <TensorBase>g), cur._device)
 
 
+cdef bint _unshared(object g):
+    """Whether gradient `g`, which the caller holds `refs` references to and checked that
+    nothing else does, is a plain tensor over a NumPy array that owns its memory and that
+    only it references. Such a gradient (a rule's fresh result) becomes a leaf's .grad as
+    it is; any other is copied first, since the user or another gradient might alias it
+    (add's rule passes g to both inputs; a hook may keep what it returns)."""
+    cdef TensorBase t
+    if type(g) is not _TensorClass:
+        return False
+    t = <TensorBase>g
+    if t._requires_grad or t._node is not None or t._vc is not None or t._hooks is not None:
+        return False
+    return type(t._data) is cnp.ndarray and tapegrad_refcnt(<PyObject*>t._data) == 1 \
+        and cnp.PyArray_BASE(<cnp.ndarray>t._data) == NULL \
+        and cnp.PyArray_CHKFLAGS(<cnp.ndarray>t._data, cnp.NPY_ARRAY_OWNDATA | cnp.NPY_ARRAY_WRITEABLE)
+
+
 @cython.no_gc
 cdef class _LeafSlot:
     """What one backward knows about one leaf (leaves may be shared between threads, so
@@ -1414,7 +1435,7 @@ def run_backward(tuple tensors, tuple grad_tensors, retain_graph=None, bint crea
     cdef Node node, en
     cdef _LeafSlot lslot
     cdef LeafRef lref
-    cdef Py_ssize_t i, n, nr
+    cdef Py_ssize_t i, n, nr, nrefs
     cdef dict cap_leaf = None
     cdef dict cap_node = None
     cdef list captured = None
@@ -1422,7 +1443,7 @@ def run_backward(tuple tensors, tuple grad_tensors, retain_graph=None, bint crea
     cdef tuple res = None, edges, nrs
     cdef bint accumulate = inputs is None
     cdef bint anomaly = _anomaly_on()
-    cdef bint has_grad, completed = False
+    cdef bint has_grad, fresh, completed = False
 
     if len(tensors) != len(grad_tensors):
         raise ValueError(f"backward: got {len(tensors)} tensors but {len(grad_tensors)} gradients")
@@ -1505,7 +1526,11 @@ def run_backward(tuple tensors, tuple grad_tensors, retain_graph=None, bint crea
                     for idx in cap_leaf.get(key, ()):
                         captured[idx] = gv
                 elif accumulate:
-                    _accumulate_grad(t, gv, create_graph, lslot.fresh and gv is lslot.g)
+                    # NOTE: a gradient held only by `gv` and the slot (2 references) may be
+                    # adopted without a copy: see _unshared.
+                    nrefs = tapegrad_refcnt(<PyObject*>gv)
+                    fresh = gv is lslot.g and (lslot.fresh or (nrefs == 2 and _unshared(gv)))
+                    _accumulate_grad(t, gv, create_graph, fresh)
                 continue
 
             node = <Node>key
