@@ -124,6 +124,12 @@ cdef Op _op_add = None                  # the core primitives the engine itself 
 cdef Op _op_sum_to_shape = None
 cdef Op _op_broadcast_to = None
 cdef Op _op_astype = None
+# The ops behind Tensor's arithmetic operators, kept by install_op/uninstall_op so an
+# operator skips the table lookup (None: not installed; the lookup then raises).
+cdef Op _op_subtract = None
+cdef Op _op_multiply = None
+cdef Op _op_divide = None
+cdef Op _op_negative = None
 cdef object _grad_lock = threading.Lock()   # guards read-modify-write of .grad
 cdef object _MISS_HANDLER = None        # called once when a name is not in the table
 cdef dict _NO_PARAMS = {}               # shared, never mutated: calls without parameters
@@ -184,15 +190,34 @@ def default_device():
 
 
 def install_op(Op op):
-    global _op_add, _op_sum_to_shape, _op_broadcast_to, _op_astype
     _OPS[op.name] = op
-    if op.name == "add":
+    _set_core_op(op.name, op)
+
+
+def uninstall_op(str name):
+    """Remove `name` from the op table (a plugin unregistered at run time)."""
+    _OPS.pop(name, None)
+    _set_core_op(name, None)
+
+
+cdef void _set_core_op(str name, Op op):
+    global _op_add, _op_sum_to_shape, _op_broadcast_to, _op_astype
+    global _op_subtract, _op_multiply, _op_divide, _op_negative
+    if name == "subtract":
+        _op_subtract = op
+    elif name == "multiply":
+        _op_multiply = op
+    elif name == "divide":
+        _op_divide = op
+    elif name == "negative":
+        _op_negative = op
+    elif name == "add":
         _op_add = op
-    elif op.name == "sum_to_shape":
+    elif name == "sum_to_shape":
         _op_sum_to_shape = op
-    elif op.name == "broadcast_to":
+    elif name == "broadcast_to":
         _op_broadcast_to = op
-    elif op.name == "astype":
+    elif name == "astype":
         _op_astype = op
 
 
@@ -237,8 +262,8 @@ cdef class VersionCounter:
 
 cdef inline VersionCounter _get_vc(TensorBase t):
     if t._vc is None:
-        t._vc = VersionCounter()
-    return t._vc
+        t._vc = VersionCounter.__new__(VersionCounter)   # NOTE: not VersionCounter(): a
+    return t._vc                                         # Python-level call, 3x the cost
 
 
 cdef inline long long _version_of(TensorBase t):
@@ -572,6 +597,8 @@ cdef object _F32 = np.dtype(np.float32)
 
 
 cdef inline bint _is_float_array(object arr):
+    if type(arr) is cnp.ndarray:        # NOTE: no `.dtype` attribute lookup for NumPy's
+        return cnp.PyArray_ISFLOAT(<cnp.ndarray>arr)
     dt = arr.dtype
     return dt is _F64 or dt is _F32 or dt.kind == "f"
 
@@ -692,7 +719,7 @@ cdef object _apply(Op op, tuple args, dict kwargs):
         a = inputs[i]
         if isinstance(a, TensorBase):
             t = <TensorBase>a
-        elif isinstance(a, _python_scalars):
+        elif type(a) is float or isinstance(a, _python_scalars):
             Py_INCREF(a)
             PyTuple_SET_ITEM(arrays, i, a)
             n_scalars += 1
@@ -1684,6 +1711,11 @@ cdef object _binary(str name, a, b):
     return _apply(_lookup(name), (a, b), _NO_PARAMS)
 
 
+cdef inline object _binary_op(Op op, str name, a, b):
+    """An arithmetic operator: its op as install_op keeps it, else looked up by name."""
+    return _apply(op if op is not None else _lookup(name), (a, b), _NO_PARAMS)
+
+
 cdef object _logical(str name, a, b):
     for x in (a, b):
         if isinstance(x, TensorBase) and (<TensorBase>x)._data.dtype.kind != "b":
@@ -1898,22 +1930,22 @@ cdef class TensorBase:
         return _apply(_op_add, (other, self), _NO_PARAMS)
 
     def __sub__(self, other):
-        return _binary("subtract", self, other)
+        return _binary_op(_op_subtract, "subtract", self, other)
 
     def __rsub__(self, other):
-        return _binary("subtract", other, self)
+        return _binary_op(_op_subtract, "subtract", other, self)
 
     def __mul__(self, other):
-        return _binary("multiply", self, other)
+        return _binary_op(_op_multiply, "multiply", self, other)
 
     def __rmul__(self, other):
-        return _binary("multiply", other, self)
+        return _binary_op(_op_multiply, "multiply", other, self)
 
     def __truediv__(self, other):
-        return _binary("divide", self, other)
+        return _binary_op(_op_divide, "divide", self, other)
 
     def __rtruediv__(self, other):
-        return _binary("divide", other, self)
+        return _binary_op(_op_divide, "divide", other, self)
 
     def __pow__(self, other, mod):
         if mod is not None:
@@ -1930,7 +1962,8 @@ cdef class TensorBase:
         return _binary("matmul", other, self)
 
     def __neg__(self):
-        return _apply(_lookup("negative"), (self,), _NO_PARAMS)
+        return _apply(_op_negative if _op_negative is not None else _lookup("negative"),
+                      (self,), _NO_PARAMS)
 
     def __pos__(self):
         return self
