@@ -140,4 +140,3 @@ def test_deepcopy_copies_a_leaf_and_its_grad():
     assert x.tolist() == [1.0, 2.0]
     with pytest.raises(RuntimeError, match="leaf"):
         copy.deepcopy(x + 1.0)
-
