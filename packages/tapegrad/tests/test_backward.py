@@ -45,6 +45,25 @@ def test_leaf_grad_does_not_alias_the_seed_or_other_leaves():
     assert y.grad.item() == 1.0 and seed.item() == 1.0
 
 
+def test_leaf_grad_adopts_only_an_unshared_gradient():
+    # A fresh gradient nobody else holds becomes .grad without a copy; one a hook kept, or
+    # one that reached two leaves, is copied, so .grad never aliases anything.
+    x = tg.tensor(np.ones((4, 3)), requires_grad=True)
+    kept = []
+    x.register_hook(lambda g: kept.append(g))
+    tg.broadcast_to(x, (2, 4, 3)).backward(tg.ones((2, 4, 3)))
+    assert x.grad is not kept[0]
+    assert not np.shares_memory(x.grad.numpy(), kept[0].numpy())
+    np.testing.assert_array_equal(x.grad.numpy(), np.full((4, 3), 2.0))
+    y = tg.tensor(np.ones(3), requires_grad=True)
+    z = tg.tensor(np.ones(3), requires_grad=True)
+    tg.sum_to_shape(tg.broadcast_to(y, (2, 3)), shape=(3,)).backward(tg.ones(3))
+    (y + z).backward(tg.ones(3))
+    assert not np.shares_memory(y.grad.numpy(), z.grad.numpy())
+    np.testing.assert_array_equal(y.grad.numpy(), [3.0, 3.0, 3.0])
+    np.testing.assert_array_equal(z.grad.numpy(), [1.0, 1.0, 1.0])
+
+
 def test_broadcast_gradients_are_summed_to_each_input_shape(times):
     a = tg.tensor(np.ones((3, 4)), requires_grad=True)
     b = tg.tensor(np.arange(4.0), requires_grad=True)

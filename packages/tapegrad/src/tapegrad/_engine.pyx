@@ -8,8 +8,12 @@ the op's forward result, `x, y, ...` its inputs.
 
 cimport cython
 from cpython.contextvars cimport get_value
-from cpython.ref cimport Py_INCREF
-from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
+from cpython.float cimport PyFloat_AS_DOUBLE
+from libc.math cimport fabs, isinf
+from cpython.long cimport PyLong_AsLongLongAndOverflow
+from cpython.object cimport PyObject
+from cpython.ref cimport Py_DECREF, Py_INCREF, Py_XDECREF
+from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_New, PyTuple_SET_ITEM
 
 cdef extern from "Python.h":
     void PyObject_GC_UnTrack(object)
@@ -23,8 +27,24 @@ cdef extern from *:
     static PyObject* tapegrad_alloc(PyObject* cls, PyObject* empty_args) {
         return ((PyTypeObject*)cls)->tp_new((PyTypeObject*)cls, empty_args, NULL);
     }
+
+    /* Op's call slot (see Note: [calling an op]). */
+    typedef PyObject* (*tapegrad_call_fn)(PyObject*, PyObject*, PyObject*);
+    static tapegrad_call_fn tapegrad_op_call_impl = NULL;
+    static PyObject* tapegrad_op_tp_call(PyObject* self, PyObject* args, PyObject* kwds) {
+        return tapegrad_op_call_impl(self, args, kwds);
+    }
+    static void tapegrad_set_call_slot(PyObject* type, void* impl) {
+        tapegrad_op_call_impl = (tapegrad_call_fn)impl;
+        ((PyTypeObject*)type)->tp_call = tapegrad_op_tp_call;
+    }
+
+    /* The reference count of an object, read through a borrowed pointer (no temporary). */
+    static Py_ssize_t tapegrad_refcnt(PyObject* o) { return Py_REFCNT(o); }
     """
     object tapegrad_alloc(object cls, object empty_args)
+    Py_ssize_t tapegrad_refcnt(PyObject* o)
+    void tapegrad_set_call_slot(object type, void* impl)
 
 import contextvars
 import threading
@@ -104,6 +124,12 @@ cdef Op _op_add = None                  # the core primitives the engine itself 
 cdef Op _op_sum_to_shape = None
 cdef Op _op_broadcast_to = None
 cdef Op _op_astype = None
+# The ops behind Tensor's arithmetic operators, kept by install_op/uninstall_op so an
+# operator skips the table lookup (None: not installed; the lookup then raises).
+cdef Op _op_subtract = None
+cdef Op _op_multiply = None
+cdef Op _op_divide = None
+cdef Op _op_negative = None
 cdef object _grad_lock = threading.Lock()   # guards read-modify-write of .grad
 cdef object _MISS_HANDLER = None        # called once when a name is not in the table
 cdef object _TRACER = None              # tg.compile's recorder while it records, else None
@@ -182,15 +208,34 @@ def default_device():
 
 
 def install_op(Op op):
-    global _op_add, _op_sum_to_shape, _op_broadcast_to, _op_astype
     _OPS[op.name] = op
-    if op.name == "add":
+    _set_core_op(op.name, op)
+
+
+def uninstall_op(str name):
+    """Remove `name` from the op table (a plugin unregistered at run time)."""
+    _OPS.pop(name, None)
+    _set_core_op(name, None)
+
+
+cdef void _set_core_op(str name, Op op):
+    global _op_add, _op_sum_to_shape, _op_broadcast_to, _op_astype
+    global _op_subtract, _op_multiply, _op_divide, _op_negative
+    if name == "subtract":
+        _op_subtract = op
+    elif name == "multiply":
+        _op_multiply = op
+    elif name == "divide":
+        _op_divide = op
+    elif name == "negative":
+        _op_negative = op
+    elif name == "add":
         _op_add = op
-    elif op.name == "sum_to_shape":
+    elif name == "sum_to_shape":
         _op_sum_to_shape = op
-    elif op.name == "broadcast_to":
+    elif name == "broadcast_to":
         _op_broadcast_to = op
-    elif op.name == "astype":
+    elif name == "astype":
         _op_astype = op
 
 
@@ -227,6 +272,7 @@ def lookup(str name):
 # ---------------------------------------------------------------------------------------
 
 @cython.no_gc
+@cython.freelist(64)
 cdef class VersionCounter:
     def __repr__(self):
         return f"VersionCounter({self.value})"
@@ -234,8 +280,8 @@ cdef class VersionCounter:
 
 cdef inline VersionCounter _get_vc(TensorBase t):
     if t._vc is None:
-        t._vc = VersionCounter()
-    return t._vc
+        t._vc = VersionCounter.__new__(VersionCounter)   # NOTE: not VersionCounter(): a
+    return t._vc                                         # Python-level call, 3x the cost
 
 
 cdef inline long long _version_of(TensorBase t):
@@ -413,6 +459,21 @@ cdef class Op:
         return (lookup, (self.name,))
 
 
+# Note: [calling an op]
+# `def __call__(self, *args, **kwargs)` makes Cython build an empty dict for **kwargs on
+# every call (plus its deallocation: ~40 ns of an op's constant). Op's call slot is set
+# instead to _op_call, which gets the keyword dict CPython passes (NULL when there is
+# none). Op.__call__ stays as the documented Python-level entry point.
+
+cdef object _op_call(object self, object args, PyObject* kwds):
+    if kwds == NULL or not <dict>kwds:
+        return _apply(<Op>self, <tuple>args, _NO_PARAMS)
+    return _apply(<Op>self, <tuple>args, dict(<dict>kwds))
+
+
+tapegrad_set_call_slot(Op, <void*>_op_call)
+
+
 cdef class BoundOp:
     """`t.<op>` : the op with the tensor bound as its first input."""
     cdef Op op
@@ -430,6 +491,7 @@ cdef class BoundOp:
 
 
 @cython.no_gc
+@cython.freelist(64)
 cdef class TensorMeta:
     """What a Node keeps of an input it does not save: enough for shapes and dtypes."""
     cdef readonly tuple shape
@@ -452,12 +514,36 @@ cdef class TensorMeta:
         return f"TensorMeta(shape={self.shape}, dtype={self.dtype}, device='{self.device.name}')"
 
 
+# NOTE: a TensorMeta is immutable, so nodes may share one: the last one made is reused
+# when the next input it would describe has the same shape, dtype, device and flag (a
+# chain of ops on one shape allocates none), compared in C for NumPy arrays.
+cdef TensorMeta _last_meta = None
+
+
 cdef TensorMeta _meta_of(TensorBase t):
-    cdef TensorMeta m = TensorMeta.__new__(TensorMeta)
+    global _last_meta
+    cdef TensorMeta m = _last_meta
+    cdef cnp.ndarray arr
+    cdef tuple shape
+    cdef int k, nd
+    if m is not None and type(t._data) is cnp.ndarray and m.device is t._device \
+            and m.requires_grad == t._requires_grad:
+        arr = <cnp.ndarray>t._data
+        if <void*>m.dtype == <void*>cnp.PyArray_DESCR(arr):
+            shape = m.shape
+            nd = cnp.PyArray_NDIM(arr)
+            if len(shape) == nd:
+                for k in range(nd):
+                    if <Py_ssize_t>shape[k] != cnp.PyArray_DIMS(arr)[k]:
+                        break
+                else:
+                    return m
+    m = TensorMeta.__new__(TensorMeta)
     m.shape = t._data.shape
     m.dtype = t._data.dtype
     m.device = t._device
     m.requires_grad = t._requires_grad
+    _last_meta = m
     return m
 
 
@@ -531,8 +617,87 @@ cdef object _F32 = np.dtype(np.float32)
 
 
 cdef inline bint _is_float_array(object arr):
+    if type(arr) is cnp.ndarray:        # NOTE: no `.dtype` attribute lookup for NumPy's
+        return cnp.PyArray_ISFLOAT(<cnp.ndarray>arr)
     dt = arr.dtype
     return dt is _F64 or dt is _F32 or dt.kind == "f"
+
+
+# Note: [Python scalars as 0-d arrays]
+# A ufunc converts a Python float operand through NumPy's scalar-promotion machinery on
+# every call: about 120 ns of the 390 ns that `arr * 1.002` costs on 16 elements, while a
+# 0-d array of the array's dtype goes straight to the loop. When every tensor operand is
+# a float64 ndarray (or every one a float32 ndarray), NumPy's own result is exactly the
+# one with the scalar cast to that dtype first (NEP 50's weak Python scalars; value-based
+# casting before NumPy 2 gives the same). So for a ufunc kernel a float, or an int that
+# the dtype represents exactly, is passed as such a 0-d array. The arrays of the last few
+# scalar objects are cached by identity (a literal in a loop is the same object every
+# time; the cache holds a reference, so an id is never reused while cached). Values that
+# would overflow float32 are left to NumPy (it warns). The op's inputs, as rules and the
+# tape see them, stay the Python scalars.
+
+cdef enum:
+    _SCALAR_SLOTS = 8
+
+cdef PyObject* _scalar_keys[_SCALAR_SLOTS]     # the scalar objects (owned references)
+cdef PyObject* _scalar_arrays[_SCALAR_SLOTS]   # their 0-d arrays (owned references)
+cdef int _scalar_types[_SCALAR_SLOTS]          # the dtype (NumPy type number) of each array
+cdef int _scalar_next = 0                      # the slot the next miss overwrites
+cdef double _F32_MAX = 3.4028234663852886e38
+cdef object _ufunc_type = np.ufunc
+
+
+cdef object _scalar_operand(object v, int type_num):
+    """v (a float or an int) as a 0-d array of type_num (NPY_DOUBLE or NPY_FLOAT), or None
+    where that could differ from what NumPy does with v itself."""
+    global _scalar_next
+    cdef Py_ssize_t k
+    cdef PyObject* key = <PyObject*>v
+    cdef double d
+    cdef long long iv
+    cdef int overflow = 0
+    for k in range(_SCALAR_SLOTS):
+        if _scalar_keys[k] == key and _scalar_types[k] == type_num:
+            return <object>_scalar_arrays[k]
+    if type(v) is float:
+        d = PyFloat_AS_DOUBLE(v)
+        if type_num == cnp.NPY_FLOAT and fabs(d) > _F32_MAX and not isinf(d):
+            return None         # finite but beyond float32: NumPy warns; leave it to it
+    else:
+        iv = PyLong_AsLongLongAndOverflow(v, &overflow)
+        if overflow or iv > (1 << 24) or iv < -(1 << 24):
+            return None
+        d = <double>iv
+    cdef cnp.ndarray arr = cnp.PyArray_SimpleNew(0, NULL, type_num)
+    if type_num == cnp.NPY_DOUBLE:
+        (<double*>cnp.PyArray_DATA(arr))[0] = d
+    else:
+        (<float*>cnp.PyArray_DATA(arr))[0] = <float>d
+    cnp.PyArray_CLEARFLAGS(arr, cnp.NPY_ARRAY_WRITEABLE)
+    k = _scalar_next
+    _scalar_next = (k + 1) % _SCALAR_SLOTS
+    Py_XDECREF(_scalar_keys[k])
+    Py_XDECREF(_scalar_arrays[k])
+    Py_INCREF(v)
+    Py_INCREF(arr)
+    _scalar_keys[k] = key
+    _scalar_arrays[k] = <PyObject*>arr
+    _scalar_types[k] = type_num
+    return arr
+
+
+cdef void _scalars_as_arrays(tuple arrays, int type_num):
+    """Replace the float and int items of `arrays` (a fresh tuple we own) by 0-d arrays."""
+    cdef Py_ssize_t i
+    cdef object v, z
+    for i in range(len(arrays)):
+        v = <object>PyTuple_GET_ITEM(arrays, i)
+        if type(v) is float or type(v) is int:
+            z = _scalar_operand(v, type_num)
+            if z is not None:
+                Py_INCREF(z)
+                Py_DECREF(v)            # the tuple's reference; `v` holds its own
+                PyTuple_SET_ITEM(arrays, i, z)
 
 
 cdef object _apply(Op op, tuple args, dict kwargs):
@@ -542,6 +707,9 @@ cdef object _apply(Op op, tuple args, dict kwargs):
     cdef bint needs_grad = False
     cdef TensorBase t
     cdef list converted = None
+    cdef Py_ssize_t n_scalars = 0
+    cdef int scalar_type = -1       # dtype all tensor operands share (see _scalars_as_arrays)
+    cdef int tn
 
     # -- split positional arguments into tensor inputs and parameters ------------------
     if op.seq_input:
@@ -571,9 +739,10 @@ cdef object _apply(Op op, tuple args, dict kwargs):
         a = inputs[i]
         if isinstance(a, TensorBase):
             t = <TensorBase>a
-        elif isinstance(a, _python_scalars):
+        elif type(a) is float or isinstance(a, _python_scalars):
             Py_INCREF(a)
             PyTuple_SET_ITEM(arrays, i, a)
+            n_scalars += 1
             continue
         else:
             t = _to_constant(a, op, i)
@@ -590,6 +759,15 @@ cdef object _apply(Op op, tuple args, dict kwargs):
         item = t._data
         Py_INCREF(item)
         PyTuple_SET_ITEM(arrays, i, item)
+        if scalar_type != -2:
+            if type(item) is cnp.ndarray:
+                tn = cnp.PyArray_TYPE(<cnp.ndarray>item)
+                if (tn == cnp.NPY_DOUBLE or tn == cnp.NPY_FLOAT) and (scalar_type == -1 or scalar_type == tn):
+                    scalar_type = tn
+                else:
+                    scalar_type = -2
+            else:
+                scalar_type = -2
         if t._requires_grad and (op._all_diff or (op.differentiable is not None and i in op.differentiable)):
             needs_grad = True
     if converted is not None:
@@ -603,6 +781,8 @@ cdef object _apply(Op op, tuple args, dict kwargs):
             f"{op.name}: no kernel for device '{device.name}' (kernels registered for: "
             f"{', '.join(sorted(op.kernels)) or 'none'}); a plugin adds one with "
             f"registry.register_kernel('{op.name}', '{device.name}', fn)")
+    if n_scalars and scalar_type >= 0 and type(kernel) is _ufunc_type and not kwargs:
+        _scalars_as_arrays(arrays, scalar_type)    # see Note: [Python scalars as 0-d arrays]
     try:
         if kwargs:
             out = kernel(*arrays, **kwargs)
@@ -636,6 +816,7 @@ cdef object _apply(Op op, tuple args, dict kwargs):
 # close a cycle (a tensor hook); FunctionNodes (user ctx objects) always are.
 
 @cython.no_gc
+@cython.freelist(64)
 cdef class LeafRef:
     """The graph's handle on a leaf tensor: weak, so a graph never keeps a leaf alive."""
     cdef object ref          # weakref to the leaf Tensor
@@ -658,6 +839,7 @@ cdef LeafRef _leaf_ref_of(TensorBase t):
 
 
 @cython.no_gc
+@cython.freelist(64)
 cdef class SavedTensor:
     """A value a node's rule reads, saved without holding the Tensor object."""
     cdef readonly object data        # the array
@@ -677,7 +859,7 @@ cdef class SavedTensor:
     def dtype(self):
         return self.data.dtype
 
-    cdef object unpack(self):
+    cdef object unpack(self, bint recording):
         """The value as a Tensor for a rule: the leaf itself, or a tensor connected to the
         producer when recording (create_graph), so the rule is differentiable."""
         cdef TensorBase t
@@ -690,7 +872,7 @@ cdef class SavedTensor:
         # NOTE: requires_grad even when not recording: rules skip the gradients of inputs
         # that do not need one (tg.needs_grad), so it must say what the saved tensor said.
         t._requires_grad = self.requires_grad
-        if self.node is not None and _grad_enabled():
+        if self.node is not None and recording:
             t._node = self.node
             t._output_nr = self.output_nr
         return t
@@ -912,8 +1094,10 @@ cdef class OpNode(Node):
         return out
 
     cdef tuple _run_vjp(self, list grads):
-        self._check_saved()
+        if self.released:
+            self._check_saved()         # raises
         cdef Op op = self.op
+        cdef bint recording = _grad_enabled()
         ans = None
         if op.save_ans:
             if self.ans_vc.value != self.ans_version:
@@ -926,13 +1110,13 @@ cdef class OpNode(Node):
                     f"before modifying it." + _creation_note(self) + _modified_trace(self.ans_vc))
             ans_t = _new_tensor(self.ans_data, self.device)
             ans_t._vc = self.ans_vc
-            if _grad_enabled():
+            if recording:
                 # create_graph: `ans` depends on the inputs through this very node.
                 ans_t._node = self
                 ans_t._requires_grad = True
             ans = ans_t
         try:
-            args = _vjp_args(grads[0], ans, self.inputs)
+            args = _vjp_args(self, grads[0], ans, self.inputs, recording)
             if self.params:
                 res = op.vjp(*args, **self.params)
             else:
@@ -977,19 +1161,23 @@ cdef class FunctionNode(Node):
         return _check_arity(self, res)
 
 
-cdef tuple _vjp_args(object g, object ans, tuple inputs):
-    """(g, ans, *inputs) in one allocation."""
+cdef tuple _vjp_args(Node node, object g, object ans, tuple inputs, bint recording):
+    """(g, ans, *inputs) in one allocation, checking that no saved value was modified."""
     cdef Py_ssize_t n = len(inputs), i
     cdef tuple args = PyTuple_New(n + 2)
     cdef object item
+    cdef SavedTensor rec
     Py_INCREF(g)
     PyTuple_SET_ITEM(args, 0, g)
     Py_INCREF(ans)
     PyTuple_SET_ITEM(args, 1, ans)
     for i in range(n):
-        item = inputs[i]
-        if isinstance(item, SavedTensor):
-            item = (<SavedTensor>item).unpack()
+        item = <object>PyTuple_GET_ITEM(inputs, i)
+        if type(item) is SavedTensor:
+            rec = <SavedTensor>item
+            if rec.vc.value != rec.version:
+                node._check_saved()     # raises, saying which input and where
+            item = rec.unpack(recording)
         Py_INCREF(item)
         PyTuple_SET_ITEM(args, i + 2, item)
     return args
@@ -1024,8 +1212,42 @@ cdef tuple _reduced_shape(tuple g_shape, tuple x_shape):
     return tuple(out)
 
 
+cdef inline bint _fits(object ga, object x):
+    """Whether gradient array `ga` already has the shape and dtype of input record `x` (a
+    SavedTensor or TensorMeta), decided in C for NumPy arrays; False when unsure."""
+    cdef cnp.ndarray g, xa
+    cdef tuple shape
+    cdef int k, nd
+    if type(ga) is not cnp.ndarray:
+        return False
+    g = <cnp.ndarray>ga
+    nd = cnp.PyArray_NDIM(g)
+    if type(x) is SavedTensor:
+        if type((<SavedTensor>x).data) is not cnp.ndarray:
+            return False
+        xa = <cnp.ndarray>(<SavedTensor>x).data
+        if cnp.PyArray_NDIM(xa) != nd:
+            return False
+        for k in range(nd):
+            if cnp.PyArray_DIMS(xa)[k] != cnp.PyArray_DIMS(g)[k]:
+                return False
+        return cnp.PyArray_DESCR(xa) == cnp.PyArray_DESCR(g) or \
+            cnp.PyArray_EquivTypes(<object>cnp.PyArray_DESCR(xa), <object>cnp.PyArray_DESCR(g))
+    if type(x) is TensorMeta:
+        shape = (<TensorMeta>x).shape
+        if len(shape) != nd:
+            return False
+        for k in range(nd):
+            if <Py_ssize_t>shape[k] != cnp.PyArray_DIMS(g)[k]:
+                return False
+        return <void*>(<TensorMeta>x).dtype == <void*>cnp.PyArray_DESCR(g)
+    return False
+
+
 cdef object _fit_grad(Node node, Py_ssize_t i, object gi, object x):
     cdef TensorBase gt
+    if isinstance(gi, TensorBase) and _fits((<TensorBase>gi)._data, x):
+        return gi
     if isinstance(x, SavedTensor):
         x_shape = (<SavedTensor>x).data.shape
         x_dtype = (<SavedTensor>x).data.dtype
@@ -1144,6 +1366,23 @@ cdef void _accumulate_grad(TensorBase t, object g, bint create_graph, bint fresh
             else:
                 cur = <TensorBase>t._grad
                 t._grad = _new_tensor(_raw_add(cur, <TensorBase>g), cur._device)
+
+
+cdef bint _unshared(object g):
+    """Whether gradient `g`, which the caller holds `refs` references to and checked that
+    nothing else does, is a plain tensor over a NumPy array that owns its memory and that
+    only it references. Such a gradient (a rule's fresh result) becomes a leaf's .grad as
+    it is; any other is copied first, since the user or another gradient might alias it
+    (add's rule passes g to both inputs; a hook may keep what it returns)."""
+    cdef TensorBase t
+    if type(g) is not _TensorClass:
+        return False
+    t = <TensorBase>g
+    if t._requires_grad or t._node is not None or t._vc is not None or t._hooks is not None:
+        return False
+    return type(t._data) is cnp.ndarray and tapegrad_refcnt(<PyObject*>t._data) == 1 \
+        and cnp.PyArray_BASE(<cnp.ndarray>t._data) == NULL \
+        and cnp.PyArray_CHKFLAGS(<cnp.ndarray>t._data, cnp.NPY_ARRAY_OWNDATA | cnp.NPY_ARRAY_WRITEABLE)
 
 
 @cython.no_gc
@@ -1274,7 +1513,7 @@ def run_backward(tuple tensors, tuple grad_tensors, retain_graph=None, bint crea
     cdef Node node, en
     cdef _LeafSlot lslot
     cdef LeafRef lref
-    cdef Py_ssize_t i, n, nr
+    cdef Py_ssize_t i, n, nr, nrefs
     cdef dict cap_leaf = None
     cdef dict cap_node = None
     cdef list captured = None
@@ -1282,7 +1521,7 @@ def run_backward(tuple tensors, tuple grad_tensors, retain_graph=None, bint crea
     cdef tuple res = None, edges, nrs
     cdef bint accumulate = inputs is None
     cdef bint anomaly = _anomaly_on()
-    cdef bint has_grad, completed = False
+    cdef bint has_grad, fresh, completed = False
 
     if len(tensors) != len(grad_tensors):
         raise ValueError(f"backward: got {len(tensors)} tensors but {len(grad_tensors)} gradients")
@@ -1367,7 +1606,11 @@ def run_backward(tuple tensors, tuple grad_tensors, retain_graph=None, bint crea
                     for idx in cap_leaf.get(key, ()):
                         captured[idx] = gv
                 elif accumulate:
-                    _accumulate_grad(t, gv, create_graph, lslot.fresh and gv is lslot.g)
+                    # NOTE: a gradient held only by `gv` and the slot (2 references) may be
+                    # adopted without a copy: see _unshared.
+                    nrefs = tapegrad_refcnt(<PyObject*>gv)
+                    fresh = gv is lslot.g and (lslot.fresh or (nrefs == 2 and _unshared(gv)))
+                    _accumulate_grad(t, gv, create_graph, fresh)
                 continue
 
             node = <Node>key
@@ -1519,6 +1762,11 @@ cdef void _check_can_require_grad(TensorBase t) except *:
 
 cdef object _binary(str name, a, b):
     return _apply(_lookup(name), (a, b), _NO_PARAMS)
+
+
+cdef inline object _binary_op(Op op, str name, a, b):
+    """An arithmetic operator: its op as install_op keeps it, else looked up by name."""
+    return _apply(op if op is not None else _lookup(name), (a, b), _NO_PARAMS)
 
 
 cdef object _logical(str name, a, b):
@@ -1739,22 +1987,22 @@ cdef class TensorBase:
         return _apply(_op_add, (other, self), _NO_PARAMS)
 
     def __sub__(self, other):
-        return _binary("subtract", self, other)
+        return _binary_op(_op_subtract, "subtract", self, other)
 
     def __rsub__(self, other):
-        return _binary("subtract", other, self)
+        return _binary_op(_op_subtract, "subtract", other, self)
 
     def __mul__(self, other):
-        return _binary("multiply", self, other)
+        return _binary_op(_op_multiply, "multiply", self, other)
 
     def __rmul__(self, other):
-        return _binary("multiply", other, self)
+        return _binary_op(_op_multiply, "multiply", other, self)
 
     def __truediv__(self, other):
-        return _binary("divide", self, other)
+        return _binary_op(_op_divide, "divide", self, other)
 
     def __rtruediv__(self, other):
-        return _binary("divide", other, self)
+        return _binary_op(_op_divide, "divide", other, self)
 
     def __pow__(self, other, mod):
         if mod is not None:
@@ -1771,7 +2019,8 @@ cdef class TensorBase:
         return _binary("matmul", other, self)
 
     def __neg__(self):
-        return _apply(_lookup("negative"), (self,), _NO_PARAMS)
+        return _apply(_op_negative if _op_negative is not None else _lookup("negative"),
+                      (self,), _NO_PARAMS)
 
     def __pos__(self):
         return self

@@ -463,7 +463,7 @@ class _Loader:
             if pub.startswith("unavailable:"):
                 _engine.set_device_unavailable(pub[len("unavailable:"):], None)
                 continue
-            table.pop(pub, None)
+            _engine.uninstall_op(pub)
             self.functions.pop(pub, None)
             if hasattr(self.namespace, pub):
                 delattr(self.namespace, pub)

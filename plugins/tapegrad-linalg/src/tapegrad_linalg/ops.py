@@ -106,6 +106,11 @@ def _mT(t):
 
 
 def _matmul_vjp(g, ans, x, y):
+    if x.ndim == 2 and y.ndim == 2:
+        # NOTE: the common case (a linear layer) without the promotions below, which are
+        # all identities here: ~2 us of Python per call in a small MLP's backward.
+        return (tg.matmul(g, tg.transpose(y)) if tg.needs_grad(x) else None,
+                tg.matmul(tg.transpose(x), g) if tg.needs_grad(y) else None)
     # Note: [matmul's 1-d operands]
     # NumPy promotes a 1-d x to (1, k) and a 1-d y to (k, 1), multiplies, and removes the
     # length-1 axis it added from the result. The rule does the same: it promotes x, y and
