@@ -27,6 +27,7 @@ raises on any difference.
 import functools
 import logging
 import threading
+import weakref
 from threading import get_ident
 from collections import OrderedDict, namedtuple
 
@@ -132,7 +133,11 @@ class _Recorder:
     """Installed in the engine while a function records; builds the programs."""
 
     def __init__(self, arg_tensors):
-        self.keep = []                 # every array seen: keeps ids unique while recording
+        # NOTE: arrays are watched through weak references, not kept: the engine decides
+        # by reference count whether a leaf may adopt a gradient without a copy, and a
+        # recording must make the same decisions as eager. When an array dies its id is
+        # forgotten, so a new array that reuses the id is a new slot.
+        self.watch = {}                # id(array) -> weakref (or the array, if not weakrefable)
         self.slot_of = {}              # id(array) -> slot
         self.nslots = 0
         self.arg_slots = []            # (slot, argument index)
@@ -152,8 +157,21 @@ class _Recorder:
             if id(arr) not in self.slot_of:
                 self.arg_slots.append((self._new_slot(arr), i))
 
+    def _watch(self, arr):
+        key = id(arr)
+        try:
+            self.watch[key] = weakref.ref(arr, lambda ref, key=key: self._forget(key, ref))
+        except TypeError:
+            self.watch[key] = arr
+
+    def _forget(self, key, ref):
+        if self.watch.get(key) is ref:
+            del self.watch[key]
+            self.slot_of.pop(key, None)
+            self.created_ids.discard(key)
+
     def _new_slot(self, arr):
-        self.keep.append(arr)
+        self._watch(arr)
         slot = self.nslots
         self.nslots += 1
         self.slot_of[id(arr)] = slot
@@ -242,7 +260,7 @@ class _Recorder:
             return
         if id(arr) not in self.slot_of:
             self.created_ids.add(id(arr))
-            self.keep.append(arr)
+            self._watch(arr)
 
     def random(self, device, kind, shape, dtype, params, arr):
         if get_ident() != self.thread:   # another thread's eager work
