@@ -177,6 +177,7 @@ NONCONTIG = [
     ("logsumexp", (_r(2, 3, 4),), {"axis": (0, 2), "keepdims": True}),
     ("cross_entropy", (_r(4, 3), np.array([0, 5, 1, 2])), {}),
     ("cross_entropy", (_r(2, 3, 5), RNG.integers(0, 5, (2, 3))), {"reduction": "none"}),
+    ("_softmax_minus_one_hot", (_r(2, 3, 5), RNG.integers(0, 5, (2, 3))), {}),
     ("binary_cross_entropy_with_logits", (_t(_r(3, 4)), RNG.uniform(0, 1, (4, 3))),
      {"reduction": "sum"}),
     ("linear", (_r(2, 4, 3), _r(5, 3), _r(5)), {}),

@@ -16,7 +16,7 @@ from tapegrad_nn import functional, plugin
 F = functional
 RNG = np.random.default_rng(2024)
 README = Path(__file__).resolve().parents[1] / "README.md"
-OPS = ("softmax", "log_softmax", "logsumexp", "cross_entropy",
+OPS = ("softmax", "log_softmax", "logsumexp", "cross_entropy", "_softmax_minus_one_hot",
        "binary_cross_entropy_with_logits", "linear")
 FUNCTIONS = ("mse_loss",)
 

@@ -930,6 +930,20 @@ class CudaKernels:
                          blocks=min(rows, MAX_BLOCKS))
         return self._loss_reduce(loss, reduction)
 
+    def softmax_minus_one_hot(self, x, t):
+        """softmax over the last axis, minus 1 at each row's label (cross_entropy's
+        gradient): the softmax kernel, then a scatter-add of -1 at (row, label)."""
+        p = self.softmax_like("softmax")(x, axis=-1)
+        n_classes = p.shape[-1]
+        lab = self.contiguous(self.operand(t, np.int64))
+        rows = lab.size
+        lab = lab.reshape((rows,))
+        minus = self.getitem_grad(self.operand(np.full(rows, -1, dtype=p.dtype)),
+                                  (self.operand(np.arange(rows, dtype=np.int64)), lab),
+                                  (rows, n_classes))
+        return self.binary("add")(self.contiguous(p).reshape(rows, n_classes),
+                                  minus).reshape(p.shape)
+
     def bce_with_logits(self, x, t, *, reduction="mean"):
         """binary_cross_entropy_with_logits: one fused elementwise kernel, then the reduction."""
         from tapegrad_nn.functional import _check_reduction, _check_same_shape
@@ -970,6 +984,7 @@ class CudaKernels:
             "concatenate": self.concatenate, "stack": self.stack,
             "matmul": self.matmul, "_einsum": self.einsum,
             "logsumexp": self.logsumexp, "cross_entropy": self.cross_entropy,
+            "_softmax_minus_one_hot": self.softmax_minus_one_hot,
             "binary_cross_entropy_with_logits": self.bce_with_logits, "linear": self.linear,
         })
         return out

@@ -235,9 +235,7 @@ def _cross_entropy_vjp(g, ans, x, t, *, reduction="mean"):
     if _is_label(t):
         if not tg.needs_grad(x):
             return None, None
-        p = tg.softmax(x, axis=-1)
-        hit = _one_hot(t, x.shape[-1], x.device)
-        return tg.where(hit, p - 1, p) * g, None    # (softmax - one_hot) * g
+        return tg._softmax_minus_one_hot(x, t) * g, None    # (softmax - one_hot) * g
     gx = gt = None
     if tg.needs_grad(x):
         # d/dx -sum(t * log_softmax(x)) = softmax(x) * sum(t) - t  (sum(t) = 1 for
@@ -248,12 +246,18 @@ def _cross_entropy_vjp(g, ans, x, t, *, reduction="mean"):
     return gx, gt
 
 
-def _one_hot(t, n_classes, device):
-    """A bool tensor of t's shape + (n_classes,), True at each label (not differentiable)."""
-    classes = tg.arange(n_classes, device=device)
-    if isinstance(t, (numbers.Integral, np.integer)):
-        return classes == int(t)
-    return tg.reshape(t, t.shape + (1,)) == classes
+def _softmax_minus_one_hot_kernel(x, t):
+    # One pass instead of softmax, a one-hot mask and a where (the hot part of every
+    # classifier's backward); the same arithmetic: p - 1 at each label, p elsewhere.
+    p = _softmax_kernel(np.asarray(x), axis=-1)
+    rows = p.reshape(-1, p.shape[-1])            # p is a fresh contiguous array: a view
+    rows[np.arange(rows.shape[0]), np.asarray(t).reshape(-1)] -= 1
+    return p
+
+
+def _softmax_minus_one_hot_vjp(g, ans, x, t):
+    # The one-hot part is constant: the Jacobian is softmax's.
+    return _softmax_vjp(g, tg.softmax(x, axis=-1), x)[0], None
 
 
 # ---------------------------------------------------------------------------------------
@@ -435,6 +439,12 @@ _CROSS_ENTROPY_SAMPLES = [
     tg.Sample(_logits(2, 3, 4), 0.5 * _probabilities(2, 3, 4), reduction="sum"),
 ]
 
+_SOFTMAX_MINUS_ONE_HOT_SAMPLES = [
+    tg.Sample(_logits(4, 3), _labels(3, 4)),
+    tg.Sample(_logits(2, 3, 5), _labels(5, 2, 3)),
+    tg.Sample(_logits(5), np.array(2)),
+]
+
 _BCE_SAMPLES = [
     tg.Sample(_logits(4, 3), _rng(1).uniform(0, 1, (4, 3))),
     tg.Sample(_logits(5), _rng(2).integers(0, 2, 5).astype(np.float64), reduction="sum"),
@@ -483,6 +493,12 @@ def register(registry):
             "class labels of the logits' shape without the class axis (no gradient; out of "
             "range labels raise IndexError) or class probabilities of the logits' shape "
             "(differentiable). reduction: 'mean' over the batch, 'sum' or 'none'.")
+    reg("_softmax_minus_one_hot", kernels={"cpu": _softmax_minus_one_hot_kernel},
+        vjp=_softmax_minus_one_hot_vjp, differentiable=(0,), save_inputs=(True, False),
+        save_ans=False, method=False, samples=_SOFTMAX_MINUS_ONE_HOT_SAMPLES,
+        doc="_softmax_minus_one_hot(logits, labels): softmax over the last axis with 1 "
+            "subtracted at each row's label, the gradient of cross_entropy with integer "
+            "labels (labels are checked by cross_entropy, which calls it from its rule).")
     reg("binary_cross_entropy_with_logits", kernels={"cpu": _bce_logits_kernel},
         vjp=_bce_logits_vjp, params=(), save_ans=False, method=False, samples=_BCE_SAMPLES,
         doc="binary_cross_entropy_with_logits(logits, target, *, reduction='mean'): "
