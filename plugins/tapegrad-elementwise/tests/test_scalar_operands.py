@@ -29,3 +29,31 @@ def test_python_float_beyond_float32_still_warns_like_numpy():
     t = tg.tensor(np.ones(2, np.float32))
     with pytest.warns(RuntimeWarning, match="overflow"):
         assert (t * 1e300).dtype == np.float32
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_unrecorded_in_place_updates_write_straight_into_storage_bit_identically(dtype):
+    rng = np.random.default_rng(0)
+    a_np = rng.standard_normal((4, 5)).astype(dtype)
+    b_np = rng.standard_normal((4, 5)).astype(dtype)
+    for op, ref in (("__isub__", np.subtract), ("__iadd__", np.add),
+                    ("__imul__", np.multiply), ("__itruediv__", np.divide)):
+        for other, other_np in ((tg.tensor(b_np), b_np), (0.37, 0.37), (3, 3)):
+            a = tg.tensor(a_np.copy())
+            storage, version = a.numpy(), a._version
+            with tg.no_grad():
+                getattr(a, op)(other)
+            want = ref(a_np, np.asarray(other_np, dtype=dtype))
+            assert a.dtype == dtype and np.array_equal(a.numpy(), want)
+            assert a._version == version + 1
+            assert np.shares_memory(a.numpy(), storage)
+    x = tg.tensor(a_np.copy())
+    with tg.no_grad():
+        x -= x                                  # aliasing operand
+        y = tg.tensor(a_np.copy())
+        y += tg.tensor(b_np[0])                 # broadcasting: the general path
+        z = tg.tensor([1, 2])
+        z *= 2                                  # integer storage: the general path
+    assert not x.numpy().any()
+    assert np.array_equal(y.numpy(), a_np + b_np[0])
+    assert z.tolist() == [2, 4]

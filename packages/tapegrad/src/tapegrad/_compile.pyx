@@ -65,6 +65,7 @@ cdef class _Step:
     cdef Device device        # to wrap a non-array kernel result (NumPy's 0-d scalars)
     cdef readonly object target  # K_ACCUM/K_SETGRAD: the tensor, or an int (argument index)
     cdef readonly bint fresh
+    cdef readonly tuple free  # slots read for the last time here: dropped after the step
 
     def describe(self):
         name = getattr(self.fn, "__name__", None) or type(self.fn).__name__
@@ -123,6 +124,11 @@ cdef void _run(list steps, list slots, tuple args) except *:
         else:
             t = <TensorBase>_target(st, args)
             t.grad = None if n == 0 else _engine.new_tensor(call[0], t._device)
+        if st.free:
+            # Drop values nothing later reads, as eager frees them when their last user
+            # is done: holding every intermediate to the end costs memory and cache.
+            for k in st.free:
+                slots[k] = None
 
 
 # ---------------------------------------------------------------------------------------
@@ -547,6 +553,9 @@ class CompiledFunction:
         program.guards = tuple(rec.guards)
         program.nslots = rec.nslots
         program.keep_after_forward = _slots_backward_reads(program)
+        _plan_frees(program.forward, set(program.out_slots) | set(program.keep_after_forward))
+        if program.backward is not None:
+            _plan_frees(program.backward, {k for k in program.grad_slots if k is not None})
         self._cache[key] = program
         if len(self._cache) > self.cache_size:
             self._cache.popitem(last=False)
@@ -706,6 +715,28 @@ def _record_backward(rec, program, outs, needs, tensors):
     program.grad_inputs = tuple(specs)
     program.grad_slots = tuple(None if g is None else rec.slot((<TensorBase>g)._data)
                                for g in grads)
+
+
+def _plan_frees(list steps, protected):
+    """Set each step's `free`: the slots it reads (or writes) for the last time."""
+    cdef _Step st
+    cdef Py_ssize_t i
+    last = {}
+    for i, st in enumerate(steps):
+        for k in st.idx:
+            if k >= 0:
+                last[k] = i
+        if st.kwslots:
+            for _, _, k in st.kwslots:
+                last[k] = i
+        if st.out >= 0:
+            last[st.out] = i
+    frees = [[] for _ in steps]
+    for k, i in last.items():
+        if k not in protected:
+            frees[i].append(k)
+    for i, st in enumerate(steps):
+        st.free = tuple(frees[i])
 
 
 def _slots_backward_reads(program):

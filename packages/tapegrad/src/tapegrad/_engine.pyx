@@ -2144,6 +2144,39 @@ cdef bint _inplace_records(TensorBase self, tuple others):
     return False
 
 
+def ufunc_into(dst, other, ufunc):
+    """ufunc(dst, other) written into dst (tg.compile replays _ufunc_into's writes so)."""
+    ufunc(dst, other, out=dst)
+
+
+cdef bint _ufunc_into(TensorBase self, Op op, tuple others, str name) except -1:
+    """The fast path of an unrecorded `self op= other` (an optimizer's update): when the
+    kernel is a NumPy ufunc and the result has self's shape and dtype, compute straight
+    into self's storage (out=), which is what computing and copying in gives, bit for
+    bit, without the temporary and the copy. Returns False to take the general path."""
+    cdef TensorBase o
+    if len(others) != 1 or type(self._data) is not cnp.ndarray \
+            or not cnp.PyArray_ISFLOAT(<cnp.ndarray>self._data):
+        return False
+    kernel = op.kernels.get(self._device.name)
+    if type(kernel) is not np.ufunc:
+        return False
+    other = others[0]
+    if isinstance(other, TensorBase):
+        o = <TensorBase>other
+        if o._device is not self._device or type(o._data) is not cnp.ndarray \
+                or o._data.dtype is not self._data.dtype or o._data.shape != self._data.shape:
+            return False
+        other = o._data
+    elif type(other) is not float and type(other) is not int:
+        return False
+    if _TRACER is not None:
+        _TRACER.write(ufunc_into, (self._data, other, kernel), self._device, self)
+    kernel(self._data, other, out=self._data)
+    _bump(self, name)
+    return True
+
+
 cdef object _inplace(TensorBase self, str op_name, tuple others, dict params):
     """self <- op(self, *others): write the result into self's storage and bump its version.
 
@@ -2156,6 +2189,8 @@ cdef object _inplace(TensorBase self, str op_name, tuple others, dict params):
     params = params or {}
     if not _inplace_records(self, others):
         op = _lookup(op_name)
+        if _ufunc_into(self, op, others, name):
+            return self
         token = GRAD_ENABLED.set(False)
         try:
             r = _apply(op, (self,) + others, params)
