@@ -473,3 +473,29 @@ def test_a_returned_constant_is_a_fresh_copy_and_replay_errors_name_the_function
     with pytest.raises(IndexError, match="out of range") as info:
         loss(tg.ones((2, 3)), np.array([0, 7]))
     assert any("while replaying compiled:loss" in note for note in info.value.__notes__)
+
+
+def test_hooks_inside_a_recording_make_that_signature_run_eagerly():
+    w = tg.tensor([1.0, 2.0], requires_grad=True)
+    seen = []
+    w.register_hook(lambda g: seen.append(g.tolist()))
+
+    def step(x):                          # backward inside: w's hook runs in the recording
+        w.grad = None
+        (x * w).sum().backward()
+        return w.grad * 1.0
+
+    compiled = tg.compile(step)
+    with pytest.warns(tg.CompileWarning, match="tensor hook .* runs eagerly"):
+        compiled(tg.ones(2))
+    for k in (2.0, 3.0):
+        _same(compiled(tg.full(2, k)), [k, k])
+    assert seen == [[1.0, 1.0], [2.0, 2.0], [3.0, 3.0]]     # every call ran the hook
+
+    # The inputs' own hooks are fine when the backward is outside: they run in it.
+    f = tg.compile(lambda x: (x * w).sum())
+    seen.clear()
+    for k in (1.0, 2.0):
+        w.grad = None
+        f(tg.full(2, k)).backward()
+    assert seen == [[1.0, 1.0], [2.0, 2.0]] and f.cache_info().hits == 1

@@ -15,7 +15,7 @@ import sys as _sys
 import numpy as _np
 
 from . import _engine, random
-from ._compile import CompiledFunction, compile, compile_guard  # noqa: A004 (tg.compile, like torch.compile)
+from ._compile import CompiledFunction, CompileWarning, compile, compile_guard  # noqa: A004 (tg.compile, like torch.compile)
 from ._creation import arange, asarray, eye, full, full_like, linspace, ones, tensor, zeros
 from ._engine import (
     Device,

@@ -27,6 +27,7 @@ raises on any difference.
 import functools
 import logging
 import threading
+import warnings
 import weakref
 from threading import get_ident
 from collections import OrderedDict, namedtuple
@@ -45,6 +46,10 @@ _log = logging.getLogger("tapegrad.compile")
 _RECORD_LOCK = threading.RLock()
 
 CacheInfo = namedtuple("CacheInfo", "hits misses size maxsize")
+
+
+class CompileWarning(UserWarning):
+    """tg.compile could not replay a function and runs it eagerly (correct, not faster)."""
 
 # Step kinds.
 DEF K_KERNEL = 0      # slots[out] = fn(*args, **kwargs)
@@ -157,6 +162,7 @@ class _Recorder:
         self.effects = []              # what a check=True run could not repeat safely
         self.inner_backward = False
         self.guards = []               # (value_fn, value when recorded)
+        self.eager_reason = None       # set when what ran cannot be replayed
         self.thread = get_ident()      # only this thread's calls belong to the recording
         for i, t in enumerate(arg_tensors):
             arr = (<TensorBase>t)._data
@@ -274,6 +280,15 @@ class _Recorder:
         self._step(K_KERNEL, device.random, (kind, shape, dtype), None, params, arr, device)
         self.effects.append("a random draw")
 
+    def hook_ran(self, hook):
+        if get_ident() != self.thread:   # another thread's eager work
+            return
+        if self.eager_reason is None:
+            self.eager_reason = (
+                f"a tensor hook ({getattr(hook, '__qualname__', type(hook).__name__)}) ran "
+                f"while it recorded; hooks are Python code a replay would skip (for example "
+                f"DistributedDataParallel's all-reduce), so this signature runs eagerly")
+
     def guard(self, value_fn):
         if get_ident() != self.thread:   # another thread's eager work
             return
@@ -348,6 +363,7 @@ cdef class _Program:
     cdef public frozenset constant_outs
     cdef public list forward, backward
     cdef public bint inner_backward
+    cdef public object eager_reason
     cdef public Py_ssize_t nslots
 
     def __init__(self, rec, signature, name):
@@ -519,6 +535,8 @@ class CompiledFunction:
             return self._record(key, args, tensors, kwargs)
         self._hits += 1
         self._cache.move_to_end(key)
+        if program.eager_reason is not None:
+            return self.fn(*args, **kwargs)
         if self.check:
             return self._checked(program, args, tensors, kwargs)
         return _replay(program, args, tensors, grad_on)
@@ -551,6 +569,10 @@ class CompiledFunction:
         # A constant returned as an output is copied per call: the caller may write into it.
         program.constant_outs = frozenset(s for s in program.out_slots if s in rec.const_index)
         program.guards = tuple(rec.guards)
+        program.eager_reason = rec.eager_reason
+        if rec.eager_reason is not None:
+            warnings.warn(f"tg.compile({getattr(self.fn, '__qualname__', self.fn)}): "
+                          f"{rec.eager_reason}", CompileWarning, stacklevel=3)
         program.nslots = rec.nslots
         program.keep_after_forward = _slots_backward_reads(program)
         _plan_frees(program.forward, set(program.out_slots) | set(program.keep_after_forward))
@@ -704,8 +726,10 @@ def _record_backward(rec, program, outs, needs, tensors):
     with _RECORD_LOCK:
         previous = _engine.set_tracer(rec)
         try:
+            # input_hooks=False: the inputs' own hooks run in the real backward, which
+            # reaches them through the replay's node; only hooks inside must not run here.
             grads = _engine.run_backward(tuple(outs[i] for i in needs), tuple(seeds), True, False,
-                                         tuple(grad_inputs), True)
+                                         tuple(grad_inputs), True, False)
         finally:
             _engine.set_tracer(previous)
     program.backward = rec.steps

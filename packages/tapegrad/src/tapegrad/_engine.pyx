@@ -1311,6 +1311,8 @@ class RemovableHandle:
 
 
 cdef object _run_hooks(list hooks, object g):
+    if _TRACER is not None and hooks:
+        _TRACER.hook_ran(hooks[0])
     for hook in list(hooks):
         r = hook(g)
         if r is not None:
