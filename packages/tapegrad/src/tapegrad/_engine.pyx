@@ -39,12 +39,21 @@ cdef extern from *:
         ((PyTypeObject*)type)->tp_call = tapegrad_op_tp_call;
     }
 
+    /* Give a heap subclass the number slots of its extension base (see Note: [operator
+       slots of tapegrad.Tensor]). */
+    static void tapegrad_copy_number_slots(PyObject* sub, PyObject* base) {
+        PyNumberMethods* s = ((PyTypeObject*)sub)->tp_as_number;
+        PyNumberMethods* b = ((PyTypeObject*)base)->tp_as_number;
+        if (s != NULL && b != NULL && s != b) *s = *b;
+    }
+
     /* The reference count of an object, read through a borrowed pointer (no temporary). */
     static Py_ssize_t tapegrad_refcnt(PyObject* o) { return Py_REFCNT(o); }
     """
     object tapegrad_alloc(object cls, object empty_args)
     Py_ssize_t tapegrad_refcnt(PyObject* o)
     void tapegrad_set_call_slot(object type, void* impl)
+    void tapegrad_copy_number_slots(object sub, object base)
 
 import contextvars
 import threading
@@ -138,9 +147,32 @@ cdef dict _NO_PARAMS = {}               # shared, never mutated: calls without p
 cdef tuple _python_scalars = (float, int, bool, complex, np.generic)
 
 
+# Note: [operator slots of tapegrad.Tensor]
+# Cython exposes TensorBase's __add__, __rsub__, ... as method descriptors, so CPython
+# gives a Python subclass the generic number slots (slot_nb_add and friends), which look
+# the method up by name and call it through a descriptor on every `x * a`: ~350
+# instructions an operator. tapegrad.Tensor defines no number method of its own, so it is
+# given TensorBase's slots themselves, which call the same code directly. A class that
+# does define one (a user's subclass of Tensor) is left to CPython.
+
+cdef tuple _NUMBER_DUNDERS = (
+    "add", "sub", "mul", "truediv", "floordiv", "mod", "divmod", "pow", "matmul", "and",
+    "or", "xor", "lshift", "rshift", "neg", "pos", "abs", "invert", "bool", "int",
+    "float", "index")
+
+
 def set_tensor_class(cls):
     global _TensorClass
     _TensorClass = cls
+    names = set()
+    for d in _NUMBER_DUNDERS:
+        names.update((f"__{d}__", f"__r{d}__", f"__i{d}__"))
+    for klass in cls.__mro__:
+        if klass is TensorBase:
+            tapegrad_copy_number_slots(cls, TensorBase)
+            break
+        if names.intersection(vars(klass)):
+            break
 
 
 def ops_table():
