@@ -1538,14 +1538,13 @@ def run_backward(tuple tensors, tuple grad_tensors, retain_graph=None, bint crea
     cdef list visited = []          # every node whose traversal fields this call set
     cdef object walk = visited      # identity token of this traversal
     cdef dict leaves = {}
-    cdef list stack = []
     cdef list ready = []
     cdef list roots = []
     cdef TensorBase t, g
     cdef Node node, en
     cdef _LeafSlot lslot
     cdef LeafRef lref
-    cdef Py_ssize_t i, n, nr, nrefs
+    cdef Py_ssize_t i, j, n, nr, nrefs
     cdef dict cap_leaf = None
     cdef dict cap_node = None
     cdef list captured = None
@@ -1594,7 +1593,6 @@ def run_backward(tuple tensors, tuple grad_tensors, retain_graph=None, bint crea
                 if node._walk is not walk:
                     _claim(node, walk, visited)
                     roots.append(node)
-                    stack.append(node)
                 _node_add_grad(node, t._output_nr, g, create_graph)
             else:
                 lref = _leaf_ref_of(t)
@@ -1603,8 +1601,12 @@ def run_backward(tuple tensors, tuple grad_tensors, retain_graph=None, bint crea
                 _leaf_add_grad(_leaf_slot(leaves, lref), g, create_graph)
 
         # -- count, for every reachable key, the edges that point to it -----------------
-        while stack:
-            node = <Node>stack.pop()
+        # NOTE: `visited` is the work list: every node is claimed (appended) once, so
+        # reading it front to back reaches each node exactly once, with no second list.
+        j = 0
+        while j < len(visited):
+            node = <Node>visited[j]
+            j += 1
             for e in node.edges:
                 if e is None:
                     continue
@@ -1612,7 +1614,6 @@ def run_backward(tuple tensors, tuple grad_tensors, retain_graph=None, bint crea
                     en = <Node>e
                     if en._walk is not walk:
                         _claim(en, walk, visited)
-                        stack.append(en)
                     en._deps += 1
                 else:
                     (<_LeafSlot>_leaf_slot(leaves, e)).deps += 1
