@@ -17,6 +17,7 @@ from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_New, PyTuple_SET_ITEM
 
 cdef extern from "Python.h":
     void PyObject_GC_UnTrack(object)
+    object PyObject_Vectorcall(object callable, PyObject** args, size_t nargsf, PyObject* kwnames)
     void PyObject_GC_Track(object)
     bint PyObject_GC_IsTracked(object)
 
@@ -1148,11 +1149,11 @@ cdef class OpNode(Node):
                 ans_t._requires_grad = True
             ans = ans_t
         try:
-            args = _vjp_args(self, grads[0], ans, self.inputs, recording)
-            if self.params:
+            if self.params or len(self.inputs) > _RULE_ARGS - 2:
+                args = _vjp_args(self, grads[0], ans, self.inputs, recording)
                 res = op.vjp(*args, **self.params)
             else:
-                res = op.vjp(*args)
+                res = _call_rule(op.vjp, self, grads[0], ans, self.inputs, recording)
         except Exception as exc:
             exc.add_note(f"(while computing the gradient of '{self.name}')")
             raise
@@ -1213,6 +1214,37 @@ cdef tuple _vjp_args(Node node, object g, object ans, tuple inputs, bint recordi
         Py_INCREF(item)
         PyTuple_SET_ITEM(args, i + 2, item)
     return args
+
+
+cdef enum:
+    _RULE_ARGS = 8
+
+
+cdef object _call_rule(object rule, Node node, object g, object ans, tuple inputs,
+                       bint recording):
+    """rule(g, ans, *inputs) for a rule without parameters, as _vjp_args would build
+    its arguments, passed in a C array (vectorcall) instead of a new tuple."""
+    cdef PyObject* argv[_RULE_ARGS]
+    cdef Py_ssize_t n = len(inputs), i, held = 0
+    cdef object item
+    cdef SavedTensor rec
+    argv[0] = <PyObject*>g          # borrowed: the caller holds both
+    argv[1] = <PyObject*>ans
+    try:
+        for i in range(n):
+            item = <object>PyTuple_GET_ITEM(inputs, i)
+            if type(item) is SavedTensor:
+                rec = <SavedTensor>item
+                if rec.vc.value != rec.version:
+                    node._check_saved()     # raises, saying which input and where
+                item = rec.unpack(recording)
+            Py_INCREF(item)
+            argv[i + 2] = <PyObject*>item
+            held = i + 1
+        return PyObject_Vectorcall(rule, argv, n + 2, NULL)
+    finally:
+        for i in range(held):
+            Py_XDECREF(argv[i + 2])
 
 
 cdef tuple _check_arity(Node node, object res):
@@ -1508,6 +1540,17 @@ cdef inline void _reset(Node node):
     node._fresh = 0
 
 
+cdef inline Py_ssize_t _push(list work, Py_ssize_t top, object x) except -1:
+    """Put x at work[top] (a stack whose live part is work[:top]); returns the new top.
+    NOTE: the list never shrinks: popping a one-item list empties it, and CPython frees
+    its item array, so a chain of nodes would free and allocate it once per node."""
+    if top < len(work):
+        work[top] = x
+    else:
+        work.append(x)
+    return top + 1
+
+
 cdef _LeafSlot _leaf_slot(dict leaves, LeafRef key):
     cdef _LeafSlot slot = leaves.get(key)
     if slot is None:
@@ -1538,7 +1581,8 @@ def run_backward(tuple tensors, tuple grad_tensors, retain_graph=None, bint crea
     cdef list visited = []          # every node whose traversal fields this call set
     cdef object walk = visited      # identity token of this traversal
     cdef dict leaves = {}
-    cdef list ready = []
+    cdef list ready = []            # nodes and leaves whose gradient is complete: ready[:nready]
+    cdef Py_ssize_t nready = 0
     cdef list roots = []
     cdef TensorBase t, g
     cdef Node node, en
@@ -1549,6 +1593,7 @@ def run_backward(tuple tensors, tuple grad_tensors, retain_graph=None, bint crea
     cdef dict cap_node = None
     cdef list captured = None
     cdef list grads
+    cdef list grads1 = [None]       # reused as `grads` by every single-output node
     cdef tuple res = None, edges, nrs
     cdef bint accumulate = inputs is None
     cdef bint anomaly = _anomaly_on()
@@ -1620,13 +1665,15 @@ def run_backward(tuple tensors, tuple grad_tensors, retain_graph=None, bint crea
         for key in roots:
             if isinstance(key, Node):
                 if (<Node>key)._deps == 0:
-                    ready.append(key)
+                    nready = _push(ready, nready, key)
             elif (<_LeafSlot>leaves[key]).deps == 0:
-                ready.append(key)
+                nready = _push(ready, nready, key)
 
         # -- Kahn's traversal ----------------------------------------------------------
-        while ready:
-            key = ready.pop()
+        while nready:
+            nready -= 1
+            key = ready[nready]
+            ready[nready] = None
             if not isinstance(key, Node):
                 lslot = <_LeafSlot>leaves.pop(key)
                 gv = lslot.g
@@ -1648,8 +1695,10 @@ def run_backward(tuple tensors, tuple grad_tensors, retain_graph=None, bint crea
 
             node = <Node>key
             if node.n_outputs == 1:
-                grads = [node._g]
+                grads1[0] = node._g
+                grads = grads1
             else:
+                grads1[0] = None        # as if the previous node's list were dropped
                 grads = [node._g] + (node._gmore or [None] * (node.n_outputs - 1))
             _reset(node)
             has_grad = False
@@ -1689,14 +1738,14 @@ def run_backward(tuple tensors, tuple grad_tensors, retain_graph=None, bint crea
                         _node_add_grad(en, nr, gv, create_graph)
                     en._deps -= 1
                     if en._deps == 0:
-                        ready.append(en)
+                        nready = _push(ready, nready, en)
                 else:
                     lslot = <_LeafSlot>leaves[e]
                     if gv is not None:
                         _leaf_add_grad(lslot, gv, create_graph)
                     lslot.deps -= 1
                     if lslot.deps == 0:
-                        ready.append(e)
+                        nready = _push(ready, nready, e)
             res = None
             if not retain:
                 node.release()
