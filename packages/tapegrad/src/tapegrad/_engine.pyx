@@ -733,16 +733,38 @@ cdef void _scalars_as_arrays(tuple arrays, int type_num):
                 PyTuple_SET_ITEM(arrays, i, z)
 
 
+cdef void _scalars_as_arrays_c(PyObject** argv, Py_ssize_t n, int type_num) except *:
+    """_scalars_as_arrays for arguments held in a C array (owned references)."""
+    cdef Py_ssize_t i
+    cdef object v, z
+    for i in range(n):
+        v = <object>argv[i]
+        if type(v) is float or type(v) is int:
+            z = _scalar_operand(v, type_num)
+            if z is not None:
+                Py_INCREF(z)
+                Py_XDECREF(argv[i])     # the array's reference; `v` holds its own
+                argv[i] = <PyObject*>z
+
+
+cdef tuple _tuple_of(PyObject** argv, Py_ssize_t n):
+    cdef tuple t = PyTuple_New(n)
+    cdef Py_ssize_t i
+    for i in range(n):
+        Py_INCREF(<object>argv[i])
+        PyTuple_SET_ITEM(t, i, <object>argv[i])
+    return t
+
+
+# NOTE: a kernel's arguments are gathered in a C array and passed by vectorcall: no tuple
+# per op. Ops with more inputs, or keyword parameters, get the tuple.
+cdef enum:
+    _KERNEL_ARGS = 8
+
+
 cdef object _apply(Op op, tuple args, dict kwargs):
     cdef tuple inputs
     cdef Py_ssize_t nargs = len(args), n, i
-    cdef Device device = None
-    cdef bint needs_grad = False
-    cdef TensorBase t
-    cdef list converted = None
-    cdef Py_ssize_t n_scalars = 0
-    cdef int scalar_type = -1       # dtype all tensor operands share (see _scalars_as_arrays)
-    cdef int tn
 
     # -- split positional arguments into tensor inputs and parameters ------------------
     if op.seq_input:
@@ -766,7 +788,29 @@ cdef object _apply(Op op, tuple args, dict kwargs):
 
     # -- resolve device, collect arrays, see whether anything needs a gradient ---------
     n = len(inputs)
-    cdef tuple arrays = PyTuple_New(n)
+    cdef PyObject* argv[_KERNEL_ARGS]   # the arrays (owned references) when n fits
+    cdef Py_ssize_t held = 0            # how many of argv are set
+    cdef bint use_argv = n <= _KERNEL_ARGS
+    cdef tuple arrays = None if use_argv else PyTuple_New(n)
+    try:
+        return _apply_arrays(op, inputs, kwargs, n, argv, &held, arrays)
+    finally:
+        for i in range(held):
+            Py_XDECREF(argv[i])
+
+
+cdef object _apply_arrays(Op op, tuple inputs, dict kwargs, Py_ssize_t n, PyObject** argv,
+                          Py_ssize_t* held, tuple arrays):
+    """_apply from its inputs on: the kernel's arguments go into argv (the caller releases
+    held[0] of them) or, when `arrays` is given, into that tuple."""
+    cdef Py_ssize_t i
+    cdef Device device = None
+    cdef bint needs_grad = False
+    cdef TensorBase t
+    cdef list converted = None
+    cdef Py_ssize_t n_scalars = 0
+    cdef int scalar_type = -1       # dtype all tensor operands share (see _scalars_as_arrays)
+    cdef int tn
     cdef object item
     for i in range(n):
         a = inputs[i]
@@ -774,7 +818,11 @@ cdef object _apply(Op op, tuple args, dict kwargs):
             t = <TensorBase>a
         elif type(a) is float or isinstance(a, _python_scalars):
             Py_INCREF(a)
-            PyTuple_SET_ITEM(arrays, i, a)
+            if arrays is None:
+                argv[i] = <PyObject*>a
+                held[0] = i + 1
+            else:
+                PyTuple_SET_ITEM(arrays, i, a)
             n_scalars += 1
             continue
         else:
@@ -791,7 +839,11 @@ cdef object _apply(Op op, tuple args, dict kwargs):
                 f"move them with .to(device) first")
         item = t._data
         Py_INCREF(item)
-        PyTuple_SET_ITEM(arrays, i, item)
+        if arrays is None:
+            argv[i] = <PyObject*>item
+            held[0] = i + 1
+        else:
+            PyTuple_SET_ITEM(arrays, i, item)
         if scalar_type != -2:
             if type(item) is cnp.ndarray:
                 tn = cnp.PyArray_TYPE(<cnp.ndarray>item)
@@ -815,9 +867,17 @@ cdef object _apply(Op op, tuple args, dict kwargs):
             f"{', '.join(sorted(op.kernels)) or 'none'}); a plugin adds one with "
             f"registry.register_kernel('{op.name}', '{device.name}', fn)")
     if n_scalars and scalar_type >= 0 and type(kernel) is _ufunc_type and not kwargs:
-        _scalars_as_arrays(arrays, scalar_type)    # see Note: [Python scalars as 0-d arrays]
+        # see Note: [Python scalars as 0-d arrays]
+        if arrays is None:
+            _scalars_as_arrays_c(argv, n, scalar_type)
+        else:
+            _scalars_as_arrays(arrays, scalar_type)
+    if arrays is None and kwargs:
+        arrays = _tuple_of(argv, n)
     try:
-        if kwargs:
+        if arrays is None:
+            out = PyObject_Vectorcall(kernel, argv, n, NULL)
+        elif kwargs:
             out = kernel(*arrays, **kwargs)
         else:
             out = kernel(*arrays)
@@ -826,7 +886,8 @@ cdef object _apply(Op op, tuple args, dict kwargs):
     if type(out) is not device.array_type:
         out = device.asarray(out)
     if _TRACER is not None:
-        _TRACER.kernel(kernel, arrays, kwargs, out, device, inputs)
+        _TRACER.kernel(kernel, _tuple_of(argv, n) if arrays is None else arrays, kwargs, out,
+                       device, inputs)
 
     t = _new_tensor(out, device)
     if op.view and n and isinstance(inputs[0], TensorBase) and device.may_share_memory(
