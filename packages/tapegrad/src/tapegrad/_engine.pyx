@@ -48,11 +48,15 @@ cdef extern from *:
         if (s != NULL && b != NULL && s != b) *s = *b;
     }
 
+    /* A tuple's item array (the inputs of an op, read in place). */
+    static PyObject** tapegrad_tuple_items(PyObject* t) { return ((PyTupleObject*)t)->ob_item; }
+
     /* The reference count of an object, read through a borrowed pointer (no temporary). */
     static Py_ssize_t tapegrad_refcnt(PyObject* o) { return Py_REFCNT(o); }
     """
     object tapegrad_alloc(object cls, object empty_args)
     Py_ssize_t tapegrad_refcnt(PyObject* o)
+    PyObject** tapegrad_tuple_items(object t)
     void tapegrad_set_call_slot(object type, void* impl)
     void tapegrad_copy_number_slots(object sub, object base)
 
@@ -793,16 +797,35 @@ cdef object _apply(Op op, tuple args, dict kwargs):
     cdef bint use_argv = n <= _KERNEL_ARGS
     cdef tuple arrays = None if use_argv else PyTuple_New(n)
     try:
-        return _apply_arrays(op, inputs, kwargs, n, argv, &held, arrays)
+        return _apply_arrays(op, inputs, tapegrad_tuple_items(inputs), kwargs, n, argv, &held,
+                             arrays)
     finally:
         for i in range(held):
             Py_XDECREF(argv[i])
 
 
-cdef object _apply_arrays(Op op, tuple inputs, dict kwargs, Py_ssize_t n, PyObject** argv,
-                          Py_ssize_t* held, tuple arrays):
-    """_apply from its inputs on: the kernel's arguments go into argv (the caller releases
-    held[0] of them) or, when `arrays` is given, into that tuple."""
+cdef object _apply2(Op op, object a, object b):
+    """op(a, b) for Tensor's binary operators: _apply without the argument tuple."""
+    cdef PyObject* pair[2]
+    cdef PyObject* argv[2]
+    cdef Py_ssize_t held = 0, i
+    if op.seq_input or not (op.nin < 0 or op.nin == 2):
+        return _apply(op, (a, b), _NO_PARAMS)
+    pair[0] = <PyObject*>a          # borrowed: the caller holds both
+    pair[1] = <PyObject*>b
+    try:
+        return _apply_arrays(op, None, pair, _NO_PARAMS, 2, argv, &held, None)
+    finally:
+        for i in range(held):
+            Py_XDECREF(argv[i])
+
+
+cdef object _apply_arrays(Op op, tuple inputs, PyObject** in_argv, dict kwargs, Py_ssize_t n,
+                          PyObject** argv, Py_ssize_t* held, tuple arrays):
+    """_apply from its inputs on. The inputs are in_argv[:n]; `inputs` is them as a tuple,
+    or None, and then is built only where one is needed (errors, tg.compile's recorder).
+    The kernel's arguments go into argv (the caller releases held[0] of them) or, when
+    `arrays` is given, into that tuple."""
     cdef Py_ssize_t i
     cdef Device device = None
     cdef bint needs_grad = False
@@ -813,7 +836,7 @@ cdef object _apply_arrays(Op op, tuple inputs, dict kwargs, Py_ssize_t n, PyObje
     cdef int tn
     cdef object item
     for i in range(n):
-        a = inputs[i]
+        a = <object>in_argv[i]
         if isinstance(a, TensorBase):
             t = <TensorBase>a
         elif type(a) is float or isinstance(a, _python_scalars):
@@ -828,11 +851,13 @@ cdef object _apply_arrays(Op op, tuple inputs, dict kwargs, Py_ssize_t n, PyObje
         else:
             t = _to_constant(a, op, i)
             if converted is None:
-                converted = list(inputs)
+                converted = list(_tuple_of(in_argv, n))
             converted[i] = t
         if device is None:
             device = t._device
         elif t._device is not device:
+            if inputs is None:
+                inputs = _tuple_of(in_argv, n)
             raise RuntimeError(
                 f"{op.name}: expected all tensors on the same device, but found "
                 f"{device.name} and {t._device.name} ({_describe(inputs)}); "
@@ -857,6 +882,7 @@ cdef object _apply_arrays(Op op, tuple inputs, dict kwargs, Py_ssize_t n, PyObje
             needs_grad = True
     if converted is not None:
         inputs = tuple(converted)
+        in_argv = tapegrad_tuple_items(inputs)
     if device is None:
         device = _DEFAULT_DEVICE
 
@@ -882,20 +908,21 @@ cdef object _apply_arrays(Op op, tuple inputs, dict kwargs, Py_ssize_t n, PyObje
         else:
             out = kernel(*arrays)
     except (ValueError, TypeError, IndexError) as exc:
-        raise _op_error(op, exc, inputs, kwargs) from exc
+        raise _op_error(op, exc, _tuple_of(in_argv, n) if inputs is None else inputs,
+                        kwargs) from exc
     if type(out) is not device.array_type:
         out = device.asarray(out)
     if _TRACER is not None:
         _TRACER.kernel(kernel, _tuple_of(argv, n) if arrays is None else arrays, kwargs, out,
-                       device, inputs)
+                       device, _tuple_of(in_argv, n) if inputs is None else inputs)
 
     t = _new_tensor(out, device)
-    if op.view and n and isinstance(inputs[0], TensorBase) and device.may_share_memory(
-            out, (<TensorBase>inputs[0])._data):
-        t._vc = _get_vc(<TensorBase>inputs[0])
+    if op.view and n and isinstance(<object>in_argv[0], TensorBase) and device.may_share_memory(
+            out, (<TensorBase>in_argv[0])._data):
+        t._vc = _get_vc(<TensorBase>in_argv[0])
         t._is_view = True
     if needs_grad and _grad_enabled() and _is_float_array(out):
-        _record(op, inputs, kwargs if kwargs else _NO_PARAMS, t)
+        _record(op, in_argv, n, kwargs if kwargs else _NO_PARAMS, t)
     return t
 
 
@@ -1007,16 +1034,16 @@ cdef inline void _note_output(OpNode node, object data) except *:
         node.out_dtype = data.dtype
 
 
-cdef void _record(Op op, tuple inputs, dict params, TensorBase out) except *:
+cdef void _record(Op op, PyObject** inputs, Py_ssize_t n, dict params, TensorBase out) except *:
     cdef OpNode node = OpNode.__new__(OpNode)
-    cdef Py_ssize_t n = len(inputs), i
+    cdef Py_ssize_t i
     cdef tuple edges = PyTuple_New(n)
     cdef tuple saved = PyTuple_New(n)
     cdef list nrs = None
     cdef TensorBase t
     cdef object edge, item
     for i in range(n):
-        a = inputs[i]
+        a = <object>inputs[i]
         edge = None
         item = a
         if isinstance(a, TensorBase):
@@ -1909,7 +1936,7 @@ cdef object _binary(str name, a, b):
 
 cdef inline object _binary_op(Op op, str name, a, b):
     """An arithmetic operator: its op as install_op keeps it, else looked up by name."""
-    return _apply(op if op is not None else _lookup(name), (a, b), _NO_PARAMS)
+    return _apply2(op if op is not None else _lookup(name), a, b)
 
 
 cdef object _logical(str name, a, b):
@@ -2124,10 +2151,10 @@ cdef class TensorBase:
 
     # -- operators ------------------------------------------------------------------------
     def __add__(self, other):
-        return _apply(_op_add, (self, other), _NO_PARAMS)
+        return _apply2(_op_add, self, other)
 
     def __radd__(self, other):
-        return _apply(_op_add, (other, self), _NO_PARAMS)
+        return _apply2(_op_add, other, self)
 
     def __sub__(self, other):
         return _binary_op(_op_subtract, "subtract", self, other)
