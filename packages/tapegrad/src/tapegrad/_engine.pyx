@@ -17,6 +17,7 @@ from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_New, PyTuple_SET_ITEM
 
 cdef extern from "Python.h":
     void PyObject_GC_UnTrack(object)
+    object PyObject_Vectorcall(object callable, PyObject** args, size_t nargsf, PyObject* kwnames)
     void PyObject_GC_Track(object)
     bint PyObject_GC_IsTracked(object)
 
@@ -39,12 +40,25 @@ cdef extern from *:
         ((PyTypeObject*)type)->tp_call = tapegrad_op_tp_call;
     }
 
+    /* Give a heap subclass the number slots of its extension base (see Note: [operator
+       slots of tapegrad.Tensor]). */
+    static void tapegrad_copy_number_slots(PyObject* sub, PyObject* base) {
+        PyNumberMethods* s = ((PyTypeObject*)sub)->tp_as_number;
+        PyNumberMethods* b = ((PyTypeObject*)base)->tp_as_number;
+        if (s != NULL && b != NULL && s != b) *s = *b;
+    }
+
+    /* A tuple's item array (the inputs of an op, read in place). */
+    static PyObject** tapegrad_tuple_items(PyObject* t) { return ((PyTupleObject*)t)->ob_item; }
+
     /* The reference count of an object, read through a borrowed pointer (no temporary). */
     static Py_ssize_t tapegrad_refcnt(PyObject* o) { return Py_REFCNT(o); }
     """
     object tapegrad_alloc(object cls, object empty_args)
     Py_ssize_t tapegrad_refcnt(PyObject* o)
+    PyObject** tapegrad_tuple_items(object t)
     void tapegrad_set_call_slot(object type, void* impl)
+    void tapegrad_copy_number_slots(object sub, object base)
 
 import contextvars
 import threading
@@ -138,9 +152,32 @@ cdef dict _NO_PARAMS = {}               # shared, never mutated: calls without p
 cdef tuple _python_scalars = (float, int, bool, complex, np.generic)
 
 
+# Note: [operator slots of tapegrad.Tensor]
+# Cython exposes TensorBase's __add__, __rsub__, ... as method descriptors, so CPython
+# gives a Python subclass the generic number slots (slot_nb_add and friends), which look
+# the method up by name and call it through a descriptor on every `x * a`: ~350
+# instructions an operator. tapegrad.Tensor defines no number method of its own, so it is
+# given TensorBase's slots themselves, which call the same code directly. A class that
+# does define one (a user's subclass of Tensor) is left to CPython.
+
+cdef tuple _NUMBER_DUNDERS = (
+    "add", "sub", "mul", "truediv", "floordiv", "mod", "divmod", "pow", "matmul", "and",
+    "or", "xor", "lshift", "rshift", "neg", "pos", "abs", "invert", "bool", "int",
+    "float", "index")
+
+
 def set_tensor_class(cls):
     global _TensorClass
     _TensorClass = cls
+    names = set()
+    for d in _NUMBER_DUNDERS:
+        names.update((f"__{d}__", f"__r{d}__", f"__i{d}__"))
+    for klass in cls.__mro__:
+        if klass is TensorBase:
+            tapegrad_copy_number_slots(cls, TensorBase)
+            break
+        if names.intersection(vars(klass)):
+            break
 
 
 def ops_table():
@@ -700,16 +737,38 @@ cdef void _scalars_as_arrays(tuple arrays, int type_num):
                 PyTuple_SET_ITEM(arrays, i, z)
 
 
+cdef void _scalars_as_arrays_c(PyObject** argv, Py_ssize_t n, int type_num) except *:
+    """_scalars_as_arrays for arguments held in a C array (owned references)."""
+    cdef Py_ssize_t i
+    cdef object v, z
+    for i in range(n):
+        v = <object>argv[i]
+        if type(v) is float or type(v) is int:
+            z = _scalar_operand(v, type_num)
+            if z is not None:
+                Py_INCREF(z)
+                Py_XDECREF(argv[i])     # the array's reference; `v` holds its own
+                argv[i] = <PyObject*>z
+
+
+cdef tuple _tuple_of(PyObject** argv, Py_ssize_t n):
+    cdef tuple t = PyTuple_New(n)
+    cdef Py_ssize_t i
+    for i in range(n):
+        Py_INCREF(<object>argv[i])
+        PyTuple_SET_ITEM(t, i, <object>argv[i])
+    return t
+
+
+# NOTE: a kernel's arguments are gathered in a C array and passed by vectorcall: no tuple
+# per op. Ops with more inputs, or keyword parameters, get the tuple.
+cdef enum:
+    _KERNEL_ARGS = 8
+
+
 cdef object _apply(Op op, tuple args, dict kwargs):
     cdef tuple inputs
     cdef Py_ssize_t nargs = len(args), n, i
-    cdef Device device = None
-    cdef bint needs_grad = False
-    cdef TensorBase t
-    cdef list converted = None
-    cdef Py_ssize_t n_scalars = 0
-    cdef int scalar_type = -1       # dtype all tensor operands share (see _scalars_as_arrays)
-    cdef int tn
 
     # -- split positional arguments into tensor inputs and parameters ------------------
     if op.seq_input:
@@ -733,32 +792,83 @@ cdef object _apply(Op op, tuple args, dict kwargs):
 
     # -- resolve device, collect arrays, see whether anything needs a gradient ---------
     n = len(inputs)
-    cdef tuple arrays = PyTuple_New(n)
+    cdef PyObject* argv[_KERNEL_ARGS]   # the arrays (owned references) when n fits
+    cdef Py_ssize_t held = 0            # how many of argv are set
+    cdef bint use_argv = n <= _KERNEL_ARGS
+    cdef tuple arrays = None if use_argv else PyTuple_New(n)
+    try:
+        return _apply_arrays(op, inputs, tapegrad_tuple_items(inputs), kwargs, n, argv, &held,
+                             arrays)
+    finally:
+        for i in range(held):
+            Py_XDECREF(argv[i])
+
+
+cdef object _apply2(Op op, object a, object b):
+    """op(a, b) for Tensor's binary operators: _apply without the argument tuple."""
+    cdef PyObject* pair[2]
+    cdef PyObject* argv[2]
+    cdef Py_ssize_t held = 0, i
+    if op.seq_input or not (op.nin < 0 or op.nin == 2):
+        return _apply(op, (a, b), _NO_PARAMS)
+    pair[0] = <PyObject*>a          # borrowed: the caller holds both
+    pair[1] = <PyObject*>b
+    try:
+        return _apply_arrays(op, None, pair, _NO_PARAMS, 2, argv, &held, None)
+    finally:
+        for i in range(held):
+            Py_XDECREF(argv[i])
+
+
+cdef object _apply_arrays(Op op, tuple inputs, PyObject** in_argv, dict kwargs, Py_ssize_t n,
+                          PyObject** argv, Py_ssize_t* held, tuple arrays):
+    """_apply from its inputs on. The inputs are in_argv[:n]; `inputs` is them as a tuple,
+    or None, and then is built only where one is needed (errors, tg.compile's recorder).
+    The kernel's arguments go into argv (the caller releases held[0] of them) or, when
+    `arrays` is given, into that tuple."""
+    cdef Py_ssize_t i
+    cdef Device device = None
+    cdef bint needs_grad = False
+    cdef TensorBase t
+    cdef list converted = None
+    cdef Py_ssize_t n_scalars = 0
+    cdef int scalar_type = -1       # dtype all tensor operands share (see _scalars_as_arrays)
+    cdef int tn
     cdef object item
     for i in range(n):
-        a = inputs[i]
+        a = <object>in_argv[i]
         if isinstance(a, TensorBase):
             t = <TensorBase>a
         elif type(a) is float or isinstance(a, _python_scalars):
             Py_INCREF(a)
-            PyTuple_SET_ITEM(arrays, i, a)
+            if arrays is None:
+                argv[i] = <PyObject*>a
+                held[0] = i + 1
+            else:
+                PyTuple_SET_ITEM(arrays, i, a)
             n_scalars += 1
             continue
         else:
             t = _to_constant(a, op, i)
             if converted is None:
-                converted = list(inputs)
+                converted = list(_tuple_of(in_argv, n))
             converted[i] = t
         if device is None:
             device = t._device
         elif t._device is not device:
+            if inputs is None:
+                inputs = _tuple_of(in_argv, n)
             raise RuntimeError(
                 f"{op.name}: expected all tensors on the same device, but found "
                 f"{device.name} and {t._device.name} ({_describe(inputs)}); "
                 f"move them with .to(device) first")
         item = t._data
         Py_INCREF(item)
-        PyTuple_SET_ITEM(arrays, i, item)
+        if arrays is None:
+            argv[i] = <PyObject*>item
+            held[0] = i + 1
+        else:
+            PyTuple_SET_ITEM(arrays, i, item)
         if scalar_type != -2:
             if type(item) is cnp.ndarray:
                 tn = cnp.PyArray_TYPE(<cnp.ndarray>item)
@@ -772,6 +882,7 @@ cdef object _apply(Op op, tuple args, dict kwargs):
             needs_grad = True
     if converted is not None:
         inputs = tuple(converted)
+        in_argv = tapegrad_tuple_items(inputs)
     if device is None:
         device = _DEFAULT_DEVICE
 
@@ -782,26 +893,36 @@ cdef object _apply(Op op, tuple args, dict kwargs):
             f"{', '.join(sorted(op.kernels)) or 'none'}); a plugin adds one with "
             f"registry.register_kernel('{op.name}', '{device.name}', fn)")
     if n_scalars and scalar_type >= 0 and type(kernel) is _ufunc_type and not kwargs:
-        _scalars_as_arrays(arrays, scalar_type)    # see Note: [Python scalars as 0-d arrays]
+        # see Note: [Python scalars as 0-d arrays]
+        if arrays is None:
+            _scalars_as_arrays_c(argv, n, scalar_type)
+        else:
+            _scalars_as_arrays(arrays, scalar_type)
+    if arrays is None and kwargs:
+        arrays = _tuple_of(argv, n)
     try:
-        if kwargs:
+        if arrays is None:
+            out = PyObject_Vectorcall(kernel, argv, n, NULL)
+        elif kwargs:
             out = kernel(*arrays, **kwargs)
         else:
             out = kernel(*arrays)
     except (ValueError, TypeError, IndexError) as exc:
-        raise _op_error(op, exc, inputs, kwargs) from exc
+        raise _op_error(op, exc, _tuple_of(in_argv, n) if inputs is None else inputs,
+                        kwargs) from exc
     if type(out) is not device.array_type:
         out = device.asarray(out)
     if _TRACER is not None:
-        _TRACER.kernel(kernel, arrays, kwargs, out, device, inputs)
+        _TRACER.kernel(kernel, _tuple_of(argv, n) if arrays is None else arrays, kwargs, out,
+                       device, _tuple_of(in_argv, n) if inputs is None else inputs)
 
     t = _new_tensor(out, device)
-    if op.view and n and isinstance(inputs[0], TensorBase) and device.may_share_memory(
-            out, (<TensorBase>inputs[0])._data):
-        t._vc = _get_vc(<TensorBase>inputs[0])
+    if op.view and n and isinstance(<object>in_argv[0], TensorBase) and device.may_share_memory(
+            out, (<TensorBase>in_argv[0])._data):
+        t._vc = _get_vc(<TensorBase>in_argv[0])
         t._is_view = True
     if needs_grad and _grad_enabled() and _is_float_array(out):
-        _record(op, inputs, kwargs if kwargs else _NO_PARAMS, t)
+        _record(op, in_argv, n, kwargs if kwargs else _NO_PARAMS, t)
     return t
 
 
@@ -913,16 +1034,16 @@ cdef inline void _note_output(OpNode node, object data) except *:
         node.out_dtype = data.dtype
 
 
-cdef void _record(Op op, tuple inputs, dict params, TensorBase out) except *:
+cdef void _record(Op op, PyObject** inputs, Py_ssize_t n, dict params, TensorBase out) except *:
     cdef OpNode node = OpNode.__new__(OpNode)
-    cdef Py_ssize_t n = len(inputs), i
+    cdef Py_ssize_t i
     cdef tuple edges = PyTuple_New(n)
     cdef tuple saved = PyTuple_New(n)
     cdef list nrs = None
     cdef TensorBase t
     cdef object edge, item
     for i in range(n):
-        a = inputs[i]
+        a = <object>inputs[i]
         edge = None
         item = a
         if isinstance(a, TensorBase):
@@ -1116,11 +1237,11 @@ cdef class OpNode(Node):
                 ans_t._requires_grad = True
             ans = ans_t
         try:
-            args = _vjp_args(self, grads[0], ans, self.inputs, recording)
-            if self.params:
+            if self.params or len(self.inputs) > _RULE_ARGS - 2:
+                args = _vjp_args(self, grads[0], ans, self.inputs, recording)
                 res = op.vjp(*args, **self.params)
             else:
-                res = op.vjp(*args)
+                res = _call_rule(op.vjp, self, grads[0], ans, self.inputs, recording)
         except Exception as exc:
             exc.add_note(f"(while computing the gradient of '{self.name}')")
             raise
@@ -1181,6 +1302,37 @@ cdef tuple _vjp_args(Node node, object g, object ans, tuple inputs, bint recordi
         Py_INCREF(item)
         PyTuple_SET_ITEM(args, i + 2, item)
     return args
+
+
+cdef enum:
+    _RULE_ARGS = 8
+
+
+cdef object _call_rule(object rule, Node node, object g, object ans, tuple inputs,
+                       bint recording):
+    """rule(g, ans, *inputs) for a rule without parameters, as _vjp_args would build
+    its arguments, passed in a C array (vectorcall) instead of a new tuple."""
+    cdef PyObject* argv[_RULE_ARGS]
+    cdef Py_ssize_t n = len(inputs), i, held = 0
+    cdef object item
+    cdef SavedTensor rec
+    argv[0] = <PyObject*>g          # borrowed: the caller holds both
+    argv[1] = <PyObject*>ans
+    try:
+        for i in range(n):
+            item = <object>PyTuple_GET_ITEM(inputs, i)
+            if type(item) is SavedTensor:
+                rec = <SavedTensor>item
+                if rec.vc.value != rec.version:
+                    node._check_saved()     # raises, saying which input and where
+                item = rec.unpack(recording)
+            Py_INCREF(item)
+            argv[i + 2] = <PyObject*>item
+            held = i + 1
+        return PyObject_Vectorcall(rule, argv, n + 2, NULL)
+    finally:
+        for i in range(held):
+            Py_XDECREF(argv[i + 2])
 
 
 cdef tuple _check_arity(Node node, object res):
@@ -1478,6 +1630,17 @@ cdef inline void _reset(Node node):
     node._fresh = 0
 
 
+cdef inline Py_ssize_t _push(list work, Py_ssize_t top, object x) except -1:
+    """Put x at work[top] (a stack whose live part is work[:top]); returns the new top.
+    NOTE: the list never shrinks: popping a one-item list empties it, and CPython frees
+    its item array, so a chain of nodes would free and allocate it once per node."""
+    if top < len(work):
+        work[top] = x
+    else:
+        work.append(x)
+    return top + 1
+
+
 cdef _LeafSlot _leaf_slot(dict leaves, LeafRef key):
     cdef _LeafSlot slot = leaves.get(key)
     if slot is None:
@@ -1508,18 +1671,19 @@ def run_backward(tuple tensors, tuple grad_tensors, retain_graph=None, bint crea
     cdef list visited = []          # every node whose traversal fields this call set
     cdef object walk = visited      # identity token of this traversal
     cdef dict leaves = {}
-    cdef list stack = []
-    cdef list ready = []
+    cdef list ready = []            # nodes and leaves whose gradient is complete: ready[:nready]
+    cdef Py_ssize_t nready = 0
     cdef list roots = []
     cdef TensorBase t, g
     cdef Node node, en
     cdef _LeafSlot lslot
     cdef LeafRef lref
-    cdef Py_ssize_t i, n, nr, nrefs
+    cdef Py_ssize_t i, j, n, nr, nrefs
     cdef dict cap_leaf = None
     cdef dict cap_node = None
     cdef list captured = None
     cdef list grads
+    cdef list grads1 = [None]       # reused as `grads` by every single-output node
     cdef tuple res = None, edges, nrs
     cdef bint accumulate = inputs is None
     cdef bint anomaly = _anomaly_on()
@@ -1564,7 +1728,6 @@ def run_backward(tuple tensors, tuple grad_tensors, retain_graph=None, bint crea
                 if node._walk is not walk:
                     _claim(node, walk, visited)
                     roots.append(node)
-                    stack.append(node)
                 _node_add_grad(node, t._output_nr, g, create_graph)
             else:
                 lref = _leaf_ref_of(t)
@@ -1573,8 +1736,12 @@ def run_backward(tuple tensors, tuple grad_tensors, retain_graph=None, bint crea
                 _leaf_add_grad(_leaf_slot(leaves, lref), g, create_graph)
 
         # -- count, for every reachable key, the edges that point to it -----------------
-        while stack:
-            node = <Node>stack.pop()
+        # NOTE: `visited` is the work list: every node is claimed (appended) once, so
+        # reading it front to back reaches each node exactly once, with no second list.
+        j = 0
+        while j < len(visited):
+            node = <Node>visited[j]
+            j += 1
             for e in node.edges:
                 if e is None:
                     continue
@@ -1582,20 +1749,21 @@ def run_backward(tuple tensors, tuple grad_tensors, retain_graph=None, bint crea
                     en = <Node>e
                     if en._walk is not walk:
                         _claim(en, walk, visited)
-                        stack.append(en)
                     en._deps += 1
                 else:
                     (<_LeafSlot>_leaf_slot(leaves, e)).deps += 1
         for key in roots:
             if isinstance(key, Node):
                 if (<Node>key)._deps == 0:
-                    ready.append(key)
+                    nready = _push(ready, nready, key)
             elif (<_LeafSlot>leaves[key]).deps == 0:
-                ready.append(key)
+                nready = _push(ready, nready, key)
 
         # -- Kahn's traversal ----------------------------------------------------------
-        while ready:
-            key = ready.pop()
+        while nready:
+            nready -= 1
+            key = ready[nready]
+            ready[nready] = None
             if not isinstance(key, Node):
                 lslot = <_LeafSlot>leaves.pop(key)
                 gv = lslot.g
@@ -1617,8 +1785,10 @@ def run_backward(tuple tensors, tuple grad_tensors, retain_graph=None, bint crea
 
             node = <Node>key
             if node.n_outputs == 1:
-                grads = [node._g]
+                grads1[0] = node._g
+                grads = grads1
             else:
+                grads1[0] = None        # as if the previous node's list were dropped
                 grads = [node._g] + (node._gmore or [None] * (node.n_outputs - 1))
             _reset(node)
             has_grad = False
@@ -1658,14 +1828,14 @@ def run_backward(tuple tensors, tuple grad_tensors, retain_graph=None, bint crea
                         _node_add_grad(en, nr, gv, create_graph)
                     en._deps -= 1
                     if en._deps == 0:
-                        ready.append(en)
+                        nready = _push(ready, nready, en)
                 else:
                     lslot = <_LeafSlot>leaves[e]
                     if gv is not None:
                         _leaf_add_grad(lslot, gv, create_graph)
                     lslot.deps -= 1
                     if lslot.deps == 0:
-                        ready.append(e)
+                        nready = _push(ready, nready, e)
             res = None
             if not retain:
                 node.release()
@@ -1768,7 +1938,7 @@ cdef object _binary(str name, a, b):
 
 cdef inline object _binary_op(Op op, str name, a, b):
     """An arithmetic operator: its op as install_op keeps it, else looked up by name."""
-    return _apply(op if op is not None else _lookup(name), (a, b), _NO_PARAMS)
+    return _apply2(op if op is not None else _lookup(name), a, b)
 
 
 cdef object _logical(str name, a, b):
@@ -1983,10 +2153,10 @@ cdef class TensorBase:
 
     # -- operators ------------------------------------------------------------------------
     def __add__(self, other):
-        return _apply(_op_add, (self, other), _NO_PARAMS)
+        return _apply2(_op_add, self, other)
 
     def __radd__(self, other):
-        return _apply(_op_add, (other, self), _NO_PARAMS)
+        return _apply2(_op_add, other, self)
 
     def __sub__(self, other):
         return _binary_op(_op_subtract, "subtract", self, other)
