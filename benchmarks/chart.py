@@ -55,7 +55,7 @@ def draw(rows, out, title="tapegrad benchmarks: time relative to NumPy with a ha
         bars = ax.bar([x for x, _ in present], [y for _, y in present], width, label=label,
                       color=color)
         for bar, (_, y) in zip(bars, present):
-            ax.annotate(f"{y:.0f}x" if y >= 10 else f"{y:.2g}x", (bar.get_x() + bar.get_width() / 2, y),
+            ax.annotate(f"{y:.0f}x" if y >= 10 else f"{y:.3g}x", (bar.get_x() + bar.get_width() / 2, y),
                         ha="center", va="bottom", fontsize=8)
     ax.axhline(1.0, color="#444444", linewidth=1, linestyle="--")
     ax.set_yscale("log")
