@@ -91,38 +91,22 @@ def numpy_case(params) -> Case:
 @W1.implementation("tapegrad")
 def tapegrad_case(params) -> Case:
     """The chain as a tapegrad user writes it; ``loss.backward()`` fills ``x.grad``."""
-    import tapegrad as tg
-
-    x0, cycles, a, b = initial_x(params), _cycles(params), params["scale"], params["shift"]
-    sin, tanh, tensor = tg.sin, tg.tanh, tg.tensor
-
-    def run():
-        leaf = tensor(x0, requires_grad=True)
-        x = leaf
-        for _ in range(cycles):
-            x = sin(x)
-            x = x * a
-            x = x + b
-            x = tanh(x)
-            x = x - b
-        loss = x.sum()
-        loss.backward()
-        return loss, leaf
-
-    return Case(run=run,
-                outputs=lambda r: {"loss": r[0].item(), "grad": r[1].grad.numpy()})
+    return _tapegrad_case(params, compiled=False)
 
 
 @W1.implementation("tapegrad-compiled")
 def tapegrad_compiled_case(params) -> Case:
     """The same chain under ``tg.compile``: recorded on the first call, then replayed
     (forward and backward) from flat kernel lists."""
+    return _tapegrad_case(params, compiled=True)
+
+
+def _tapegrad_case(params, compiled):
     import tapegrad as tg
 
     x0, cycles, a, b = initial_x(params), _cycles(params), params["scale"], params["shift"]
     sin, tanh, tensor = tg.sin, tg.tanh, tg.tensor
 
-    @tg.compile
     def chain(x):
         for _ in range(cycles):
             x = sin(x)
@@ -131,6 +115,9 @@ def tapegrad_compiled_case(params) -> Case:
             x = tanh(x)
             x = x - b
         return x.sum()
+
+    if compiled:
+        chain = tg.compile(chain)
 
     def run():
         leaf = tensor(x0, requires_grad=True)

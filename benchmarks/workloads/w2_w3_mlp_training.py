@@ -61,6 +61,42 @@ def _outputs(loss, params):
     return out
 
 
+def _tapegrad_case(params, compiled):
+    import tapegrad as tg
+
+    x_np, y_np, layers = _data(params)
+    init = [a for layer in layers for a in layer]
+    weights = [tg.tensor(a, requires_grad=True) for a in init]
+    x, y = tg.tensor(x_np), y_np
+    lr, relu, cross_entropy, no_grad = params["lr"], tg.relu, tg.cross_entropy, tg.no_grad
+
+    def step(x, y):
+        with no_grad():
+            for p, p0 in zip(weights, init):
+                p[...] = p0
+                p.grad = None
+        h = x
+        n_layers = len(weights) // 2
+        for i in range(n_layers):
+            h = h @ weights[2 * i] + weights[2 * i + 1]
+            if i < n_layers - 1:
+                h = relu(h)
+        loss = cross_entropy(h, y)
+        loss.backward()
+        with no_grad():
+            for p in weights:
+                p -= lr * p.grad
+        return loss
+
+    if compiled:
+        step = tg.compile(step)
+
+    def run():
+        return step(x, y), weights
+
+    return Case(run=run, outputs=lambda r: _outputs(r[0].item(), [p.numpy() for p in r[1]]))
+
+
 def _implement(workload):
     @workload.implementation("numpy")
     def numpy_case(params):
@@ -106,69 +142,13 @@ def _implement(workload):
     @workload.implementation("tapegrad")
     def tapegrad_case(params):
         """The same network as raw tapegrad tensors; loss.backward(); SGD under no_grad."""
-        import tapegrad as tg
-
-        x_np, y_np, layers = _data(params)
-        init = [a for layer in layers for a in layer]
-        weights = [tg.tensor(a, requires_grad=True) for a in init]
-        x, y = tg.tensor(x_np), y_np
-        lr, relu, cross_entropy, no_grad = params["lr"], tg.relu, tg.cross_entropy, tg.no_grad
-
-        def run():
-            with no_grad():
-                for p, p0 in zip(weights, init):
-                    p[...] = p0
-                    p.grad = None
-            h = x
-            n_layers = len(weights) // 2
-            for i in range(n_layers):
-                h = h @ weights[2 * i] + weights[2 * i + 1]
-                if i < n_layers - 1:
-                    h = relu(h)
-            loss = cross_entropy(h, y)
-            loss.backward()
-            with no_grad():
-                for p in weights:
-                    p -= lr * p.grad
-            return loss, weights
-
-        return Case(run=run, outputs=lambda r: _outputs(r[0].item(), [p.numpy() for p in r[1]]))
+        return _tapegrad_case(params, compiled=False)
 
     @workload.implementation("tapegrad-compiled")
     def tapegrad_compiled_case(params):
         """The same step, the whole of it (reset, forward, backward, update) under
         ``tg.compile``: recorded on the first call, then replayed as one kernel list."""
-        import tapegrad as tg
-
-        x_np, y_np, layers = _data(params)
-        init = [a for layer in layers for a in layer]
-        weights = [tg.tensor(a, requires_grad=True) for a in init]
-        x, y = tg.tensor(x_np), y_np
-        lr, relu, cross_entropy, no_grad = params["lr"], tg.relu, tg.cross_entropy, tg.no_grad
-
-        @tg.compile
-        def step(x, y):
-            with no_grad():
-                for p, p0 in zip(weights, init):
-                    p[...] = p0
-                    p.grad = None
-            h = x
-            n_layers = len(weights) // 2
-            for i in range(n_layers):
-                h = h @ weights[2 * i] + weights[2 * i + 1]
-                if i < n_layers - 1:
-                    h = relu(h)
-            loss = cross_entropy(h, y)
-            loss.backward()
-            with no_grad():
-                for p in weights:
-                    p -= lr * p.grad
-            return loss
-
-        def run():
-            return step(x, y), weights
-
-        return Case(run=run, outputs=lambda r: _outputs(r[0].item(), [p.numpy() for p in r[1]]))
+        return _tapegrad_case(params, compiled=True)
 
     @workload.implementation("torch")
     def torch_case(params):

@@ -50,37 +50,29 @@ def numpy_case(params):
 
 @W4.implementation("tapegrad")
 def tapegrad_case(params):
-    import tapegrad as tg
-
-    cycles, a, b = params["n_ops"] // 2, params["scale"], params["shift"]
-    x0 = np.ones(1)
-
-    def run():
-        leaf = tg.tensor(x0, requires_grad=True)
-        x = leaf
-        for _ in range(cycles):
-            x = x * a
-            x = x - b
-        x.backward()
-        return x, leaf
-
-    return Case(run=run, outputs=lambda r: {"value": r[0].numpy(), "grad": r[1].grad.numpy()})
+    return _tapegrad_case(params, compiled=False)
 
 
 @W4.implementation("tapegrad-compiled")
 def tapegrad_compiled_case(params):
     """The chain under ``tg.compile`` (recorded once, then replayed)."""
+    return _tapegrad_case(params, compiled=True)
+
+
+def _tapegrad_case(params, compiled):
     import tapegrad as tg
 
     cycles, a, b = params["n_ops"] // 2, params["scale"], params["shift"]
     x0 = np.ones(1)
 
-    @tg.compile
     def chain(x):
         for _ in range(cycles):
             x = x * a
             x = x - b
         return x
+
+    if compiled:
+        chain = tg.compile(chain)
 
     def run():
         leaf = tg.tensor(x0, requires_grad=True)
