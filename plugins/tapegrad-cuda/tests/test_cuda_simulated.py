@@ -14,8 +14,7 @@ import tapegrad as tg
 import tapegrad_cuda_tests_cases as cases
 from tapegrad import _engine
 from tapegrad_cuda import cublas, kernels
-from tapegrad_cuda_tests_cases import (INTEGER_AND_BOOL, NONCONTIG, OPS, _assert_close, _r,
-                                       compare)
+from tapegrad_cuda_tests_cases import INTEGER_AND_BOOL, NONCONTIG, OPS, _assert_close, _r, compare
 
 
 def test_every_first_party_op_has_a_cuda_kernel(cuda):

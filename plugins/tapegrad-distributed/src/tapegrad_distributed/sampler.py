@@ -8,7 +8,6 @@ subclass of it that takes its row order from a ``DistributedSampler``.
 import numbers
 
 import numpy as np
-import tapegrad as tg
 from tapegrad_nn.data import DataLoader
 
 from .world import _require
@@ -166,23 +165,10 @@ class DistributedDataLoader(DataLoader):
         self.sampler.set_epoch(self._next_epoch)
         self._next_epoch += 1
         order = self.sampler.indices()
-        return self._rows(order)
-
-    def _rows(self, order):
-        n, b = len(order), self.batch_size
-        stop = n - n % b if self.drop_last else n
-        for start in range(0, stop, b):
-            index = order[start:start + b]
-            yield tuple(_take(a, index) for a in self.arrays)
+        return self._batches(order)
 
     def __repr__(self):
         return (f"DistributedDataLoader({self.dataset_size} rows in {len(self.arrays)} "
                 f"arrays, batch_size={self.batch_size}, drop_last={self.drop_last}, "
                 f"{self.sampler!r})")
 
-
-def _take(a, index):
-    if isinstance(a, np.ndarray):
-        return tg.asarray(a[index])          # fancy indexing copies
-    with tg.no_grad():
-        return a[index]

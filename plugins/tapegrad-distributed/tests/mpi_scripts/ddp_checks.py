@@ -118,7 +118,7 @@ def check_overlap(world, report):
     ddp = tg.distributed.DistributedDataParallel(net, bucket_cap_mb=1.1)
     x = tg.random.randn(256, width, dtype=np.float32)
     x.requires_grad = True          # so the Mark node has a gradient to pass on
-    for attempt in range(3):        # the first step also warms up the MPI connections
+    for _attempt in range(3):       # the first step also warms up the MPI connections
         events = []
         ddp.trace = Mark.log = events
         out = ddp(Mark.apply(x)).sum()
