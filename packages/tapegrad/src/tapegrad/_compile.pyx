@@ -1,4 +1,4 @@
-# cython: language_level=3
+# cython: language_level=3, binding=True
 """tg.compile: record what a function does once per signature, then replay it.
 
 Recording runs the function eagerly with a recorder installed in the engine
@@ -24,6 +24,7 @@ in at record time; pass such tensors as arguments. ``check=True`` runs eagerly a
 raises on any difference.
 """
 
+import contextlib
 import functools
 import logging
 import threading
@@ -140,6 +141,15 @@ cdef void _run(list steps, list slots, tuple args) except *:
 # Recording
 # ---------------------------------------------------------------------------------------
 
+def _recording_thread_only(method):
+    """The engine's calls from other threads are their own eager work, not the recording's."""
+    @functools.wraps(method)
+    def on_recording_thread(self, *args):
+        if get_ident() == self.thread:
+            return method(self, *args)
+    return on_recording_thread
+
+
 class _Recorder:
     """Installed in the engine while a function records; builds the programs."""
 
@@ -158,7 +168,6 @@ class _Recorder:
         self.created_ids = set()       # ids of arrays the function created (constants)
         self.arg_tensors = arg_tensors
         self.steps = []                # the program being recorded
-        self.phase = "forward"
         self.effects = []              # what a check=True run could not repeat safely
         self.inner_backward = False
         self.guards = []               # (value_fn, value when recorded)
@@ -198,9 +207,11 @@ class _Recorder:
             s = self._new_slot(arr)
             self.externals.append((s, tensor))
             return s
+        # A constant keeps a copy of the value it had when first seen: if the function
+        # writes into it, every replay starts from that value (see _freeze_constants).
         s = self._new_slot(arr)
         self.const_index[s] = len(self.constants)
-        self.constants.append([s, arr, None])
+        self.constants.append([s, arr, _copy_array(arr)])
         return s
 
     def _is_array(self, obj, device):
@@ -252,65 +263,56 @@ class _Recorder:
         return t
 
     # -- the engine's calls -----------------------------------------------------------
+    @_recording_thread_only
     def kernel(self, fn, arrays, kwargs, out, device, inputs):
-        if get_ident() != self.thread:   # another thread's eager work
-            return
         self._step(K_KERNEL, fn, arrays, inputs, kwargs, out, device)
 
+    @_recording_thread_only
     def write(self, fn, items, device, owner):
         """fn(*items) writes into items[0] (device.copyto, device.setitem). Called before
         the write, so a constant seen here first is copied intact."""
-        if get_ident() != self.thread:   # another thread's eager work
-            return
         s = self.slot(items[0], owner)
         self._step(K_WRITE, fn, items, None, None, None, device)
         if any(s == e for e, _ in self.externals) or any(s == a for a, _ in self.arg_slots):
             self.effects.append("an in-place write into a tensor from outside")
 
+    @_recording_thread_only
     def created(self, arr, device):
-        if get_ident() != self.thread:   # another thread's eager work
-            return
         if id(arr) not in self.slot_of:
             self.created_ids.add(id(arr))
             self._watch(arr)
 
+    @_recording_thread_only
     def random(self, device, kind, shape, dtype, params, arr):
-        if get_ident() != self.thread:   # another thread's eager work
-            return
         self._step(K_KERNEL, device.random, (kind, shape, dtype), None, params, arr, device)
         self.effects.append("a random draw")
 
+    @_recording_thread_only
     def hook_ran(self, hook):
-        if get_ident() != self.thread:   # another thread's eager work
-            return
         if self.eager_reason is None:
             self.eager_reason = (
                 f"a tensor hook ({getattr(hook, '__qualname__', type(hook).__name__)}) ran "
                 f"while it recorded; hooks are Python code a replay would skip (for example "
                 f"DistributedDataParallel's all-reduce), so this signature runs eagerly")
 
+    @_recording_thread_only
     def guard(self, value_fn):
-        if get_ident() != self.thread:   # another thread's eager work
-            return
         self.guards.append((value_fn, value_fn()))
 
+    @_recording_thread_only
     def backward_started(self, accumulate, create_graph):
-        if get_ident() != self.thread:   # another thread's eager work
-            return
         if accumulate:
             self.inner_backward = True
             self.effects.append("a backward() that sets .grad")
 
+    @_recording_thread_only
     def grad_accumulated(self, t, g, fresh, result):
-        if get_ident() != self.thread:   # another thread's eager work
-            return
         self._step(K_ACCUM, None, (g,), None, None, result, (<TensorBase>t)._device,
                    target=self._target_of(t), fresh=fresh)
         self.effects.append("a backward() that sets .grad")
 
+    @_recording_thread_only
     def grad_assigned(self, t):
-        if get_ident() != self.thread:   # another thread's eager work
-            return
         g = (<TensorBase>t)._grad
         items = () if g is None else ((<TensorBase>g)._data,)
         self._step(K_SETGRAD, None, items, None, None, None, (<TensorBase>t)._device,
@@ -318,19 +320,14 @@ class _Recorder:
         self.effects.append("a .grad assignment")
 
 
-class _SnapshotRecorder(_Recorder):
-    """A recorder that snapshots each constant when first seen, so that constants the
-    function later writes into can be restored to that value on every replay."""
-
-    def slot(self, arr, tensor=None):
-        s = self.slot_of.get(id(arr))
-        if s is not None:
-            return s
-        s = _Recorder.slot(self, arr, tensor)
-        ci = self.const_index.get(s)
-        if ci is not None:
-            self.constants[ci][2] = _copy_array(arr)
-        return s
+@contextlib.contextmanager
+def _recording(rec):
+    with _RECORD_LOCK:
+        previous = _engine.set_tracer(rec)
+        try:
+            yield
+        finally:
+            _engine.set_tracer(previous)
 
 
 cdef object _copy_array(arr):
@@ -381,25 +378,13 @@ cdef class _Program:
         return {"forward": fwd, "backward": bwd}
 
 
-def _mutated_constants(rec, steps):
-    """Constants some step of `steps` writes into (they are copied afresh per replay)."""
-    out = set()
-    for st in steps:
-        if (<_Step>st).kind == K_WRITE:
-            s = (<_Step>st).idx[0]
-            if s in rec.const_index:
-                out.add(s)
-    return out
-
-
 def _freeze_constants(rec, steps):
-    """Keep the pristine copy only for constants that are written into."""
-    mutated = _mutated_constants(rec, steps)
+    """Keep the first-seen copy only of the constants some step writes into (those are
+    copied afresh on every replay); the others are used as they are."""
+    written = {(<_Step>st).idx[0] for st in steps if (<_Step>st).kind == K_WRITE}
     for entry in rec.constants:
-        if entry[0] not in mutated:
+        if entry[0] not in written:
             entry[2] = None
-        elif entry[2] is None:  # pragma: no cover - every constant is snapshotted
-            entry[2] = _copy_array(entry[1])
 
 
 cdef list _initial_slots(_Program program, tuple args):
@@ -543,13 +528,9 @@ class CompiledFunction:
 
     def _record(self, key, args, tensors, kwargs):
         name = f"compiled:{getattr(self.fn, '__name__', 'fn')}"
-        rec = _SnapshotRecorder(tensors)
-        with _RECORD_LOCK:
-            previous = _engine.set_tracer(rec)
-            try:
-                out = self.fn(*args, **kwargs)
-            finally:
-                _engine.set_tracer(previous)
+        rec = _Recorder(tensors)
+        with _recording(rec):
+            out = self.fn(*args, **kwargs)
         outs, rebuild = _flatten(out)
         program = _Program(rec, key, name)
         program.rebuild = rebuild
@@ -722,16 +703,11 @@ def _record_backward(rec, program, outs, needs, tensors):
         seeds.append(_engine.new_tensor(arr, o._device))
     forward = rec.steps
     rec.steps = []
-    rec.phase = "backward"
-    with _RECORD_LOCK:
-        previous = _engine.set_tracer(rec)
-        try:
-            # input_hooks=False: the inputs' own hooks run in the real backward, which
-            # reaches them through the replay's node; only hooks inside must not run here.
-            grads = _engine.run_backward(tuple(outs[i] for i in needs), tuple(seeds), True, False,
-                                         tuple(grad_inputs), True, False)
-        finally:
-            _engine.set_tracer(previous)
+    with _recording(rec):
+        # input_hooks=False: the inputs' own hooks run in the real backward, which
+        # reaches them through the replay's node; only hooks inside must not run here.
+        grads = _engine.run_backward(tuple(outs[i] for i in needs), tuple(seeds), True, False,
+                                     tuple(grad_inputs), True, False)
     program.backward = rec.steps
     rec.steps = forward
     program.seed_slots = tuple(seed_slots)
