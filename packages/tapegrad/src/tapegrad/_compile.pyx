@@ -606,7 +606,6 @@ cdef tuple _call_key(tuple args, dict kwargs, bint grad_on):
     cdef list parts = [None] * n
     cdef list tensors = []
     cdef list converted = None
-    cdef TensorBase t
     for i in range(n):
         a = args[i]
         if type(a) is np.ndarray:
@@ -615,12 +614,9 @@ cdef tuple _call_key(tuple args, dict kwargs, bint grad_on):
             if converted is None:
                 converted = list(args)
             converted[i] = a
+        parts[i] = _describe_value(a)
         if isinstance(a, TensorBase):
-            t = <TensorBase>a
-            parts[i] = ("tensor", t._data.shape, t._data.dtype, t._device.name, t._requires_grad)
-            tensors.append(t)
-        else:
-            parts[i] = _describe_value(a)
+            tensors.append(a)
     if converted is not None:
         args = tuple(converted)
     aliases = None
