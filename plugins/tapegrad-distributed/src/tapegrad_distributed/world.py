@@ -314,6 +314,19 @@ def cuda_aware():
 
 # -- aborting ------------------------------------------------------------------------------
 
+# NOTE: MPI_Abort makes the launcher (MPICH's hydra) kill every rank at once, and its proxy
+# may die before it has forwarded what the ranks last wrote: without a pause the traceback
+# and the "aborting" line were lost about one run in fifteen. Half a second lets it drain.
+_ABORT_GRACE_S = 0.5
+
+
+def _abort(world):
+    sys.stdout.flush()
+    sys.stderr.flush()
+    time.sleep(_ABORT_GRACE_S)
+    world.comm.Abort(1)
+
+
 def _install_abort_guards(world):
     previous = sys.excepthook
 
@@ -324,9 +337,8 @@ def _install_abort_guards(world):
                 sys.stderr.write(
                     f"tg.distributed: rank {world.rank} of {world.size} stopped on an "
                     f"uncaught {exc_type.__name__}; aborting all ranks\n")
-            sys.stderr.flush()
         finally:
-            world.comm.Abort(1)
+            _abort(world)
         previous(exc_type, exc, tb)        # not reached: Abort ends the process
 
     sys.excepthook = abort_on_uncaught
@@ -335,7 +347,6 @@ def _install_abort_guards(world):
         if world.broken:
             sys.stderr.write(f"tg.distributed: rank {world.rank}: the communicator was left "
                              f"in a failed collective; aborting all ranks\n")
-            sys.stderr.flush()
-            world.comm.Abort(1)
+            _abort(world)
 
     atexit.register(abort_if_broken)
