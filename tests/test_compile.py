@@ -251,6 +251,38 @@ def test_random_draws_are_fresh_on_each_replay_and_follow_the_seed():
     assert not np.array_equal(replayed[1], replayed[2])
 
 
+def test_a_checkpointed_segment_with_dropout_reruns_with_the_replays_own_masks():
+    # checkpoint saves the generator state before the segment and restores it for the
+    # rerun in backward: a replay must save and restore its own state at those points,
+    # or the rerun draws other masks than the forward and the gradients are wrong.
+    tg.manual_seed(0)
+    net = tg.nn.Sequential(tg.nn.Linear(4, 8), tg.nn.Dropout(0.5), tg.nn.Tanh(),
+                           tg.nn.Linear(8, 1))
+    x = tg.random.randn(5, 4)
+
+    def step(x):
+        net.zero_grad()
+        tg.checkpoint(net, x).sum().backward()
+        return [p.grad for p in net.parameters()]
+
+    compiled = tg.compile(step)
+    masks_differ = False
+    previous = None
+    for _ in range(4):
+        state = tg.random.get_state()
+        eager = [g.numpy().copy() for g in step(x)]
+        tg.random.set_state(state)
+        for a, b in zip(compiled(x), eager):
+            _same(a, b)
+        masks_differ |= previous is not None and not np.array_equal(previous, eager[0])
+        previous = eager[0]
+    assert compiled.cache_info().hits == 3 and masks_differ
+    kinds = [kind for kind, _ in compiled.programs()[0].describe()["forward"]]
+    # save before the segment; in backward: save the current state, restore the saved one
+    # for the rerun, put the current one back
+    assert kinds.count("call") == 4
+
+
 def test_closed_over_tensors_are_read_afresh_and_a_changed_one_records_again(caplog):
     w = tg.tensor([1.0, 2.0])
     f = tg.compile(lambda x: x * w, explain=True)

@@ -57,6 +57,7 @@ DEF K_KERNEL = 0      # slots[out] = fn(*args, **kwargs)
 DEF K_WRITE = 1       # fn(dst, ...): an in-place write (device.copyto, device.setitem)
 DEF K_ACCUM = 2       # accumulate slots[args[0]] into target.grad the way backward() does
 DEF K_SETGRAD = 3     # target.grad = None, or a tensor over slots[args[0]]
+DEF K_CALL = 4        # fn(): state outside the slots (the random generators' states)
 
 
 @cython.final
@@ -75,7 +76,8 @@ cdef class _Step:
 
     def describe(self):
         name = getattr(self.fn, "__name__", None) or type(self.fn).__name__
-        return {0: "kernel", 1: "write", 2: "accumulate_grad", 3: "set_grad"}[self.kind], name
+        return {0: "kernel", 1: "write", 2: "accumulate_grad", 3: "set_grad",
+                4: "call"}[self.kind], name
 
 
 cdef inline object _kw(_Step st, list slots):
@@ -121,7 +123,7 @@ cdef void _run(list steps, list slots, tuple args) except *:
             if type(out) is not st.device.array_type:
                 out = st.device.asarray(out)
             slots[st.out] = out
-        elif st.kind == K_WRITE:
+        elif st.kind == K_WRITE or st.kind == K_CALL:
             st.fn(*call)
         elif st.kind == K_ACCUM:
             t = <TensorBase>_target(st, args)
@@ -140,6 +142,25 @@ cdef void _run(list steps, list slots, tuple args) except *:
 # ---------------------------------------------------------------------------------------
 # Recording
 # ---------------------------------------------------------------------------------------
+
+def _set_rng_state(state):
+    for name, value in state.items():
+        _engine.get_device(name).set_rng_state(value)
+
+
+class _RngStateCell:
+    """A generator state that a replay saves (take) and later restores (restore), where the
+    recorded function called tg.random.get_state and set_state (tg.checkpoint does)."""
+
+    def __init__(self, names):
+        self.names, self.state = names, None
+
+    def take(self):
+        self.state = {name: _engine.get_device(name).get_rng_state() for name in self.names}
+
+    def restore(self):
+        _set_rng_state(self.state)
+
 
 def _recording_thread_only(method):
     """The engine's calls from other threads are their own eager work, not the recording's."""
@@ -172,6 +193,7 @@ class _Recorder:
         self.inner_backward = False
         self.guards = []               # (value_fn, value when recorded)
         self.eager_reason = None       # set when what ran cannot be replayed
+        self.rng_cells = {}            # id(state from tg.random.get_state) -> (state, cell)
         self.thread = get_ident()      # only this thread's calls belong to the recording
         for i, t in enumerate(arg_tensors):
             arr = (<TensorBase>t)._data
@@ -286,6 +308,21 @@ class _Recorder:
     def random(self, device, kind, shape, dtype, params, arr):
         self._step(K_KERNEL, device.random, (kind, shape, dtype), None, params, arr, device)
         self.effects.append("a random draw")
+
+    @_recording_thread_only
+    def rng_state_taken(self, state):
+        cell = _RngStateCell(tuple(state))
+        self.rng_cells[id(state)] = (state, cell)     # kept, so that the id stays unique
+        self._step(K_CALL, cell.take, (), None, None, None, None)
+
+    @_recording_thread_only
+    def rng_state_restored(self, state):
+        found = self.rng_cells.get(id(state))
+        if found is not None and found[0] is state:
+            self._step(K_CALL, found[1].restore, (), None, None, None, None)
+        else:       # a state from outside the function: baked in, like any closed-over value
+            self._step(K_CALL, functools.partial(_set_rng_state, dict(state)), (), None,
+                       None, None, None)
 
     @_recording_thread_only
     def hook_ran(self, hook):

@@ -86,10 +86,19 @@ def manual_seed(seed):
 def get_state(devices=None):
     """The generator state of each device (a dict keyed by device name)."""
     names = devices or list(_engine.devices_table())
-    return {name: get_device(name).get_rng_state() for name in names}
+    state = {name: get_device(name).get_rng_state() for name in names}
+    tracer = get_tracer()
+    if tracer is not None:
+        # tg.compile saves the states again at this point of every replay (checkpoint's
+        # rerun restores them, and must see the replay's draws, not the recording's).
+        tracer.rng_state_taken(state)
+    return state
 
 
 def set_state(state):
     """Restore states returned by get_state()."""
+    tracer = get_tracer()
+    if tracer is not None:
+        tracer.rng_state_restored(state)
     for name, value in state.items():
         get_device(name).set_rng_state(value)
