@@ -223,6 +223,8 @@ def prod(x, axis=None, *, dtype=None, keepdims=False):
 # ---------------------------------------------------------------------------------------
 
 def _reshape_kernel(x, shape):
+    if type(x) is np.ndarray:
+        return x.reshape(shape)      # NOTE: np.reshape's dispatch layers cost ~1 us
     return np.reshape(x, shape)
 
 
