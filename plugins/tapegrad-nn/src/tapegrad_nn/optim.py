@@ -386,6 +386,16 @@ def _plain(value):
     return value
 
 
+def _step_count(step, capturable, p):
+    """Adam's step count in the form `capturable` asks for: a 0-d float64 tensor on p's
+    device, or an int (either may come from a state dict or from before a switch)."""
+    if capturable:
+        if isinstance(step, tg.Tensor):
+            return step
+        return tg.tensor(float(step), dtype=np.float64, device=p.device)
+    return int(step.item()) if isinstance(step, tg.Tensor) else int(step)
+
+
 def _copy(t):
     """A new tensor equal to `t`, on its device (run under no_grad)."""
     out = tg.zeros_like(t)
@@ -491,6 +501,12 @@ class Adam(Optimizer):
     and, with amsgrad, ``"max_exp_avg_sq"`` (v_max). Bias corrections are computed in
     Python floats, as PyTorch does, so float32 parameters are updated in float32.
 
+    With ``capturable=True`` (PyTorch's name) ``"step"`` is a 0-d float64 tensor on the
+    parameter's device, counted up in place, and the bias corrections are tensor ops:
+    a step inside ``tg.compile`` then records once and replays (with a Python step count
+    it records again on every call, since the count is baked into a recording). Eager,
+    it costs a few more small ops per parameter; the updates are the same, bit for bit.
+
     Args:
         params: tensors, or parameter-group dicts (see the module doc).
         lr: learning rate (>= 0).
@@ -499,6 +515,8 @@ class Adam(Optimizer):
         weight_decay: L2 penalty (>= 0), added to the gradient (see AdamW for the decoupled
             form).
         amsgrad: use the running maximum of ``v`` (Reddi et al., 2018).
+        capturable: keep the step count in a tensor, so that ``tg.compile`` can replay
+            the step (see above).
 
     >>> import tapegrad as tg
     >>> w = tg.tensor([1.0, -2.0], requires_grad=True)
@@ -514,9 +532,9 @@ class Adam(Optimizer):
     _decoupled = False
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
-                 amsgrad=False):
+                 amsgrad=False, *, capturable=False):
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
-                        amsgrad=amsgrad)
+                        amsgrad=amsgrad, capturable=capturable)
         super().__init__(params, defaults)
 
     def _check(self, hyper, where):
@@ -538,6 +556,7 @@ class Adam(Optimizer):
                                   f"[0, 1))")
         hyper["betas"] = betas
         self._bool(hyper, "amsgrad")
+        self._bool(hyper, "capturable")
         return hyper
 
     def step(self, closure=None):
@@ -549,7 +568,7 @@ class Adam(Optimizer):
                 beta1, beta2 = (float(b) for b in group["betas"])
                 eps = float(group["eps"])
                 weight_decay = float(group["weight_decay"])
-                amsgrad = group["amsgrad"]
+                amsgrad, capturable = group["amsgrad"], group["capturable"]
                 for p, g in self._params_with_grad(group):
                     state = self.state.setdefault(p, {})
                     if not state:
@@ -558,8 +577,7 @@ class Adam(Optimizer):
                         state["exp_avg_sq"] = tg.zeros_like(p)
                         if amsgrad:
                             state["max_exp_avg_sq"] = tg.zeros_like(p)
-                    state["step"] += 1
-                    step = state["step"]
+                    step = state["step"] = _step_count(state["step"], capturable, p)
                     m, v = state["exp_avg"], state["exp_avg_sq"]
                     if weight_decay != 0:
                         if self._decoupled:
@@ -568,8 +586,20 @@ class Adam(Optimizer):
                             g = g + p * weight_decay
                     m.mul_(beta1).add_(g * (1.0 - beta1))
                     v.mul_(beta2).add_(g * g * (1.0 - beta2))
-                    step_size = lr / (1.0 - beta1 ** step)
-                    bias_correction2_sqrt = (1.0 - beta2 ** step) ** 0.5
+                    if capturable:
+                        step.add_(1.0)
+                        # NOTE: float64 like the Python floats of the other branch, then
+                        # cast: a float64 0-d array would promote float32 parameters.
+                        step_size = (lr / (1.0 - beta1 ** step)).astype(p.dtype)
+                        bias_correction2_sqrt = ((1.0 - beta2 ** step) ** 0.5).astype(p.dtype)
+                    else:
+                        step = state["step"] = step + 1
+                        # NOTE: np.power, not Python's **: NumPy's pow can differ from the C
+                        # library's in the last bit, and capturable=True must give the same
+                        # updates. float(): a NumPy float64 would promote float32 params.
+                        step_size = lr / (1.0 - float(np.power(beta1, float(step))))
+                        bias_correction2_sqrt = float(
+                            np.power(1.0 - float(np.power(beta2, float(step))), 0.5))
                     if amsgrad:
                         v_max = state.get("max_exp_avg_sq")
                         if v_max is None:       # amsgrad switched on after some steps
@@ -606,6 +636,6 @@ class AdamW(Adam):
     _decoupled = True
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
-                 amsgrad=False):
+                 amsgrad=False, *, capturable=False):
         super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
-                         amsgrad=amsgrad)
+                         amsgrad=amsgrad, capturable=capturable)
