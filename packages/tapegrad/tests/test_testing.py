@@ -58,6 +58,27 @@ def test_check_op_and_check_plugin(wrong):
         tgt.check_plugin(wrong)
 
 
+def test_check_op_refuses_a_rule_that_reads_the_values_of_its_gradient_in_python():
+    # Within gradcheck's tolerance, but a Python number taken from g is baked into any
+    # recording: a replay with another g would compute something else.
+    class ReadsG:
+        @tg.hookimpl
+        def tapegrad_register_ops(self, registry):
+            registry.register_op(
+                "reads_g", kernels={"cpu": np.square},
+                vjp=lambda g, ans, x: (g * (2.0 + 1e-9 * float(g.numpy().flat[0])) * x,),
+                save_ans=False, samples=[(np.array([1.0, -2.0, 0.5]),)])
+
+    name = tg.register_plugin(ReadsG(), name="reads_g")
+    try:
+        with pytest.raises(tgt.ContractError, match="reads_g.*replayed with another differs.*"
+                                                    "no Python branching"):
+            tgt.check_op("reads_g")
+    finally:
+        tg.unregister_plugin(name)
+    assert "gradient rule replays for any output gradient" in tgt.check_op("add").checks
+
+
 def test_check_plugin_registers_an_unregistered_plugin():
     class Neg:
         @tg.hookimpl

@@ -9,6 +9,7 @@ plugin runs over its own.
 from __future__ import annotations
 
 import doctest
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -336,6 +337,7 @@ def check_op(op, *, atol=1e-5, rtol=1e-3, eps=1e-6) -> Report:
         if isinstance(entry, Op):
             _check_forward(entry, sample, where, report)
         _check_gradients(entry, sample, positions, where, report, atol, rtol, eps)
+        _check_replayable_rule(entry, sample, positions, where, report)
         _check_second_order(entry, sample, positions, where, report, atol, rtol, eps)
         _check_jvp(entry, sample, positions, where, report, atol, rtol, eps)
         _check_nondifferentiable(entry, sample, positions, where, report)
@@ -446,6 +448,42 @@ def _check_gradients(entry, sample, positions, where, report, atol, rtol, eps):
             raise ContractError(f"{where}: gradient of input {i} has shape {x.grad.shape} "
                                 f"{x.grad.dtype}, input has {x.shape} {x.dtype}")
     report.checks.append("float64 gradient vs finite differences")
+
+
+def _check_replayable_rule(entry, sample, positions, where, report):
+    from ._compile import CompileWarning, compile as compile_fn
+
+    found = _sample_function(entry, sample, positions)
+    if found is None:
+        return
+    f, flat = found
+    wrt = tuple(x for x in flat if isinstance(x, TensorBase) and x.requires_grad)
+    outs = tuple(o for o in _outputs(f(*flat)) if o.requires_grad)
+    if not outs:
+        return
+    rng = np.random.default_rng(1)
+
+    def cotangents():
+        return tuple(_with_value(o, rng.standard_normal(o.shape).astype(o.dtype)) for o in outs)
+
+    def one_pass(*gs):
+        grads = run_backward(outs, gs, True, False, wrt, True)
+        return tuple(g for g in grads if g is not None)
+
+    replay = compile_fn(one_pass)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CompileWarning)
+        replay(*cotangents())
+    second = cotangents()
+    for i, (got, want) in enumerate(zip(replay(*second), one_pass(*second), strict=True)):
+        if not np.array_equal(_host(got), _host(want), equal_nan=True):
+            raise ContractError(
+                f"{where}: a backward pass recorded by tg.compile with one output gradient "
+                f"and replayed with another differs from an eager pass (gradient {i}): the "
+                f"gradient rule must run the same kernels whatever the values of g (no "
+                f"Python branching on them); tg.compile and tg.jacobian/tg.hessian's "
+                f"replayed passes rely on it")
+    report.checks.append("gradient rule replays for any output gradient")
 
 
 _NOT_TWICE = "not twice differentiable"     # what the engine's guard says (tapegrad._plugins)
