@@ -69,6 +69,25 @@ def test_the_sampler_needs_no_world_when_told_its_rank(no_world):
     assert len(tg.distributed.DistributedSampler(10, num_replicas=4, rank=3)) == 3
 
 
+def test_tg_data_dataloader_takes_the_sampler_as_in_pytorch(no_world):
+    x = np.arange(10.0)
+    shards = []
+    for rank in range(3):
+        s = tg.distributed.DistributedSampler(10, num_replicas=3, rank=rank, seed=4)
+        loader = tg.data.DataLoader(x, batch_size=2, sampler=s)
+        by_hand = tg.distributed.DistributedDataLoader(x, batch_size=2, num_replicas=3,
+                                                       rank=rank, seed=4)
+        epochs = []
+        for epoch in range(2):
+            loader.set_epoch(epoch)              # forwarded to the sampler
+            epochs.append(np.concatenate([b.numpy() for (b,) in loader]))
+            assert np.array_equal(epochs[-1], np.concatenate([b.numpy() for (b,) in by_hand]))
+        assert len(loader) == 2 and not np.array_equal(*epochs)
+        shards.append(epochs[0])
+    # 10 rows over 3 ranks: 4 each, two rows repeated so the ranks take as many steps
+    assert sorted(set(np.concatenate(shards).tolist())) == x.tolist()
+
+
 # -- bad inputs ------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("kwargs, exc, match", [

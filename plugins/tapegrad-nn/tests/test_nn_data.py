@@ -190,6 +190,40 @@ def test_a_loader_over_a_tensor_dataset_equals_one_over_its_arrays():
 
 # -- errors ---------------------------------------------------------------------------------------
 
+class _EpochSampler:
+    """A sampler like DistributedSampler: its order depends on the epoch it is set to."""
+
+    def __init__(self, n):
+        self.dataset_size, self.epoch = n, 0
+
+    def set_epoch(self, epoch):
+        self.epoch = epoch
+
+    def __iter__(self):
+        return iter(np.roll(np.arange(self.dataset_size), self.epoch)[::-1].tolist())
+
+    def __len__(self):
+        return self.dataset_size
+
+
+def test_a_sampler_gives_the_rows_of_each_batch_in_its_order():
+    x, y = np.arange(10.0) * 10, np.arange(10)
+    loader = tg.data.DataLoader(x, y, batch_size=3, sampler=[7, 2, 2, 9, 0])
+    batches = [(xb.numpy().tolist(), yb.numpy().tolist()) for xb, yb in loader]
+    assert batches == [([70.0, 20.0, 20.0], [7, 2, 2]), ([90.0, 0.0], [9, 0])]
+    assert len(loader) == 2 and "sampler=[7, 2, 2, 9, 0]" in repr(loader)
+    assert len(tg.data.DataLoader(x, batch_size=3, sampler=[7, 2, 2, 9], drop_last=True)) == 1
+
+
+def test_set_epoch_is_passed_to_the_sampler_and_iterating_does_not_touch_it():
+    sampler = _EpochSampler(4)
+    loader = tg.data.DataLoader(np.arange(4), batch_size=4, sampler=sampler)
+    first = [b.numpy().tolist() for (b,) in loader]
+    assert first == [[3, 2, 1, 0]] and [b.numpy().tolist() for (b,) in loader] == first
+    loader.set_epoch(1)
+    assert sampler.epoch == 1 and [b.numpy().tolist() for (b,) in loader] == [[2, 1, 0, 3]]
+
+
 @pytest.mark.parametrize("make, exc, match", [
     (lambda: tg.data.DataLoader(np.zeros(5), np.zeros(4)), ValueError,
      "DataLoader: the arrays must have the same length .*lengths \\[5, 4\\]"),
@@ -210,6 +244,16 @@ def test_a_loader_over_a_tensor_dataset_equals_one_over_its_arrays():
     (lambda: tg.data.DataLoader(np.zeros(3), seed=-1), ValueError, "seed must be"),
     (lambda: tg.data.DataLoader(tg.data.TensorDataset(np.zeros(3)), np.zeros(3)), TypeError,
      "TensorDataset must be the only argument"),
+    (lambda: tg.data.DataLoader(np.zeros(3), sampler=[0, 1], shuffle=True), ValueError,
+     "sampler= decides the order .*cannot be combined with shuffle=True"),
+    (lambda: tg.data.DataLoader(np.zeros(3), sampler=3), TypeError,
+     "sampler must be an iterable of row indices with a length.*got int"),
+    (lambda: tg.data.DataLoader(np.zeros(3), sampler=_EpochSampler(5)), ValueError,
+     "the sampler is for a data set of 5 rows, but the arrays have 3"),
+    (lambda: list(tg.data.DataLoader(np.zeros(3), sampler=[0, 3])), IndexError,
+     "the sampler gave row index 3, outside the data set's 3 rows"),
+    (lambda: list(tg.data.DataLoader(np.zeros(3), sampler=[2, -1])), IndexError,
+     "row index -1"),
 ])
 def test_bad_arguments_raise_clear_errors(make, exc, match):
     with pytest.raises(exc, match=match):

@@ -1,8 +1,9 @@
 """Giving each rank its own share of the data: ``DistributedSampler`` (which rows) and
 ``DistributedDataLoader`` (``tg.data.DataLoader`` over those rows).
 
-``tg.data.DataLoader`` has no ``sampler=`` argument, so the distributed loader is a
-subclass of it that takes its row order from a ``DistributedSampler``.
+``tg.data.DataLoader(arrays, sampler=DistributedSampler(...))`` works as in PyTorch (call
+``loader.set_epoch(e)`` or the sampler's before each epoch). ``DistributedDataLoader``
+builds the sampler from the world and advances its epoch on every ``iter()`` by itself.
 """
 
 import numbers

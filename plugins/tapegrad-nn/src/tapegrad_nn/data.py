@@ -73,6 +73,12 @@ class DataLoader:
         drop_last: drop the last batch if it is smaller than `batch_size`.
         seed: seed of the shuffling (an int, or None for fresh OS entropy, then recorded in
             ``loader.seed``).
+        sampler: the row indices of an epoch, instead of ``shuffle``: any iterable of
+            ints with a length, iterated once per epoch (PyTorch's ``sampler=``; for
+            example ``tg.distributed.DistributedSampler``). It decides the order, so
+            ``shuffle=True`` with it is an error; ``loader.set_epoch(e)`` calls the
+            sampler's ``set_epoch(e)`` when it has one (otherwise, as in PyTorch, call
+            that yourself before each epoch).
 
     ``len(loader)`` is the number of batches per epoch.
 
@@ -102,10 +108,12 @@ class DataLoader:
     True
     """
 
-    def __init__(self, *arrays, batch_size=1, shuffle=False, drop_last=False, seed=None):
+    def __init__(self, *arrays, batch_size=1, shuffle=False, drop_last=False, seed=None,
+                 sampler=None):
         if len(arrays) == 1 and isinstance(arrays[0], TensorDataset):
             arrays = arrays[0].arrays
         self.arrays = _check_arrays("DataLoader", arrays)
+        self.sampler = _check_sampler(sampler, shuffle, self.dataset_size)
         if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral):
             raise TypeError(
                 f"DataLoader: batch_size must be a positive int, got {batch_size!r}")
@@ -137,7 +145,8 @@ class DataLoader:
         return self._epoch
 
     def __len__(self):
-        n, b = self.dataset_size, self.batch_size
+        n = self.dataset_size if self.sampler is None else len(self.sampler)
+        b = self.batch_size
         return n // b if self.drop_last else -(-n // b)
 
     def set_epoch(self, epoch):
@@ -151,9 +160,14 @@ class DataLoader:
         if epoch < 0:
             raise ValueError(f"DataLoader.set_epoch: epoch must be an int >= 0, got {epoch}")
         self._epoch = int(epoch)
+        if self.sampler is not None and hasattr(self.sampler, "set_epoch"):
+            self.sampler.set_epoch(self._epoch)
 
     def _order(self):
         n = self.dataset_size
+        if self.sampler is not None:
+            self._epoch += 1
+            return _sampled_order(self.sampler, n)
         if not self.shuffle:
             self._epoch += 1
             return np.arange(n)
@@ -180,9 +194,41 @@ class DataLoader:
             yield tuple(_take(a, index) for a in self.arrays)
 
     def __repr__(self):
+        order = (f"shuffle={self.shuffle}, " if self.sampler is None
+                 else f"sampler={self.sampler!r}, ")
         return (f"DataLoader({self.dataset_size} rows in {len(self.arrays)} arrays, "
-                f"batch_size={self.batch_size}, shuffle={self.shuffle}, "
+                f"batch_size={self.batch_size}, {order}"
                 f"drop_last={self.drop_last}, seed={self.seed})")
+
+
+def _check_sampler(sampler, shuffle, n):
+    if sampler is None:
+        return None
+    if shuffle:
+        raise ValueError("DataLoader: sampler= decides the order of the rows, so it cannot be "
+                         "combined with shuffle=True (shuffle in the sampler instead)")
+    if not hasattr(sampler, "__iter__") or not hasattr(sampler, "__len__"):
+        raise TypeError(f"DataLoader: sampler must be an iterable of row indices with a length "
+                        f"(like tg.distributed.DistributedSampler), got {type(sampler).__name__}")
+    size = getattr(sampler, "dataset_size", n)
+    if size != n:
+        raise ValueError(f"DataLoader: the sampler is for a data set of {size} rows, but the "
+                         f"arrays have {n}")
+    return sampler
+
+
+def _sampled_order(sampler, n):
+    """One epoch of the sampler's indices, checked: an index outside the data would be a
+    silent wrap-around (negative) or an IndexError deep in a batch."""
+    order = np.fromiter(iter(sampler), dtype=np.int64)
+    if order.size != len(sampler):
+        raise ValueError(f"DataLoader: the sampler gave {order.size} indices for an epoch, but "
+                         f"its len() is {len(sampler)}")
+    if order.size and (order.min() < 0 or order.max() >= n):
+        bad = order[(order < 0) | (order >= n)][0]
+        raise IndexError(f"DataLoader: the sampler gave row index {bad}, outside the data "
+                         f"set's {n} rows")
+    return order
 
 
 def _check_arrays(who, arrays):
