@@ -54,7 +54,6 @@ def test_large_sizes_match_cpu(case, dtype):
 def cuda_default(monkeypatch):
     cpu, cuda = tg.device("cpu"), tg.device("cuda")
     monkeypatch.setattr(tg.testing, "_check_forward", cases.check_forward_on_device)
-    monkeypatch.setattr(tg.testing, "_tensors", cases.tensors_on_device)
     _engine.install_device(cuda, True)
     yield cuda
     _engine.install_device(cpu, True)

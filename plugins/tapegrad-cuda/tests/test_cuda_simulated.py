@@ -153,7 +153,6 @@ def test_higher_order_gradient_on_cuda(cuda):
 def cuda_default(cuda, monkeypatch):
     cpu = tg.device("cpu")
     monkeypatch.setattr(tg.testing, "_check_forward", cases.check_forward_on_device)
-    monkeypatch.setattr(tg.testing, "_tensors", cases.tensors_on_device)
     _engine.install_device(cuda, True)
     yield cuda
     _engine.install_device(cpu, True)

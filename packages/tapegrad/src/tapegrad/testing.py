@@ -273,14 +273,17 @@ def _cast(value, dtype):
 
 
 def _tensors(sample: Sample, dtype, grad_positions):
+    """The sample's arrays as tensors on the default device (the kit checks whichever
+    device is the default: tg.set_default_device("cuda") checks the GPU kernels)."""
+    dev = _engine.default_device()
     out = []
     for i, a in enumerate(sample.args):
         if isinstance(a, np.ndarray):
             arr = _cast(a, dtype)
-            out.append(_engine.new_tensor(np.array(arr), _engine.default_device(),
+            out.append(_engine.new_tensor(dev.asarray(np.array(arr)), dev,
                                           i in grad_positions and arr.dtype.kind == "f"))
         elif isinstance(a, (list, tuple)) and a and isinstance(a[0], np.ndarray):
-            out.append([_engine.new_tensor(_cast(x, dtype).copy(), _engine.default_device(),
+            out.append([_engine.new_tensor(dev.asarray(_cast(x, dtype).copy()), dev,
                                            x.dtype.kind == "f") for x in a])
         else:
             out.append(a)
@@ -396,7 +399,8 @@ def _check_forward(op, sample, where, report):
               for a in args]
     if op.seq_input:
         arrays = list(arrays[0]) + list(arrays[1:])
-    expected = np.asarray(op.kernels[_engine.default_device().name](*arrays, **sample.kwargs))
+    dev = _engine.default_device()
+    expected = dev.to_numpy(dev.asarray(op.kernels[dev.name](*arrays, **sample.kwargs)))
     got = _host(out)
     if got.shape != expected.shape or got.dtype != expected.dtype or not np.array_equal(got, expected, equal_nan=True):
         raise ContractError(f"{where}: the tensor result differs from the kernel's "
