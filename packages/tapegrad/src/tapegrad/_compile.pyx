@@ -507,6 +507,9 @@ class CompiledFunction:
         self._hits = 0
         self._misses = 0
         self.last_explanation = None
+        # Library code that compiles internally (tg.hessian's replayed passes) falls back
+        # to eager quietly: the warning is about the user's own tg.compile.
+        self.warn_when_eager = True
         functools.update_wrapper(self, fn)
 
     def cache_info(self):
@@ -588,7 +591,7 @@ class CompiledFunction:
         program.constant_outs = frozenset(s for s in program.out_slots if s in rec.const_index)
         program.guards = tuple(rec.guards)
         program.eager_reason = rec.eager_reason
-        if rec.eager_reason is not None:
+        if rec.eager_reason is not None and self.warn_when_eager:
             warnings.warn(f"tg.compile({getattr(self.fn, '__qualname__', self.fn)}): "
                           f"{rec.eager_reason}", CompileWarning, stacklevel=3)
         program.nslots = rec.nslots

@@ -63,8 +63,6 @@ tg.compile relies on), and gets the first pass's branch in every replayed pass.
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import tapegrad as tg
 from tapegrad import _engine
@@ -466,12 +464,10 @@ def _passes(roots, seeds_of, count, wrt, create_graph):
         return tuple(g for g in grads if g is not None)
 
     replay = tg.compile(present_gradients, cache_size=1)
-    with warnings.catch_warnings():
-        # A tensor hook in the graph makes the recording fall back to eager passes: still
-        # right, and this is not the user's tg.compile to warn about.
-        warnings.simplefilter("ignore", tg.CompileWarning)
-        found = [replay(*seeds_of(0))]
-    found += [replay(*seeds_of(r)) for r in range(1, count)]
+    # A tensor hook in the graph makes the recording fall back to eager passes: still
+    # right, and this is not the user's tg.compile to warn about.
+    replay.warn_when_eager = False
+    found = [replay(*seeds_of(r)) for r in range(count)]
     out = []
     for grads in found:
         it = iter(grads)
