@@ -68,6 +68,10 @@ def test_training_steps_match_cpu():
     cases.training_steps_match_cpu()
 
 
+def test_compiled_steps_and_replayed_hessians_on_cuda():
+    cases.compiled_steps_and_replayed_hessians_on_cuda()
+
+
 def test_rng_and_synchronize():
     tg.manual_seed(3)
     a = tg.random.randn(1000, device="cuda", dtype=np.float32)

@@ -134,6 +134,10 @@ def test_training_steps_match_cpu(cuda):
     cases.training_steps_match_cpu()
 
 
+def test_compiled_steps_and_replayed_hessians_on_cuda(cuda):
+    cases.compiled_steps_and_replayed_hessians_on_cuda()
+
+
 def test_higher_order_gradient_on_cuda(cuda):
     cases.needs("tanh", "power", "sum")
     if "tapegrad-higher" not in tg.registry().plugins:
