@@ -3,6 +3,7 @@ must key on the whole signature, and everything a replay cannot repeat must eith
 recorded (in-place writes, .grad updates, random draws) or refused with a clear error."""
 
 import logging
+import warnings
 
 import numpy as np
 import pytest
@@ -172,8 +173,9 @@ def test_gradients_accumulate_across_compiled_backward_steps_like_eager():
     # SGD with momentum records twice (no buffers yet, then buffers), then replays.
     (lambda ps: tg.optim.SGD(ps, lr=0.05, momentum=0.9), 4),
     # Adam's bias correction reads its Python step count: it records on every call
-    # (correct, not faster; docs/compile.md).
+    # (correct, not faster; docs/compile.md) unless capturable=True.
     (lambda ps: tg.optim.Adam(ps, lr=0.01), 0),
+    (lambda ps: tg.optim.Adam(ps, lr=0.01, capturable=True), 4),
 ])
 def test_an_optimizer_from_tg_optim_inside_the_step(make_opt, replays):
     eager, mine = _params(5), _params(5)
@@ -193,7 +195,48 @@ def test_an_optimizer_from_tg_optim_inside_the_step(make_opt, replays):
         for pe, pc in zip(eager, mine):
             _same(pc, pe)
     assert compiled.cache_info().hits == replays
-    assert compiled.cache_info().size == 1
+    # one program per state of the optimizer it met (kept, for values that come back)
+    assert compiled.cache_info().size == compiled.cache_info().misses
+
+
+def test_a_value_recorded_under_changes_every_call_warns_once_after_eight_recordings():
+    params = _params(7)
+    opt = tg.optim.Adam(params, lr=0.01)
+
+    def step(x, y):
+        opt.zero_grad()
+        _mlp_loss(params, x, y).backward()
+        opt.step()
+
+    compiled = tg.compile(step)
+    x, y = _batch(0)
+    for _ in range(8):
+        compiled(x, y)
+    with pytest.warns(tg.CompileWarning, match="more than 8 times.*capturable=True"):
+        compiled(x, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        compiled(x, y)                          # once per compiled function
+    assert compiled.cache_info().size == 8 and compiled.cache_info().hits == 0
+
+
+def test_train_and_eval_mode_each_record_once_and_replay_from_then_on():
+    tg.manual_seed(0)
+    net = tg.nn.Sequential(tg.nn.Linear(6, 8), tg.nn.Dropout(0.5), tg.nn.Linear(8, 3))
+    compiled = tg.compile(lambda x: net(x))
+    x = _batch(0)[0]
+    for epoch in range(3):
+        net.train()
+        state = tg.random.get_state()
+        got = compiled(x)
+        tg.random.set_state(state)
+        _same(got, net(x))                      # dropout active, the replay's own mask
+        net.eval()
+        _same(compiled(x), net(x))              # dropout off: the mode is guarded
+        if epoch == 0:
+            assert "Module._training_mode changed from True to False" in \
+                compiled.last_explanation
+    assert compiled.cache_info().misses == 2 and compiled.cache_info().hits == 4
 
 
 def test_a_learning_rate_change_records_again():

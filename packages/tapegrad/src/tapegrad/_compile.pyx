@@ -47,6 +47,7 @@ _log = logging.getLogger("tapegrad.compile")
 _RECORD_LOCK = threading.RLock()
 
 CacheInfo = namedtuple("CacheInfo", "hits misses size maxsize")
+_MAX_VARIANTS = 8       # programs kept per signature for different guarded values
 
 
 class CompileWarning(UserWarning):
@@ -510,11 +511,16 @@ class CompiledFunction:
         # Library code that compiles internally (tg.hessian's replayed passes) falls back
         # to eager quietly: the warning is about the user's own tg.compile.
         self.warn_when_eager = True
+        self._warned_variants = False
         functools.update_wrapper(self, fn)
 
     def cache_info(self):
-        """CacheInfo(hits, misses, size, maxsize), like functools.lru_cache's."""
-        return CacheInfo(self._hits, self._misses, len(self._cache), self.cache_size)
+        """CacheInfo(hits, misses, size, maxsize), like functools.lru_cache's; size counts
+        programs (a signature recorded under several guarded values has one per value)."""
+        return CacheInfo(self._hits, self._misses, self._size(), self.cache_size)
+
+    def _size(self):
+        return sum(len(variants) for variants in self._cache.values())
 
     def cache_clear(self):
         self._cache.clear()
@@ -522,7 +528,7 @@ class CompiledFunction:
 
     def programs(self):
         """The recorded programs, newest last (for inspection and tests)."""
-        return list(self._cache.values())
+        return [p for variants in self._cache.values() for p in reversed(variants)]
 
     def __get__(self, obj, objtype=None):
         if obj is None:
@@ -540,13 +546,18 @@ class CompiledFunction:
             return self.fn(*args, **kwargs)
         cdef bint grad_on = _engine.is_grad_enabled()
         args, tensors, key = _call_key(args, kwargs, grad_on)
-        program = self._cache.get(key)
-        why = None
-        if program is not None:
-            why = _stale_externals(program)
-            if why is not None:
-                del self._cache[key]
-                program = None
+        # NOTE: a signature keeps one program per combination of guarded values (train
+        # and eval mode, say) that it met, most recent first, so that switching back and
+        # forth replays instead of recording every time.
+        variants = self._cache.get(key)
+        program = why = None
+        if variants is not None:
+            for candidate in variants:
+                stale = _stale_externals(candidate)
+                if stale is None:
+                    program, why = candidate, None
+                    break
+                why = why or stale          # explain against the most recent program
         if program is None:
             self._misses += 1
             if why is None and self._cache:
@@ -599,9 +610,23 @@ class CompiledFunction:
         _plan_frees(program.forward, set(program.out_slots) | set(program.keep_after_forward))
         if program.backward is not None:
             _plan_frees(program.backward, {k for k in program.grad_slots if k is not None})
-        self._cache[key] = program
-        if len(self._cache) > self.cache_size:
+        variants = self._cache.setdefault(key, [])
+        variants.insert(0, program)
+        if len(variants) > _MAX_VARIANTS:
+            del variants[_MAX_VARIANTS:]
+            if not self._warned_variants:
+                self._warned_variants = True
+                warnings.warn(
+                    f"tg.compile({getattr(self.fn, '__qualname__', self.fn)}): one signature "
+                    f"has recorded more than {_MAX_VARIANTS} times, for different guarded "
+                    f"values (latest: {self.last_explanation}); a value that changes on every "
+                    f"call makes every call record, which is slower than running eagerly "
+                    f"(tg.optim.Adam: pass capturable=True)", CompileWarning, stacklevel=3)
+        self._cache.move_to_end(key)
+        while self._size() > self.cache_size and len(self._cache) > 1:
             self._cache.popitem(last=False)
+        if self._size() > self.cache_size:
+            del variants[self.cache_size:]
         return out
 
     def _checked(self, program, args, tensors, kwargs):

@@ -143,7 +143,13 @@ class Module:
             f"forward(self, ...), which calling the module runs")
 
     def __call__(self, *args, **kwargs):
+        # Under tg.compile a forward that branches on self.training (Dropout does) is baked
+        # into the recording: train()/eval() must make the next call record again.
+        tg.compile_guard(self._training_mode)
         return self.forward(*args, **kwargs)
+
+    def _training_mode(self):
+        return self.training
 
     # -- registration --------------------------------------------------------------------
     def __setattr__(self, name, value):
