@@ -239,6 +239,42 @@ def test_train_and_eval_mode_each_record_once_and_replay_from_then_on():
     assert compiled.cache_info().misses == 2 and compiled.cache_info().hits == 4
 
 
+def test_a_shape_that_depends_on_values_runs_eagerly_with_a_warning():
+    def f(x):
+        y = x[x > 0]                            # as many elements as positive entries
+        return (y * tg.ones(y.shape[0])).sum()  # a shape read in Python: baked in
+
+    compiled = tg.compile(f)
+    x1 = tg.tensor([1.0, -2.0, 3.0], requires_grad=True)
+    compiled(x1), compiled(x1)
+    x2 = tg.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    with pytest.warns(tg.CompileWarning, match=r"_getitem_kernel.*shape \(3,\).*shape \(2,\)"
+                                               r".*depends on the values.*runs eagerly"):
+        out = compiled(x2)
+    out.backward()
+    _same(out, f(tg.tensor([1.0, 2.0, 3.0])))
+    _same(x2.grad, np.ones(3))
+    x3 = tg.tensor([-1.0, 2.0, 3.0], requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _same(compiled(x3), f(x3))              # eagerly from now on, quietly
+
+
+def test_a_value_dependent_shape_after_a_write_raises_instead_of_writing_twice():
+    w = tg.tensor([1.0, 2.0, 3.0], requires_grad=True)
+
+    def step(x):
+        w.grad = None
+        (w * x)[x > 0].sum().backward()
+        return w.grad
+
+    compiled = tg.compile(step)
+    compiled(tg.tensor([1.0, -1.0, 1.0]))
+    with pytest.raises(RuntimeError, match="depends on the values") as info:
+        compiled(tg.tensor([1.0, 1.0, 1.0]))
+    assert "not rerun eagerly" in str(info.value.__notes__)
+
+
 def test_a_learning_rate_change_records_again():
     eager, mine = _params(6), _params(6)
     opt_e, opt_c = tg.optim.SGD(eager, lr=0.1), tg.optim.SGD(mine, lr=0.1)

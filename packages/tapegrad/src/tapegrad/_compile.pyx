@@ -26,6 +26,7 @@ raises on any difference.
 
 import contextlib
 import functools
+import itertools
 import logging
 import threading
 import warnings
@@ -36,12 +37,16 @@ from collections import OrderedDict, namedtuple
 import numpy as np
 
 cimport cython
+cimport numpy as cnp
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from cpython.ref cimport Py_INCREF
+from libc.string cimport memcmp
 
 from tapegrad._engine cimport Device, TensorBase, VersionCounter
 
 from tapegrad import _engine
+
+cnp.import_array()
 
 _log = logging.getLogger("tapegrad.compile")
 _RECORD_LOCK = threading.RLock()
@@ -74,6 +79,9 @@ cdef class _Step:
     cdef readonly object target  # K_ACCUM/K_SETGRAD: the tensor, or an int (argument index)
     cdef readonly bint fresh
     cdef readonly tuple free  # slots read for the last time here: dropped after the step
+    cdef readonly tuple out_shape  # K_KERNEL: the output's shape when it recorded
+    cdef int out_ndim              # its length, or -1 when not checked
+    cdef bytes out_dims            # and its dims as packed npy_intp, for one memcmp
 
     def describe(self):
         name = getattr(self.fn, "__name__", None) or type(self.fn).__name__
@@ -99,14 +107,41 @@ cdef object _target(_Step st, tuple args):
     return st.target
 
 
+class ReplayShapeError(RuntimeError):
+    """A replayed kernel returned another shape than when it recorded: a shape in the
+    function depends on tensor values, which a replay cannot follow."""
+
+    def __init__(self, step, kernel, recorded, got):
+        super().__init__(
+            f"tg.compile: replaying kernel {kernel} (step {step}) gave an array of shape "
+            f"{got}, where the recording had shape {recorded}: a shape in this function "
+            f"depends on the values of a tensor (boolean-mask indexing such as x[x > 0], "
+            f"say), which a replay cannot follow. Keep shapes fixed (tg.where(x > 0, x, 0)) "
+            f"or call the function without tg.compile")
+        self.step = step
+
+
+cdef inline bint _shape_is(object out, _Step st):
+    """Whether array `out` has the shape step `st` recorded; one memcmp for NumPy arrays
+    (this runs once per replayed kernel)."""
+    cdef cnp.ndarray a
+    if type(out) is cnp.ndarray:
+        a = <cnp.ndarray>out
+        return cnp.PyArray_NDIM(a) == st.out_ndim and (st.out_ndim == 0 or memcmp(
+            cnp.PyArray_DIMS(a), <const char*>st.out_dims,
+            st.out_ndim * sizeof(cnp.npy_intp)) == 0)
+    return tuple(out.shape) == st.out_shape
+
+
 cdef void _run(list steps, list slots, tuple args) except *:
     """The replay loop: every step of a program, in order."""
     cdef _Step st
-    cdef Py_ssize_t i, n, k
+    cdef Py_ssize_t i, n, k, step = -1
     cdef tuple call
     cdef object item, out
     cdef TensorBase t
     for st in steps:
+        step += 1
         n = len(st.idx)
         call = PyTuple_New(n)
         for i in range(n):
@@ -123,6 +158,9 @@ cdef void _run(list steps, list slots, tuple args) except *:
                 out = st.fn(*call, **_kw(st, slots))
             if type(out) is not st.device.array_type:
                 out = st.device.asarray(out)
+            if st.out_ndim >= 0 and not _shape_is(out, st):
+                raise ReplayShapeError(step, st.describe()[1], st.out_shape,
+                                       tuple(out.shape))
             slots[st.out] = out
         elif st.kind == K_WRITE or st.kind == K_CALL:
             st.fn(*call)
@@ -161,6 +199,19 @@ class _RngStateCell:
 
     def restore(self):
         _set_rng_state(self.state)
+
+
+def _flat_values(kwargs):
+    """A kernel's keyword parameters, tuples spread out (getitem's index is a tuple)."""
+    if not kwargs:
+        return ()
+    out = []
+    for v in kwargs.values():
+        if type(v) is tuple:
+            out.extend(v)
+        else:
+            out.append(v)
+    return out
 
 
 def _recording_thread_only(method):
@@ -275,6 +326,17 @@ class _Recorder:
                     seq[pos] = None
                     st.kwargs[key] = tuple(seq)
         st.out = -1 if out is None else self._new_slot(out)
+        # NOTE: only a kernel that reads an integer or bool array (a mask, an index) can
+        # return a shape that depends on values (x[x > 0]); checking just those keeps the
+        # check off the other steps, where it would cost ~10% of a small replayed kernel.
+        reads_index = any(
+            self._is_array(v, device) and v.dtype.kind in "biu"
+            for v in itertools.chain(items, _flat_values(kwargs)))
+        st.out_shape = (tuple(out.shape) if kind == K_KERNEL and out is not None
+                        and reads_index and hasattr(out, "shape") else None)
+        st.out_ndim = -1 if st.out_shape is None else len(st.out_shape)
+        st.out_dims = (None if st.out_shape is None else
+                       np.asarray(st.out_shape, dtype=np.intp).tobytes())
         st.target, st.fresh = target, fresh
         self.steps.append(st)
         return st
@@ -400,6 +462,7 @@ cdef class _Program:
     cdef public bint inner_backward
     cdef public object eager_reason
     cdef public Py_ssize_t nslots
+    cdef public Py_ssize_t first_effect   # forward steps before this one only compute
 
     def __init__(self, rec, signature, name):
         self.signature = signature
@@ -575,7 +638,21 @@ class CompiledFunction:
             return self.fn(*args, **kwargs)
         if self.check:
             return self._checked(program, args, tensors, kwargs)
-        return _replay(program, args, tensors, grad_on)
+        try:
+            return _replay(program, args, tensors, grad_on)
+        except ReplayShapeError as exc:
+            if exc.step > program.first_effect:
+                # Steps that write (.grad, in-place updates) ran already: running the
+                # function again eagerly would do them twice.
+                exc.add_note(f"(the replay had already run steps that write into tensors or "
+                             f".grad before step {exc.step}, so it was not rerun eagerly)")
+                raise
+            # Nothing was written yet: run this call eagerly, and every later one.
+            program.eager_reason = str(exc)
+            if self.warn_when_eager:
+                warnings.warn(f"{exc}; this signature runs eagerly from now on",
+                              CompileWarning, stacklevel=2)
+            return self.fn(*args, **kwargs)
 
     def _record(self, key, args, tensors, kwargs):
         name = f"compiled:{getattr(self.fn, '__name__', 'fn')}"
@@ -606,6 +683,8 @@ class CompiledFunction:
             warnings.warn(f"tg.compile({getattr(self.fn, '__qualname__', self.fn)}): "
                           f"{rec.eager_reason}", CompileWarning, stacklevel=3)
         program.nslots = rec.nslots
+        program.first_effect = next((i for i, st in enumerate(program.forward)
+                                     if (<_Step>st).kind != K_KERNEL), len(program.forward))
         program.keep_after_forward = _slots_backward_reads(program)
         _plan_frees(program.forward, set(program.out_slots) | set(program.keep_after_forward))
         if program.backward is not None:
