@@ -234,8 +234,8 @@ def test_train_and_eval_mode_each_record_once_and_replay_from_then_on():
         net.eval()
         _same(compiled(x), net(x))              # dropout off: the mode is guarded
         if epoch == 0:
-            assert "Module._training_mode changed from True to False" in \
-                compiled.last_explanation
+            assert "Module._compiled_state changed from (True, " in compiled.last_explanation
+            assert "to (False, " in compiled.last_explanation
     assert compiled.cache_info().misses == 2 and compiled.cache_info().hits == 4
 
 
@@ -273,6 +273,24 @@ def test_a_value_dependent_shape_after_a_write_raises_instead_of_writing_twice()
     with pytest.raises(RuntimeError, match="depends on the values") as info:
         compiled(tg.tensor([1.0, 1.0, 1.0]))
     assert "not rerun eagerly" in str(info.value.__notes__)
+
+
+def test_a_parameter_replaced_by_another_object_records_again():
+    # The recording reads the parameter objects it saw; replacing one (to(dtype),
+    # m.weight = ...) must not leave the replay reading the old one.
+    tg.manual_seed(0)
+    net = tg.nn.Sequential(tg.nn.Linear(3, 4), tg.nn.Tanh(), tg.nn.Linear(4, 2))
+    compiled = tg.compile(lambda x: net(x))
+    x = tg.random.randn(5, 3)
+    compiled(x), compiled(x)
+    net[2].weight = tg.nn.Parameter(tg.zeros((2, 4)))
+    _same(compiled(x), net(x))
+    net[1] = tg.nn.Sigmoid()
+    _same(compiled(x), net(x))
+    net.to(dtype=np.float32)
+    x32 = x.astype(np.float32)
+    _same(compiled(x32), net(x32))
+    assert compiled.cache_info().misses == 4
 
 
 def test_a_learning_rate_change_records_again():

@@ -144,46 +144,50 @@ class Module:
 
     def __call__(self, *args, **kwargs):
         # Under tg.compile a forward that branches on self.training (Dropout does) is baked
-        # into the recording: train()/eval() must make the next call record again.
-        tg.compile_guard(self._training_mode)
+        # into the recording, and so are the parameter objects it read: train()/eval(), or
+        # a parameter, buffer or sub-module replaced by another object (to(dtype),
+        # m.weight = ...), must make the next call record again.
+        tg.compile_guard(self._compiled_state)
         return self.forward(*args, **kwargs)
 
-    def _training_mode(self):
-        return self.training
+    def _compiled_state(self):
+        """Training mode, and how many times a parameter, buffer or sub-module of this
+        module was set, replaced or removed (every such write goes through _put or
+        _unregister, which count it)."""
+        return self.training, self.__dict__.get("_entries_version", 0)
 
     # -- registration --------------------------------------------------------------------
     def __setattr__(self, name, value):
         params, buffers, modules = _state(self)
-        d = self.__dict__
         if isinstance(value, Module):
             if name not in modules:             # a new name goes last; a known one stays
                 _unregister(self, name)
                 modules[name] = None
-            d[name] = value
+            _put(self, name, value)
         elif _is_parameter(value):
             if name not in params:
                 _unregister(self, name)
                 params[name] = None
-            d[name] = value
+            _put(self, name, value)
         elif name in params:
             if value is not None:
                 raise TypeError(
                     f"cannot assign {_kind(value)} to '{name}' of {type(self).__name__}: it is "
                     f"a parameter, so it takes a leaf tensor with requires_grad=True "
                     f"(tg.nn.Parameter(t)) or None; delete the attribute first to reuse the name")
-            d[name] = None
+            _put(self, name, None)
         elif name in modules:
             if value is not None:
                 raise TypeError(
                     f"cannot assign {_kind(value)} to '{name}' of {type(self).__name__}: it is "
                     f"a sub-module, so it takes a Module or None")
-            d[name] = None
+            _put(self, name, None)
         elif name in buffers:
             if value is not None and not isinstance(value, tg.Tensor):
                 raise TypeError(
                     f"cannot assign {_kind(value)} to '{name}' of {type(self).__name__}: it is "
                     f"a buffer, so it takes a tensor or None")
-            d[name] = value
+            _put(self, name, value)
         else:
             object.__setattr__(self, name, value)
 
@@ -197,7 +201,7 @@ class Module:
         if param is None:
             _unregister(self, name)
             _state(self)[0][name] = None
-            self.__dict__[name] = None
+            _put(self, name, None)
         else:
             if not isinstance(param, tg.Tensor):
                 raise TypeError(f"register_parameter: '{name}' must be a tensor or None, got "
@@ -219,7 +223,7 @@ class Module:
             raise TypeError(f"register_buffer: '{name}' must be a tensor or None, got {_kind(tensor)}")
         _unregister(self, name)
         _state(self)[1][name] = None
-        self.__dict__[name] = tensor
+        _put(self, name, tensor)
         if persistent:
             self.__dict__.setdefault("_non_persistent", set()).discard(name)
         else:
@@ -232,7 +236,7 @@ class Module:
             raise TypeError(f"add_module: '{name}' must be a Module or None, got {_kind(module)}")
         _unregister(self, name)
         _state(self)[2][name] = None
-        self.__dict__[name] = module
+        _put(self, name, module)
 
     # -- traversal -----------------------------------------------------------------------
     def named_children(self):
@@ -471,7 +475,7 @@ class Module:
                 if new is not t:
                     if name in params:
                         new = Parameter(new, requires_grad=t.requires_grad)
-                    m.__dict__[name] = new
+                    _put(m, name, new)
         return self
 
     def cpu(self):
@@ -526,6 +530,19 @@ def _state(module):
 def _unregister(module, name):
     for names in _state(module):
         names.pop(name, None)
+    _count_entry_change(module)
+
+
+def _put(module, name, value):
+    """Set parameter, buffer or sub-module `name` (already registered) to `value`."""
+    module.__dict__[name] = value
+    _count_entry_change(module)
+
+
+def _count_entry_change(module):
+    # Read by Module._compiled_state: tg.compile records again after such a change.
+    d = module.__dict__
+    d["_entries_version"] = d.get("_entries_version", 0) + 1
 
 
 def _check_new_name(module, name, what):
