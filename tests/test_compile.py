@@ -35,6 +35,11 @@ def _same(a, b):
     assert np.array_equal(a, b, equal_nan=True), np.max(np.abs(a - b))
 
 
+def _with_notes(exc):
+    """The message and the notes (on Python 3.10, tapegrad puts notes in the message)."""
+    return str(exc) + "\n".join(getattr(exc, "__notes__", []))
+
+
 def _batch(seed, n=5):
     rng = np.random.default_rng(seed)
     return tg.tensor(rng.standard_normal((n, 6))), rng.integers(0, 3, n)
@@ -272,7 +277,7 @@ def test_a_value_dependent_shape_after_a_write_raises_instead_of_writing_twice()
     compiled(tg.tensor([1.0, -1.0, 1.0]))
     with pytest.raises(RuntimeError, match="depends on the values") as info:
         compiled(tg.tensor([1.0, 1.0, 1.0]))
-    assert "not rerun eagerly" in str(info.value.__notes__)
+    assert "not rerun eagerly" in _with_notes(info.value)
 
 
 def test_a_parameter_replaced_by_another_object_records_again():
@@ -601,7 +606,7 @@ def test_a_returned_constant_is_a_fresh_copy_and_replay_errors_name_the_function
     loss(tg.ones((2, 3)), np.array([0, 1]))
     with pytest.raises(IndexError, match="out of range") as info:
         loss(tg.ones((2, 3)), np.array([0, 7]))
-    assert any("while replaying compiled:loss" in note for note in info.value.__notes__)
+    assert "while replaying compiled:loss" in _with_notes(info.value)
 
 
 def test_hooks_inside_a_recording_make_that_signature_run_eagerly():

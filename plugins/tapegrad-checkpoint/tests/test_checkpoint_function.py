@@ -359,7 +359,9 @@ def test_a_non_leaf_taken_from_a_closure_and_used_outside_raises_a_clear_error(w
     y = tg.checkpoint(lambda h: tg.tanh(h @ z), x)
     with pytest.raises(RuntimeError) as info:
         (y.sum() + z.sum()).backward()
-    assert "passed to tg.checkpoint as an argument" in "".join(info.value.__notes__)
+    # notes on Python 3.11+, the message on 3.10 (tapegrad._engine.add_note)
+    text = str(info.value) + "".join(getattr(info.value, "__notes__", []))
+    assert "passed to tg.checkpoint as an argument" in text
     x.grad = w.grad = None                               # as an argument it works
     z = w * 2.0
     y = tg.checkpoint(lambda h, m: tg.tanh(h @ m), x, z)

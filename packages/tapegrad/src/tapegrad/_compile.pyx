@@ -644,8 +644,9 @@ class CompiledFunction:
             if exc.step > program.first_effect:
                 # Steps that write (.grad, in-place updates) ran already: running the
                 # function again eagerly would do them twice.
-                exc.add_note(f"(the replay had already run steps that write into tensors or "
-                             f".grad before step {exc.step}, so it was not rerun eagerly)")
+                _engine.add_note(exc, f"(the replay had already run steps that write into "
+                                      f"tensors or .grad before step {exc.step}, so it was "
+                                      f"not rerun eagerly)")
                 raise
             # Nothing was written yet: run this call eagerly, and every later one.
             program.eager_reason = str(exc)
@@ -913,8 +914,9 @@ cdef object _replay(_Program program, tuple args, tuple tensors, bint grad_on):
     try:
         _run(program.forward, slots, tensors)
     except Exception as exc:
-        exc.add_note(f"(while replaying {program.name}; the same call ran eagerly when it "
-                     f"recorded: an input it could not check, like a label value, may differ)")
+        _engine.add_note(exc, f"(while replaying {program.name}; the same call ran eagerly "
+                              f"when it recorded: an input it could not check, like a label "
+                              f"value, may differ)")
         raise
     for i in range(n):
         s = program.out_slots[i]

@@ -290,6 +290,17 @@ def missing_op_error(str name):
     return OpNotAvailableError(f"module 'tapegrad' has no attribute or op '{name}'")
 
 
+def add_note(BaseException exc, str note):
+    """``exc.add_note(note)`` on Python 3.11+; on 3.10, which has no notes, the note is
+    appended to the message so that it is still printed."""
+    if hasattr(exc, "add_note"):
+        exc.add_note(note)
+    elif exc.args and isinstance(exc.args[0], str):
+        exc.args = (f"{exc.args[0]}\n{note}",) + exc.args[1:]
+    else:
+        exc.args = exc.args + (note,)
+
+
 cdef Op _lookup(str name):
     op = _OPS.get(name)
     if op is None:
@@ -1243,7 +1254,7 @@ cdef class OpNode(Node):
             else:
                 res = _call_rule(op.vjp, self, grads[0], ans, self.inputs, recording)
         except Exception as exc:
-            exc.add_note(f"(while computing the gradient of '{self.name}')")
+            add_note(exc, f"(while computing the gradient of '{self.name}')")
             raise
         return _check_arity(self, res)
 
@@ -1277,7 +1288,7 @@ cdef class FunctionNode(Node):
         try:
             res = self.backward_fn(self.ctx, *grads)
         except Exception as exc:
-            exc.add_note(f"(while computing the gradient of '{self.name}')")
+            add_note(exc, f"(while computing the gradient of '{self.name}')")
             raise
         return _check_arity(self, res)
 

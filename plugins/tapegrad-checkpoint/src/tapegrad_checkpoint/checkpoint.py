@@ -268,7 +268,8 @@ def _vjp(seg: _Segment, xs, grads, create_graph: bool) -> list:
         # NOTE: the rerun's graph is new, so a node another backward owns or already
         # freed can only be outside the segment, reached through a closure.
         if "at the same time" in str(exc) or "second time" in str(exc):
-            exc.add_note(
+            _engine.add_note(
+                exc,
                 f"({seg.describe()}: rerunning the segment reached a node of the graph "
                 f"outside it: a tensor the function uses that requires grad and is not a "
                 f"leaf must be passed to tg.checkpoint as an argument, not taken from "
