@@ -913,6 +913,8 @@ cdef object _replay(_Program program, tuple args, tuple tensors, bint grad_on):
     cdef TensorBase t
     try:
         _run(program.forward, slots, tensors)
+    except ReplayShapeError:
+        raise                 # says what happened; the note below would mislead
     except Exception as exc:
         _engine.add_note(exc, f"(while replaying {program.name}; the same call ran eagerly "
                               f"when it recorded: an input it could not check, like a label "

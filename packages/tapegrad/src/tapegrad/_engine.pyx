@@ -291,14 +291,16 @@ def missing_op_error(str name):
 
 
 def add_note(BaseException exc, str note):
-    """``exc.add_note(note)`` on Python 3.11+; on 3.10, which has no notes, the note is
-    appended to the message so that it is still printed."""
+    """``exc.add_note(note)``. Python 3.10 has no ``add_note``: there the note goes into
+    ``exc.__notes__`` all the same (readable by code; 3.10's traceback does not print it),
+    and the message is left alone, so that it reads the same on every version."""
     if hasattr(exc, "add_note"):
         exc.add_note(note)
-    elif exc.args and isinstance(exc.args[0], str):
-        exc.args = (f"{exc.args[0]}\n{note}",) + exc.args[1:]
     else:
-        exc.args = exc.args + (note,)
+        notes = getattr(exc, "__notes__", None)
+        if not isinstance(notes, list):
+            notes = exc.__notes__ = []
+        notes.append(note)
 
 
 cdef Op _lookup(str name):
