@@ -296,6 +296,15 @@ def test_a_parameter_replaced_by_another_object_records_again():
     x32 = x.astype(np.float32)
     _same(compiled(x32), net(x32))
     assert compiled.cache_info().misses == 4
+    # a plain attribute that steers forward (Dropout's p) counts too
+    drop = tg.nn.Sequential(tg.nn.Linear(3, 4), tg.nn.Dropout(0.5))
+    compiled = tg.compile(lambda x: drop(x))
+    compiled(x), compiled(x)
+    drop[1].p = 0.0
+    _same(compiled(x), drop(x))
+    drop[1].p = float("0")                      # an equal value again: no new recording
+    compiled(x)
+    assert compiled.cache_info().misses == 2 and compiled.cache_info().hits == 2
 
 
 def test_a_learning_rate_change_records_again():

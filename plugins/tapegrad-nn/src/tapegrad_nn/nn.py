@@ -151,9 +151,9 @@ class Module:
         return self.forward(*args, **kwargs)
 
     def _compiled_state(self):
-        """Training mode, and how many times a parameter, buffer or sub-module of this
-        module was set, replaced or removed (every such write goes through _put or
-        _unregister, which count it)."""
+        """Training mode, and how many times an attribute of this module (a parameter,
+        buffer, sub-module or plain value) was set to another object or removed (every
+        such write goes through __setattr__, _put or _unregister, which count it)."""
         return self.training, self.__dict__.get("_entries_version", 0)
 
     # -- registration --------------------------------------------------------------------
@@ -189,7 +189,14 @@ class Module:
                     f"a buffer, so it takes a tensor or None")
             _put(self, name, value)
         else:
+            # Plain attributes (Dropout's p, a flag) may steer forward too: a new value
+            # counts as a change for tg.compile's guard (re-setting the same object does
+            # not). `training` is in the guard by value, so train/eval can switch back.
+            changed = name != "training" and not _same_value(self.__dict__.get(name, _UNSET),
+                                                             value)
             object.__setattr__(self, name, value)
+            if changed:
+                _count_entry_change(self)
 
     def __delattr__(self, name):
         _unregister(self, name)
@@ -531,6 +538,15 @@ def _unregister(module, name):
     for names in _state(module):
         names.pop(name, None)
     _count_entry_change(module)
+
+
+_UNSET = object()
+
+
+def _same_value(old, new):
+    """The same object, or an equal number or string (p = 0.5 set twice)."""
+    return old is new or (type(old) is type(new) and isinstance(new, (int, float, str))
+                          and old == new)
 
 
 def _put(module, name, value):
