@@ -189,11 +189,12 @@ class Module:
                     f"a buffer, so it takes a tensor or None")
             _put(self, name, value)
         else:
-            # Plain attributes (Dropout's p, a flag) may steer forward too: a new value
-            # counts as a change for tg.compile's guard (re-setting the same object does
-            # not). `training` is in the guard by value, so train/eval can switch back.
-            changed = name != "training" and not _same_value(self.__dict__.get(name, _UNSET),
-                                                             value)
+            # Public plain attributes (Dropout's p, a flag) may steer forward too: a new
+            # value counts as a change for tg.compile's guard (an equal one does not).
+            # Not `training` (in the guard by value, so train/eval can switch back), and not
+            # private ones: library bookkeeping (DDP's counters) changes on every step.
+            changed = (name != "training" and not name.startswith("_")
+                       and not _same_value(self.__dict__.get(name, _UNSET), value))
             object.__setattr__(self, name, value)
             if changed:
                 _count_entry_change(self)
