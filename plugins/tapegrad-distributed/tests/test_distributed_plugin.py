@@ -168,6 +168,28 @@ def test_in_a_world_of_one_ddp_gives_the_plain_gradients(one_rank):
     assert model.stats.steps == 1 and model.stats.allreduces == len(model._buckets)
 
 
+def test_a_compiled_ddp_step_records_twice_then_runs_eagerly(one_rank):
+    # DDP's hooks are Python a replay would skip, so the step runs eagerly; its per-step
+    # bookkeeping (private attributes) must not make tg.compile record on every call.
+    tg.manual_seed(0)
+    model = tg.distributed.DistributedDataParallel(tg.nn.Linear(3, 2))
+    opt = tg.optim.SGD(model.parameters(), lr=0.1)
+    x = tg.ones((4, 3))
+
+    def step(x):
+        opt.zero_grad()
+        loss = model(x).sum()
+        loss.backward()
+        opt.step()
+        return loss
+
+    compiled = tg.compile(step)
+    with pytest.warns(tg.CompileWarning, match="ddp_gradient_hook"):
+        losses = [compiled(x).item() for _ in range(6)]
+    assert compiled.cache_info().misses == 2 and compiled.cache_info().hits == 4
+    assert losses[0] > losses[-1] and model.stats.steps == 6
+
+
 def test_buckets_follow_reverse_parameter_order_and_the_cap(one_rank):
     net = tg.nn.Sequential(*[tg.nn.Linear(256, 256, dtype=np.float32) for _ in range(4)])
     model = tg.distributed.DistributedDataParallel(net, bucket_cap_mb=0.3)   # 256 KiB weights
