@@ -345,6 +345,39 @@ def test_a_buffer_created_and_written_inside_starts_fresh_on_every_replay():
         _same(f(tg.tensor([1.0, 2.0, 3.0]) * k), np.array([7.0, 2.0 * k, 3.0 * k]))
 
 
+def test_a_recording_copies_only_the_constants_it_writes_into():
+    import tracemalloc
+
+    table = np.linspace(-1, 1, 1_000_000)          # 8 MB
+
+    def reads(x):
+        return x * tg.tensor(table)                # created inside, only read: no copy
+
+    compiled = tg.compile(reads)
+    x = tg.ones(1_000_000)
+    tracemalloc.start()
+    try:
+        recorded = compiled(x)                     # the recording: the constant and the
+        peak = tracemalloc.get_traced_memory()[1]  # result, 16 MB; no third 8 MB copy
+    finally:
+        tracemalloc.stop()
+    assert peak < 20e6, peak
+    _same(recorded, reads(x))
+    program = compiled.programs()[0]
+    assert program.mutable_constants == ()
+    assert any(getattr(v, "size", 0) == 1_000_000 for _, v in program.constants)
+
+    def fills(x):
+        buf = tg.zeros(3)
+        buf[1] = 5.0                               # written: restored on every replay
+        return buf + x
+
+    compiled = tg.compile(fills)
+    compiled(tg.ones(3)), compiled(tg.ones(3))
+    assert len(compiled.programs()[0].mutable_constants) == 1
+    _same(compiled(tg.ones(3)), np.array([1.0, 6.0, 1.0]))
+
+
 def test_random_draws_are_fresh_on_each_replay_and_follow_the_seed():
     import tapegrad_nn.functional as F
 

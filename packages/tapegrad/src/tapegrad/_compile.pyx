@@ -281,11 +281,13 @@ class _Recorder:
             s = self._new_slot(arr)
             self.externals.append((s, tensor))
             return s
-        # A constant keeps a copy of the value it had when first seen: if the function
-        # writes into it, every replay starts from that value (see _freeze_constants).
+        # A constant that the function writes into gets a copy of its value just before
+        # the first write (see write()), so every replay starts from that value. Copying
+        # only then, not on first sight, spares a transient copy of every constant that
+        # is only read (most are).
         s = self._new_slot(arr)
         self.const_index[s] = len(self.constants)
-        self.constants.append([s, arr, _copy_array(arr)])
+        self.constants.append([s, arr, None])
         return s
 
     def _is_array(self, obj, device):
@@ -357,6 +359,9 @@ class _Recorder:
         """fn(*items) writes into items[0] (device.copyto, device.setitem). Called before
         the write, so a constant seen here first is copied intact."""
         s = self.slot(items[0], owner)
+        entry = self.const_index.get(s)
+        if entry is not None and self.constants[entry][2] is None:
+            self.constants[entry][2] = _copy_array(items[0])
         self._step(K_WRITE, fn, items, None, None, None, device)
         if any(s == e for e, _ in self.externals) or any(s == a for a, _ in self.arg_slots):
             self.effects.append("an in-place write into a tensor from outside")
@@ -477,15 +482,6 @@ cdef class _Program:
         fwd = [(<_Step>s).describe() for s in self.forward]
         bwd = None if self.backward is None else [(<_Step>s).describe() for s in self.backward]
         return {"forward": fwd, "backward": bwd}
-
-
-def _freeze_constants(rec, steps):
-    """Keep the first-seen copy only of the constants some step writes into (those are
-    copied afresh on every replay); the others are used as they are."""
-    written = {(<_Step>st).idx[0] for st in steps if (<_Step>st).kind == K_WRITE}
-    for entry in rec.constants:
-        if entry[0] not in written:
-            entry[2] = None
 
 
 cdef list _initial_slots(_Program program, tuple args):
@@ -668,7 +664,6 @@ class CompiledFunction:
         needs = [i for i, o in enumerate(outs) if (<TensorBase>o)._requires_grad]
         if key[0] and needs and not rec.inner_backward:
             _record_backward(rec, program, outs, needs, tensors)
-        _freeze_constants(rec, program.forward + (program.backward or []))
         program.constants = tuple((s, v) for s, v, p in rec.constants if p is None)
         program.mutable_constants = tuple((s, p) for s, v, p in rec.constants if p is not None)
         program.externals = tuple(rec.externals)
