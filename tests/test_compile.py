@@ -307,6 +307,32 @@ def test_a_parameter_replaced_by_another_object_records_again():
     assert compiled.cache_info().misses == 2 and compiled.cache_info().hits == 2
 
 
+W_GLOBAL = tg.tensor([1.0, 2.0], requires_grad=True)
+
+
+def test_a_global_or_closed_over_name_rebound_to_another_tensor_records_again():
+    global W_GLOBAL
+
+    def step(x):
+        loss = (x * W_GLOBAL).sum()
+        loss.backward()
+        return loss
+
+    compiled = tg.compile(step)
+    x = tg.tensor([1.0, 1.0])
+    for _ in range(3):                        # plain SGD by rebinding the name
+        _same(compiled(x), (x * W_GLOBAL).sum())
+        W_GLOBAL = (W_GLOBAL - 0.1 * W_GLOBAL.grad).detach().requires_grad_()
+    assert "the name 'W_GLOBAL'" in compiled.last_explanation
+
+    b = tg.tensor([0.5])
+    f = tg.compile(lambda x: x + b)
+    f(x), f(x)
+    b = tg.tensor([5.0])                      # the lambda's closure cell now holds another
+    _same(f(x), x + b)
+    assert f.cache_info().misses == 2
+
+
 def test_a_learning_rate_change_records_again():
     eager, mine = _params(6), _params(6)
     opt_e, opt_c = tg.optim.SGD(eager, lr=0.1), tg.optim.SGD(mine, lr=0.1)

@@ -461,7 +461,7 @@ cdef class _Program:
     cdef public object signature, name, rebuild
     cdef public tuple arg_slots, grad_inputs, out_slots, out_devices, needs, seed_slots
     cdef public tuple grad_slots, constants, mutable_constants, externals, ext_guard
-    cdef public tuple effects, guards, keep_after_forward
+    cdef public tuple effects, guards, keep_after_forward, names_read
     cdef public frozenset constant_outs
     cdef public list forward, backward
     cdef public bint inner_backward
@@ -674,6 +674,7 @@ class CompiledFunction:
         # A constant returned as an output is copied per call: the caller may write into it.
         program.constant_outs = frozenset(s for s in program.out_slots if s in rec.const_index)
         program.guards = tuple(rec.guards)
+        program.names_read = _tensors_named_by(self.fn)
         program.eager_reason = rec.eager_reason
         if rec.eager_reason is not None and self.warn_when_eager:
             warnings.warn(f"tg.compile({getattr(self.fn, '__qualname__', self.fn)}): "
@@ -782,6 +783,16 @@ cdef object _stale_externals(_Program program):
         if now != value:
             return (f"a value guarded by {getattr(value_fn, '__qualname__', value_fn)} changed "
                     f"from {value!r} to {now!r}")
+    for name, cell, namespace, value in program.names_read:
+        now = _NOTHING
+        try:
+            now = cell.cell_contents if cell is not None else namespace.get(name, _NOTHING)
+        except ValueError:            # an emptied closure cell
+            pass
+        if now is not value:
+            return (f"the name {name!r} that the function reads now refers to another object "
+                    f"than the tensor it read when it recorded (pass tensors that are "
+                    f"replaced between calls as arguments, or update them in place)")
     cdef tuple externals = program.externals, guard = program.ext_guard
     for k in range(len(externals)):
         tb = <TensorBase>(<tuple>externals[k])[1]
@@ -795,6 +806,35 @@ cdef object _stale_externals(_Program program):
                     f"{device.name}, requires_grad={rg}; now shape {tuple(tb._data.shape)}, "
                     f"{tb._data.dtype}, {tb._device.name}, requires_grad={bool(tb._requires_grad)}")
     return None
+
+
+_NOTHING = object()
+
+
+def _tensors_named_by(fn):
+    """(name, closure cell or None, globals or None, tensor) for each tensor that fn's own
+    code reads by name, from a closure cell or a global. A replay reads the tensor it
+    recorded with; if the name is rebound to another tensor (w = w - lr * g at module
+    level), the next call must record again instead of reading the old one."""
+    fn = getattr(fn, "__func__", fn)
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return ()
+    out = []
+    for name, cell in zip(code.co_freevars, getattr(fn, "__closure__", None) or ()):
+        try:
+            value = cell.cell_contents
+        except ValueError:
+            continue
+        if isinstance(value, TensorBase):
+            out.append((name, cell, None, value))
+    namespace = getattr(fn, "__globals__", None)
+    if namespace is not None:
+        for name in code.co_names:
+            value = namespace.get(name)
+            if isinstance(value, TensorBase):
+                out.append((name, None, namespace, value))
+    return tuple(out)
 
 
 def _flatten(out):
