@@ -265,6 +265,19 @@ LARGE = [
 ]
 
 
+def _mlp_sgd_step(ps, x, labels, lr=0.1):
+    """One SGD step of linear-relu-linear with cross_entropy; the loss (before the step)."""
+    loss = tg.cross_entropy(tg.linear(tg.relu(tg.linear(x, ps[0], ps[1])), ps[2], ps[3]),
+                            labels)
+    for p in ps:
+        p.grad = None
+    loss.backward()
+    with tg.no_grad():
+        for p in ps:
+            p -= lr * p.grad
+    return loss
+
+
 def compiled_steps_and_replayed_hessians_on_cuda():
     """tg.compile on cuda: a replayed SGD step equals the eager cuda step bit for bit (the
     same kernels); tg.hessian's replayed passes equal eager passes and the cpu result."""
@@ -279,15 +292,7 @@ def compiled_steps_and_replayed_hessians_on_cuda():
         ps = [tg.tensor(p, device="cuda", requires_grad=True) for p in init]
 
         def step(x):
-            for p in ps:
-                p.grad = None
-            loss = tg.cross_entropy(tg.linear(tg.relu(tg.linear(x, ps[0], ps[1])), ps[2], ps[3]),
-                                    labels)
-            loss.backward()
-            with tg.no_grad():
-                for p in ps:
-                    p -= 0.1 * p.grad
-            return loss
+            return _mlp_sgd_step(ps, x, labels)
 
         run = tg.compile(step) if compiled else step
         runs[compiled] = [run(data).numpy() for _ in range(4)] + [p.numpy() for p in ps]
@@ -329,15 +334,7 @@ def training_steps_match_cpu():
         x, y = tg.tensor(data, device=dev), tg.tensor(labels, device=dev)
         losses[dev] = []
         for _ in range(3):
-            h = tg.relu(tg.linear(x, ps[0], ps[1]))
-            loss = tg.cross_entropy(tg.linear(h, ps[2], ps[3]), y)
-            for p in ps:
-                p.grad = None
-            loss.backward()
-            with tg.no_grad():
-                for p in ps:
-                    p -= 0.1 * p.grad
-            losses[dev].append(loss.item())
+            losses[dev].append(_mlp_sgd_step(ps, x, y).item())
         losses[dev + "-params"] = [p.numpy() for p in ps]
     np.testing.assert_allclose(losses["cuda"], losses["cpu"], rtol=1e-5)
     for a, b in zip(losses["cuda-params"], losses["cpu-params"]):

@@ -45,6 +45,7 @@ from libc.string cimport memcmp
 from tapegrad._engine cimport Device, TensorBase, VersionCounter
 
 from tapegrad import _engine
+from tapegrad import random as tg_random
 
 cnp.import_array()
 
@@ -182,23 +183,18 @@ cdef void _run(list steps, list slots, tuple args) except *:
 # Recording
 # ---------------------------------------------------------------------------------------
 
-def _set_rng_state(state):
-    for name, value in state.items():
-        _engine.get_device(name).set_rng_state(value)
-
-
 class _RngStateCell:
     """A generator state that a replay saves (take) and later restores (restore), where the
     recorded function called tg.random.get_state and set_state (tg.checkpoint does)."""
 
     def __init__(self, names):
-        self.names, self.state = names, None
+        self.names, self.state = list(names), None
 
     def take(self):
-        self.state = {name: _engine.get_device(name).get_rng_state() for name in self.names}
+        self.state = tg_random.get_state(self.names)
 
     def restore(self):
-        _set_rng_state(self.state)
+        tg_random.set_state(self.state)
 
 
 def _flat_values(kwargs):
@@ -389,7 +385,7 @@ class _Recorder:
         if found is not None and found[0] is state:
             self._step(K_CALL, found[1].restore, (), None, None, None, None)
         else:       # a state from outside the function: baked in, like any closed-over value
-            self._step(K_CALL, functools.partial(_set_rng_state, dict(state)), (), None,
+            self._step(K_CALL, functools.partial(tg_random.set_state, dict(state)), (), None,
                        None, None, None)
 
     @_recording_thread_only
