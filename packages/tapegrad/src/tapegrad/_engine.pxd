@@ -28,6 +28,9 @@ cdef class VersionCounter:
     cdef public long long value       # number of in-place writes to the guarded storage
     cdef readonly str last_op         # the in-place op that wrote last ("add_", "setitem")
     cdef readonly object last_trace   # where it was called from (anomaly mode), else None
+    cdef public long long graph_epoch # number of *recorded* in-place writes (ones that gave the
+                                      # storage's base a new node): a view whose graph was built
+                                      # at another epoch is stale and is rebased before use
 
 
 cdef class Device:
@@ -112,4 +115,12 @@ cdef class TensorBase:
     cdef bint _is_view                # storage may be shared with another tensor's (a view)
     cdef list _hooks                  # hooks of a leaf (non-leaf hooks live on the Node)
     cdef object _leaf_ref             # the LeafRef graphs use for this leaf (created on need)
+    # A view made by a view op (reshape, transpose, basic getitem) remembers how it was made,
+    # so that when its base is modified in place by a recorded op its graph can be rebuilt
+    # from the base's new node (see Note: [views of a base modified in place]).  Detached
+    # aliases (detach()) have no parent: they never take part in a graph.
+    cdef TensorBase _view_parent      # the tensor the view op was applied to, else None
+    cdef Op _view_op                  # that op; None for a view made with grad mode off
+    cdef dict _view_params            # its keyword parameters
+    cdef long long _view_epoch        # _vc.graph_epoch when this view's graph was built
     cdef object __weakref__

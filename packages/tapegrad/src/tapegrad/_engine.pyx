@@ -891,6 +891,8 @@ cdef object _apply_arrays(Op op, tuple inputs, PyObject** in_argv, dict kwargs, 
                     scalar_type = -2
             else:
                 scalar_type = -2
+        if t._view_parent is not None and t._view_epoch != t._vc.graph_epoch and _grad_enabled():
+            _refresh_view(t)
         if t._requires_grad and (op._all_diff or (op.differentiable is not None and i in op.differentiable)):
             needs_grad = True
     if converted is not None:
@@ -932,11 +934,100 @@ cdef object _apply_arrays(Op op, tuple inputs, PyObject** in_argv, dict kwargs, 
     t = _new_tensor(out, device)
     if op.view and n and isinstance(<object>in_argv[0], TensorBase) and device.may_share_memory(
             out, (<TensorBase>in_argv[0])._data):
-        t._vc = _get_vc(<TensorBase>in_argv[0])
-        t._is_view = True
+        _mark_view(t, <TensorBase>in_argv[0], op, n == 1 and _grad_enabled(), kwargs)
     if needs_grad and _grad_enabled() and _is_float_array(out):
         _record(op, in_argv, n, kwargs if kwargs else _NO_PARAMS, t)
     return t
+
+
+# Note: [views of a base modified in place]
+# `v = a[0:2]; a.mul_(x)`: v shares a's storage, so it sees the new values -- but its node
+# is getitem(a's *old* node), so backpropagating from v would differentiate the old value
+# of a (a silent wrong gradient). As PyTorch does, such a view is rebased: every view
+# remembers its parent, the view op and its parameters, and the epoch of its storage's
+# version counter (`graph_epoch`, bumped by every in-place write that is recorded, i.e.
+# gives the base a new node). When a stale view is next used with grad mode on -- as an
+# op's input, as a root of backward, or through requires_grad/grad_fn/register_hook -- the
+# view op is applied again to its (refreshed) parent and the view takes that node.
+# In-place writes that are not recorded (no_grad, an optimizer's step) change values but not
+# graphs, so they do not bump the epoch. A view made with grad mode off has no op to
+# replay: using it after its base got a recorded write raises, as in PyTorch (the view's
+# meaning -- detached or not -- is ambiguous). A recorded in-place write *into* a view is
+# refused in _inplace, so a base is never changed through its views' graphs.
+
+cdef void _mark_view(TensorBase t, TensorBase parent, Op op, bint replayable, dict params) except *:
+    """t (just made by `op` from parent) aliases parent's storage. `replayable`: op can be
+    applied again to rebuild t's graph (one tensor input, made with grad mode on)."""
+    cdef VersionCounter vc = _get_vc(parent)
+    t._vc = vc
+    t._is_view = True
+    if parent._view_parent is None and parent._is_view and parent._node is None \
+            and not parent._requires_grad:
+        # parent is a detached alias: its views are plain constants, like it
+        return
+    t._view_parent = parent
+    t._view_op = op if replayable else None
+    t._view_params = params
+    t._view_epoch = vc.graph_epoch
+
+
+cdef inline bint _is_stale_view(TensorBase t):
+    return t._view_parent is not None and t._view_epoch != t._vc.graph_epoch
+
+
+cdef void _refresh_view(TensorBase t) except *:
+    """Rebuild the graph of a stale view t, and of its stale ancestors, from its base's
+    current node (see Note: [views of a base modified in place]), whatever the grad mode:
+    the graph is what the view *is*. (_apply_arrays calls it only with grad mode on: no
+    graph is built otherwise, and the view is refreshed when one is.)"""
+    cdef list chain
+    cdef TensorBase v, fresh
+    chain = []
+    v = t
+    while _is_stale_view(v):
+        chain.append(v)
+        v = v._view_parent
+    for v in reversed(chain):
+        if v._node is None and v._requires_grad:
+            # a leaf the user made from a view (v.requires_grad_()): it stays that leaf
+            v._view_epoch = v._vc.graph_epoch
+            continue
+        if v._view_op is None:
+            raise RuntimeError(
+                f"a view (shape {tuple(v._data.shape)}) was made while grad mode was off (or by "
+                f"a view op with several tensor inputs), and its base was since modified in "
+                f"place by an op that records a graph ('{v._vc.last_op}'): its graph cannot be "
+                f"rebuilt. Take the view again after the in-place op, or make it with "
+                f".detach() if it should not take part in the graph")
+        token = GRAD_ENABLED.set(True)
+        try:
+            fresh = _apply(v._view_op, (v._view_parent,), v._view_params)
+        finally:
+            GRAD_ENABLED.reset(token)
+        _take_graph(v, fresh)
+        v._view_epoch = v._vc.graph_epoch
+
+
+cdef void _take_graph(TensorBase v, TensorBase fresh) except *:
+    """v takes fresh's place in the graph; hooks and retain_grad on v's old node follow."""
+    cdef Node old = v._node
+    cdef int old_nr = v._output_nr
+    v._node = fresh._node
+    v._output_nr = fresh._output_nr
+    v._requires_grad = fresh._requires_grad
+    if old is None or v._node is None:
+        return
+    if old.hooks is not None and old_nr in old.hooks:
+        for hook in old.hooks[old_nr]:
+            v._node.register_hook(hook, v._output_nr)
+    if v._retains_grad:
+        v._retains_grad = False
+        v.retain_grad()
+
+
+cdef inline void _refresh_if_stale(TensorBase t) except *:
+    if _is_stale_view(t):
+        _refresh_view(t)
 
 
 # Note: [the graph holds no user-visible tensors]
@@ -1704,6 +1795,9 @@ def run_backward(tuple tensors, tuple grad_tensors, retain_graph=None, bint crea
 
     if len(tensors) != len(grad_tensors):
         raise ValueError(f"backward: got {len(tensors)} tensors but {len(grad_tensors)} gradients")
+    for x in tensors + (inputs or ()):
+        if isinstance(x, TensorBase):
+            _refresh_if_stale(<TensorBase>x)
     if _TRACER is not None:
         _TRACER.backward_started(inputs is None, create_graph)
     if inputs is not None:
@@ -1994,14 +2088,17 @@ cdef class TensorBase:
 
     @property
     def is_leaf(self):
+        _refresh_if_stale(self)
         return self._node is None
 
     @property
     def grad_fn(self):
+        _refresh_if_stale(self)
         return self._node
 
     @property
     def output_nr(self):
+        _refresh_if_stale(self)
         return self._output_nr
 
     @property
@@ -2014,6 +2111,7 @@ cdef class TensorBase:
 
     @property
     def requires_grad(self):
+        _refresh_if_stale(self)
         return self._requires_grad
 
     @requires_grad.setter
@@ -2070,6 +2168,7 @@ cdef class TensorBase:
 
     def detach_(self):
         """Cut this tensor from the graph in place; it becomes a leaf."""
+        self._view_parent = None        # and is never rebased onto its base's graph again
         self._node = None
         self._output_nr = 0
         self._requires_grad = False
@@ -2077,6 +2176,7 @@ cdef class TensorBase:
 
     def retain_grad(self):
         """Keep .grad on this non-leaf tensor after backward (leaves always keep it)."""
+        _refresh_if_stale(self)
         if self._node is None:
             if not self._requires_grad:
                 raise RuntimeError("retain_grad: the tensor does not require grad")
@@ -2090,6 +2190,7 @@ cdef class TensorBase:
     def register_hook(self, hook):
         """Call hook(grad) when the gradient for this tensor is computed; a returned
         tensor replaces the gradient. Returns a handle whose .remove() unregisters it."""
+        _refresh_if_stale(self)
         if not self._requires_grad:
             raise RuntimeError("register_hook: cannot register a hook on a tensor that does not require grad")
         if self._node is not None:
@@ -2321,11 +2422,14 @@ cdef object _index_arrays(object index):
 cdef bint _inplace_records(TensorBase self, tuple others):
     if not _grad_enabled():
         return False
+    _refresh_if_stale(self)
     if self._requires_grad:
         return True
     for o in others:
-        if isinstance(o, TensorBase) and (<TensorBase>o)._requires_grad:
-            return True
+        if isinstance(o, TensorBase):
+            _refresh_if_stale(<TensorBase>o)
+            if (<TensorBase>o)._requires_grad:
+                return True
     return False
 
 
@@ -2406,6 +2510,9 @@ cdef object _inplace(TensorBase self, str op_name, tuple others, dict params):
     self._node = r._node
     self._output_nr = r._output_nr
     self._requires_grad = r._requires_grad
+    # the storage's views now belong to a graph older than it (see Note: [views of a base
+    # modified in place])
+    self._vc.graph_epoch += 1
     return self
 
 
