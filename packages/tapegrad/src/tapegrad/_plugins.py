@@ -36,8 +36,8 @@ hookimpl = pluggy.HookimplMarker("tapegrad")
 _PHASES = ("tapegrad_register_devices", "tapegrad_register_ops",
            "tapegrad_register_kernels", "tapegrad_api")
 
-# Which first-party distribution provides which public name: used only to say what to
-# install when a name is missing.
+# Which first-party distribution provides which public name: used to say what to install
+# when a name is missing, and to load first-party plugins before all others.
 _FIRST_PARTY = {
     "tapegrad-elementwise": (
         "subtract multiply divide negative power exp log sqrt abs clip tanh sigmoid relu sin "
@@ -53,6 +53,7 @@ _FIRST_PARTY = {
     "tapegrad-higher": "grad vjp jvp jacobian hessian hvp",
     "tapegrad-cuda": "cuda",
     "tapegrad-distributed": "distributed",
+    "tapegrad-viz": "viz",
 }
 KNOWN_PROVIDERS = {name: dist for dist, names in _FIRST_PARTY.items() for name in names.split()}
 
