@@ -184,3 +184,12 @@ def test_a_non_zip_file_is_not_a_tapegrad_file_not_a_pickle(tmp_path, content):
     with pytest.raises(ValueError, match=r"notes.npz' is not a tapegrad file \(or is corrupt") as err:
         tg.load(path)
     assert "pickle" not in str(err.value)
+
+
+def test_saving_through_a_symlink_replaces_its_target_not_the_link(tmp_path):
+    target = tmp_path / "real.npz"
+    tg.save(tg.tensor([1.0]), target)
+    link = tmp_path / "link.npz"
+    link.symlink_to(target)
+    tg.save(tg.tensor([2.0]), link)
+    assert link.is_symlink() and tg.load(target).tolist() == [2.0]

@@ -87,7 +87,8 @@ def save(obj, path):
     # NOTE: never open `path` itself for writing: truncating it first would destroy the
     # previous file if the write then fails (disk full, quota, interrupt). O_EXCL with a
     # random name cannot clobber anything; the mode is the usual 0o666 less the umask.
-    folder, base = os.path.split(os.path.abspath(path))
+    # The real path: a symlink at `path` keeps pointing at the (new) file, as with open().
+    folder, base = os.path.split(os.path.realpath(path))
     tmp = os.path.join(folder, f".{base}.{secrets.token_hex(6)}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
     try:
@@ -95,7 +96,7 @@ def save(obj, path):
             np.savez(f, **{_MANIFEST: blob}, **writer.arrays)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+        os.replace(tmp, os.path.join(folder, base))
     except BaseException:
         try:
             os.unlink(tmp)
