@@ -122,6 +122,22 @@ PICKLE_FILE = (
     "np.savez(p, __tapegrad_manifest__=np.frombuffer(manifest.encode(), np.uint8), "
     "a0=np.array([{'x': 1}], dtype=object))")
 
+CRAFTED_FILE = (
+    "import io, zipfile; p = os.path.join(tmp, 'crafted.npz'); m = io.BytesIO(); "
+    "np.lib.format.write_array(m, np.frombuffer(json.dumps({'format': 'tapegrad-npz', "
+    "'version': 1, 'root': {'t': 'array', 'a': 'a0'}}).encode(), np.uint8)); h = io.BytesIO(); "
+    "np.lib.format.write_array_header_1_0(h, {'descr': '<f8', 'fortran_order': False, "
+    "'shape': (2 ** 40,)}); z = zipfile.ZipFile(p, 'w'); "
+    "z.writestr('__tapegrad_manifest__.npy', m.getvalue()); "
+    "z.writestr('a0.npy', h.getvalue() + bytes(64)); z.close()")
+
+
+class PrivateApi:
+    @tg.hookimpl
+    def tapegrad_api(self):
+        return {"__version__": "9.9"}
+
+
 C = Case
 CASES = [
     # -- core: tensors --------------------------------------------------------------------
@@ -197,6 +213,11 @@ CASES = [
     C("tapegrad", "register_plugin", "a kernel that is not callable",
       "tg.register_plugin(NotCallableKernel(), name='my-twice')", tg.PluginError,
       r"kernel for 'cpu' is not callable"),
+    C("tapegrad", "register_plugin", "an api that exports a private or dunder name",
+      "tg.register_plugin(PrivateApi(), name='my-version')", tg.PluginError,
+      r"tapegrad_api of 'my-version' exports '__version__': private and dunder names"),
+    C("tapegrad", "Tensor", "data passed to the class",
+      "tg.Tensor([1.0, 2.0])", TypeError, r"does not build a tensor; use tg.tensor\(data\)"),
     C("tapegrad", "save", "an object that is not data",
       "tg.save({'f': print}, os.path.join(tmp, 'f.npz'))", TypeError, r"cannot save builtin_function_or_method"),
     C("tapegrad", "load", "a file that carries a pickle",
@@ -207,6 +228,12 @@ CASES = [
       setup="p = os.path.join(tmp, 'w.npz'); tg.save({'w': tg.ones(100)}, p); "
             "data = open(p, 'rb').read(); open(p, 'wb').write(data[:len(data) // 2])",
       given="p: a file written by tg.save, cut in half"),
+    C("tapegrad", "load", "a file that is not a zip at all",
+      "tg.load(p)", ValueError, r"not a tapegrad file \(or is corrupt",
+      setup="p = os.path.join(tmp, 'notes.npz'); open(p, 'w').write('hello')"),
+    C("tapegrad", "load", "an array header that declares more data than the file holds",
+      "tg.load(p)", ValueError, r"declares shape \(1099511627776,\).*nothing was allocated",
+      setup=CRAFTED_FILE, given="p: a tg.save-style file whose .npy header declares 8 TiB"),
     C("tapegrad", "load", "an .npz file not written by tg.save",
       "tg.load(p)", ValueError, r"not a file written by tg.save",
       setup="p = os.path.join(tmp, 'plain.npz'); np.savez(p, a=np.ones(2))"),

@@ -55,6 +55,24 @@ def test_cpu_device():
     assert tg.device("cpu").name == "cpu" and repr(tg.device("cpu")) == "device('cpu')"
 
 
+def test_str_of_a_device_is_its_name_like_torch():
+    assert str(tg.device("cpu")) == "cpu" and f"{tg.device('cpu')}" == "cpu"
+    assert str(tg.zeros(1).device) == "cpu"
+
+
+def test_tensor_to_accepts_a_dtype_like_torch():
+    x = tg.tensor([1.5, 2.0], requires_grad=True)
+    y = x.to(np.float32)
+    assert y.dtype == np.float32 and y.tolist() == [1.5, 2.0]
+    y.backward(tg.ones(2, dtype=np.float32))
+    assert x.grad.dtype == np.float64 and x.grad.tolist() == [1.0, 1.0]
+    assert x.to("cpu", np.float64) is x and x.to(dtype=np.float64) is x
+    z = x.to("cpu", dtype=np.float32)
+    assert z.dtype == np.float32 and z.device.name == "cpu"
+    with pytest.raises(TypeError, match="dtype given twice"):
+        x.to(np.float32, dtype=np.float64)
+
+
 def test_cuda_without_plugin_raises_a_clear_error():
     if "cuda" in tg.registry().devices:
         pytest.skip("a cuda device is registered on this machine")

@@ -124,3 +124,48 @@ def test_detect_anomaly_switch():
     with tg.detect_anomaly():
         assert tg.is_anomaly_enabled()
     assert not tg.is_anomaly_enabled()
+
+
+def test_decorated_generator_forwards_throw_and_close_under_its_mode():
+    # torch's _DecoratorContextManager wraps generators so that throw() and close() reach
+    # the generator, and run inside the decorator's mode like send() does.
+    seen = []
+
+    @tg.no_grad()
+    def gen():
+        try:
+            while True:
+                try:
+                    got = yield tg.is_grad_enabled()
+                    seen.append(("sent", got, tg.is_grad_enabled()))
+                except KeyError as exc:
+                    seen.append(("thrown", exc.args[0], tg.is_grad_enabled()))
+        finally:
+            seen.append(("closed", tg.is_grad_enabled()))
+
+    it = gen()
+    assert next(it) is False and tg.is_grad_enabled()
+    assert it.send(5) is False
+    assert it.throw(KeyError("k")) is False      # handled inside: the generator goes on
+    assert tg.is_grad_enabled()
+    it.close()
+    assert seen == [("sent", 5, False), ("thrown", "k", False), ("closed", False)]
+    assert tg.is_grad_enabled()
+
+
+def test_decorated_generator_unhandled_throw_propagates_and_return_value_is_kept():
+    @tg.no_grad()
+    def gen():
+        yield 1
+        return "done"
+
+    it = gen()
+    next(it)
+    with pytest.raises(ValueError, match="boom"):
+        it.throw(ValueError("boom"))
+    assert tg.is_grad_enabled()
+    it = gen()
+    next(it)
+    with pytest.raises(StopIteration) as stop:
+        next(it)
+    assert stop.value.value == "done"

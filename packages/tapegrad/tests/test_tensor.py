@@ -140,3 +140,12 @@ def test_deepcopy_copies_a_leaf_and_its_grad():
     assert x.tolist() == [1.0, 2.0]
     with pytest.raises(RuntimeError, match="leaf"):
         copy.deepcopy(x + 1.0)
+
+
+@pytest.mark.parametrize("args", [([1.0, 2.0],), (2, 3), (np.ones(2),), ()])
+def test_calling_the_tensor_class_refuses_and_points_to_tg_tensor(args):
+    # torch.Tensor(2, 3) is a shape and torch.Tensor([1., 2.]) data: neither is guessed;
+    # the class used to return a tensor with no data that failed later with NoneType errors.
+    with pytest.raises(TypeError, match=r"tg\.Tensor\(\.\.\.\) does not build a tensor.*tg\.tensor\(data\)"):
+        tg.Tensor(*args)
+    assert isinstance(tg.tensor([1.0, 2.0]), tg.Tensor)

@@ -368,6 +368,22 @@ def test_to_dtype_converts_parameters_and_keeps_them_trainable():
         m.to(dtype=np.int64)
 
 
+def test_to_accepts_a_positional_dtype_like_torch():
+    # torch's Module.to(dtype), to(device), to(device, dtype): a dtype first is a dtype.
+    m = nn.Linear(3, 2)
+    assert m.to(np.float32) is m and m.weight.dtype == np.float32
+    m.to(tg.float64)
+    assert m.weight.dtype == np.float64 and m.bias.dtype == np.float64
+    m.to("cpu", np.float32)
+    assert m.weight.dtype == np.float32 and m.weight.device.name == "cpu"
+    m.to(np.dtype("float64"))
+    assert m.weight.dtype == np.float64
+    with pytest.raises(TypeError, match="floating-point"):
+        m.to(np.int32)
+    with pytest.raises(TypeError, match="dtype given twice"):
+        m.to(np.float32, dtype=np.float64)
+
+
 # ---------------------------------------------------------------------------------------
 # Containers
 # ---------------------------------------------------------------------------------------

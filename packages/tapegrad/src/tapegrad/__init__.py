@@ -14,7 +14,7 @@ import sys as _sys
 
 import numpy as _np
 
-from . import _engine, random
+from . import _engine, _plugins, random
 from ._compile import CompiledFunction, CompileWarning, compile, compile_guard  # noqa: A004 (tg.compile, like torch.compile)
 from ._creation import arange, asarray, eye, full, full_like, linspace, ones, tensor, zeros
 from ._engine import (
@@ -98,14 +98,20 @@ def __getattr__(name):
     raise _engine.missing_op_error(name)
 
 
-from . import _plugins  # noqa: E402
-
-
 def _load():
     from . import _core_plugin
+    namespace = _sys.modules[__name__]
+    previous = _plugins.LOADER.namespace
+    if previous is not None and previous is not namespace:
+        # NOTE: an earlier `import tapegrad` stopped in here (a plugin error in strict mode)
+        # and left its module half loaded; the plugins it registered hold that module as
+        # `tg`. So that module stays tapegrad: this import returns it (importlib returns
+        # whatever sys.modules holds once the module body has run) and its loading goes on
+        # from the plugin that failed, raising again if that plugin still fails.
+        _sys.modules[__name__] = namespace = previous
     _engine.set_providers(_plugins.KNOWN_PROVIDERS)
     _engine.set_miss_handler(_plugins.LOADER.load_deferred)
-    _plugins.LOADER.load(_sys.modules[__name__], Tensor, _core_plugin)
+    _plugins.LOADER.load(namespace, Tensor, _core_plugin)
 
 
 _load()

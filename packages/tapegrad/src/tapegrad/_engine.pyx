@@ -353,6 +353,9 @@ cdef class Device:
     def __repr__(self):
         return f"device('{self.name}')"
 
+    def __str__(self):
+        return self.name          # torch: str(torch.device("cpu")) == "cpu"
+
     def __eq__(self, other):
         if isinstance(other, Device):
             return self.name == (<Device>other).name

@@ -38,18 +38,7 @@ class _Switch:
 
     def __call__(self, fn):
         if inspect.isgeneratorfunction(fn):
-            @functools.wraps(fn)
-            def gen_wrapper(*args, **kwargs):
-                gen = fn(*args, **kwargs)
-                value = None
-                while True:
-                    with self._fresh():
-                        try:
-                            item = gen.send(value)
-                        except StopIteration as stop:
-                            return stop.value
-                    value = yield item
-            return gen_wrapper
+            return self._wrap_generator(fn)
 
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
@@ -57,6 +46,34 @@ class _Switch:
             with self._fresh():
                 return fn(*args, **kwargs)
         return wrapper
+
+    def _wrap_generator(self, fn):
+        # NOTE: the mode is set only while the generator's own code runs (each send, throw
+        # and close) and restored while it is suspended, so the caller's code between two
+        # `next()`s keeps its own mode. throw() and close() must be forwarded, not raised
+        # at our `yield`: the generator may handle them (torch's _wrap_generator).
+        @functools.wraps(fn)
+        def gen_wrapper(*args, **kwargs):
+            gen = fn(*args, **kwargs)
+            try:
+                with self._fresh():
+                    response = gen.send(None)
+                while True:
+                    try:
+                        request = yield response
+                    except GeneratorExit:
+                        with self._fresh():
+                            gen.close()
+                        raise
+                    except BaseException as exc:  # noqa: BLE001 - forwarded to the generator
+                        with self._fresh():
+                            response = gen.throw(exc)
+                    else:
+                        with self._fresh():
+                            response = gen.send(request)
+            except StopIteration as stop:
+                return stop.value
+        return gen_wrapper
 
 
 class no_grad(_Switch):

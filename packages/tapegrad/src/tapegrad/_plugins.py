@@ -3,11 +3,16 @@
 pluggy is used here and only here: at import (and in ``tg.register_plugin``) the hooks of
 every plugin run once and fill the op table of the engine. Op calls never come back here.
 
-Loading rules (docs/plugins.md):
+Loading rules (docs/plugin-guide.md):
+* first-party plugins (the distributions in ``_FIRST_PARTY``) load first, then the others
+  in name order, so a third-party plugin can never knock out a first-party one by sorting
+  before it; it can replace a first-party name only with ``override=True``;
 * each plugin registers as one transaction: if any of its hooks raises, or it defines a
   name another plugin already defined (without ``override=True``), nothing of it is kept
-  and a ``PluginWarning`` names it and the cause; ``TAPEGRAD_STRICT_PLUGINS=1`` turns
-  that into a ``PluginError``;
+  and a ``PluginWarning`` names it and every name it lost to whom;
+  ``TAPEGRAD_STRICT_PLUGINS=1`` turns that into a ``PluginError``;
+* private and dunder names (``_engine``, ``__version__``) are tapegrad's own: an api may
+  not export them, and no plugin may take a name the core module already has;
 * ``tg.register_plugin`` at run time raises ``PluginError`` directly.
 """
 
@@ -31,8 +36,8 @@ hookimpl = pluggy.HookimplMarker("tapegrad")
 _PHASES = ("tapegrad_register_devices", "tapegrad_register_ops",
            "tapegrad_register_kernels", "tapegrad_api")
 
-# Which first-party distribution provides which public name: used only to say what to
-# install when a name is missing.
+# Which first-party distribution provides which public name: used to say what to install
+# when a name is missing, and to load first-party plugins before all others.
 _FIRST_PARTY = {
     "tapegrad-elementwise": (
         "subtract multiply divide negative power exp log sqrt abs clip tanh sigmoid relu sin "
@@ -48,6 +53,7 @@ _FIRST_PARTY = {
     "tapegrad-higher": "grad vjp jvp jacobian hessian hvp",
     "tapegrad-cuda": "cuda",
     "tapegrad-distributed": "distributed",
+    "tapegrad-viz": "viz",
 }
 KNOWN_PROVIDERS = {name: dist for dist, names in _FIRST_PARTY.items() for name in names.split()}
 
@@ -254,7 +260,8 @@ class _Loader:
         self.functions: dict[str, FunctionDef] = {}
         self.owner: dict[str, str] = {}        # public name -> plugin that defined it
         self.kernel_owner: dict = {}           # (op, device) -> plugin
-        self.pending_kernels: list = []
+        self.pending_kernels: list = []        # (op, device, fn, plugin, override) awaiting op
+        self.attached: dict = {}               # (op, device) -> that entry, once attached
         self.plugins: dict[str, object] = {}
         self.failed: dict[str, str] = {}
         self.methods: dict[str, str] = {}      # method name -> public name it binds
@@ -264,15 +271,19 @@ class _Loader:
 
     # -- loading ---------------------------------------------------------------------
     def load(self, namespace, tensor_cls, core_plugin):
-        self.namespace = namespace
-        self.tensor_cls = tensor_cls
-        self.core_names = {n for n in vars(namespace) if not n.startswith("_")}
-        self.register(core_plugin, "tapegrad", strict=True)
-        for ep in sorted(metadata.entry_points(group="tapegrad"), key=lambda e: e.name):
-            dist = ep.dist.name if ep.dist is not None else ep.name
-            name = dist if dist else ep.name
-            if name in self.plugins:
+        # NOTE: resumable. A strict-mode failure stops `import tapegrad` half way; the next
+        # import calls this again on the same namespace (see tapegrad._load) and goes on
+        # from the plugin that failed, skipping those already registered.
+        if self.namespace is None:
+            self.namespace = namespace
+            self.tensor_cls = tensor_cls
+            self.core_names = set(vars(namespace))      # private and dunder names included
+            self.register(core_plugin, "tapegrad", strict=True)
+        deferred = {n for n, _o in self.deferred}
+        for name, ep in _entry_points_in_load_order():
+            if name in self.plugins or name in deferred:
                 continue
+            self.failed.pop(name, None)
             try:
                 obj = ep.load()
             except Exception as exc:  # noqa: BLE001 - any import failure is reported
@@ -352,33 +363,66 @@ class _Loader:
         return reg
 
     def _check_conflicts(self, reg: Registry):
+        """Raise one PluginError listing every name `reg` cannot take, and from whom."""
+        problems = []
         devices = _engine.devices_table()
         for device, _default, override in reg.devices:
             if device.name in devices and not override:
-                raise PluginError(
-                    f"device '{device.name}' is registered by both '{self.owner.get('device:' + device.name)}' "
-                    f"and '{reg.plugin}' (pass override=True to replace it)")
+                problems.append(
+                    f"device '{device.name}' is registered by both "
+                    f"'{self.owner.get('device:' + device.name)}' and '{reg.plugin}' "
+                    f"(pass override=True to replace it)")
+        for name in reg.api:
+            if name.startswith("_"):
+                problems.append(
+                    f"tapegrad_api of '{reg.plugin}' exports '{name}': private and dunder "
+                    f"names are tapegrad's own and cannot be exported")
+        lost = {}                                        # owner -> names reg cannot take
         for name in list(reg.ops) + list(reg.functions) + list(reg.api):
+            if name.startswith("_") and (name in self.core_names or name.endswith("__")):
+                if name in reg.ops or name in reg.functions:
+                    problems.append(
+                        f"'{name}' is a private name of tapegrad itself; plugin "
+                        f"'{reg.plugin}' cannot define it, not even with override=True")
+                continue
             taken = self.owner.get(name)
             if taken is None and name in self.core_names:
                 taken = "tapegrad"
             if taken is not None and name not in reg.overrides:
-                raise PluginError(
-                    f"'{name}' is defined by both '{taken}' and '{reg.plugin}' "
-                    f"(pass override=True in '{reg.plugin}' to replace it)")
+                lost.setdefault(taken, []).append(name)
+        for taken, names in lost.items():
+            quoted = ", ".join(f"'{n}'" for n in names)
+            verb = "is" if len(names) == 1 else "are"
+            problems.append(
+                f"{quoted} {verb} defined by both '{taken}' and '{reg.plugin}' (pass "
+                f"override=True in '{reg.plugin}' to replace {'it' if len(names) == 1 else 'them'})")
         for op, device, _fn, override in reg.kernels:
             taken = self.kernel_owner.get((op, device))
             if taken is not None and not override:
-                raise PluginError(
+                problems.append(
                     f"kernel for '{op}' on '{device}' is registered by both '{taken}' and "
                     f"'{reg.plugin}' (pass override=True to replace it)")
+        waiting = {(op, dev): (plugin, override)
+                   for op, dev, _fn, plugin, override in self.pending_kernels}
+        lost_names = {n for names in lost.values() for n in names}
         for op_name, op in reg.ops.items():
+            if op_name in lost_names:
+                continue                     # already reported: the whole op conflicts
             for device in op.kernels:
                 taken = self.kernel_owner.get((op_name, device))
                 if taken is not None and op_name not in reg.overrides and taken != reg.plugin:
-                    raise PluginError(
+                    problems.append(
                         f"kernel for '{op_name}' on '{device}' is registered by both '{taken}' "
                         f"and '{reg.plugin}'")
+                # A kernel another plugin registered before this op existed, for a device
+                # the op brings its own kernel for: one of them must say override=True.
+                early = waiting.get((op_name, device))
+                if early is not None and not early[1] and op_name not in reg.overrides:
+                    problems.append(
+                        f"kernel for '{op_name}' on '{device}' is registered by both "
+                        f"'{early[0]}' and '{reg.plugin}' (pass override=True to replace it)")
+        if problems:
+            raise PluginError("; ".join(problems))
 
     def _commit(self, reg: Registry):
         for name, reason in reg.unavailable:
@@ -389,10 +433,15 @@ class _Loader:
             _engine.install_device(device, default)
             self.owner["device:" + device.name] = reg.plugin
         for name in list(reg.ops) + list(reg.functions) + list(reg.api):
-            if name in self.owner:       # an explicit override: remember what it replaces
+            if name in self.owner or name in self.core_names:
+                # An explicit override: remember what it replaces, Tensor methods included,
+                # so that unregistering the plugin puts back both tg.<name> and t.<name>().
                 previous = _engine.ops_table().get(name) or self.functions.get(name) \
                     or getattr(self.namespace, name, None)
-                self.shadowed.setdefault(name, []).append((self.owner[name], previous))
+                methods = {m: vars(self.tensor_cls).get(m)
+                           for m, pub in self.methods.items() if pub == name}
+                self.shadowed.setdefault(name, []).append(
+                    (self.owner.get(name), previous, methods))
         for name, op in reg.ops.items():
             old = _engine.ops_table().get(name)
             if old is not None:
@@ -409,7 +458,12 @@ class _Loader:
         for name, value in reg.api.items():
             self.owner[name] = reg.plugin
             setattr(self.namespace, name, value)
-        self.pending_kernels.extend((op, dev, fn, reg.plugin) for op, dev, fn, _o in reg.kernels)
+        # An op defined with override=True keeps its own kernels over ones waiting for it.
+        self.pending_kernels = [
+            k for k in self.pending_kernels
+            if not (k[0] in reg.overrides and k[0] in reg.ops and k[1] in reg.ops[k[0]].kernels
+                    and not k[4])]
+        self.pending_kernels.extend((op, dev, fn, reg.plugin, o) for op, dev, fn, o in reg.kernels)
         self._attach_pending_kernels()
 
     def _publish(self, name, obj, reg):
@@ -437,13 +491,15 @@ class _Loader:
     def _attach_pending_kernels(self):
         table = _engine.ops_table()
         keep = []
-        for op_name, device, fn, plugin in self.pending_kernels:
+        for entry in self.pending_kernels:
+            op_name, device, fn, plugin, _override = entry
             op = table.get(op_name)
             if op is None:
-                keep.append((op_name, device, fn, plugin))
+                keep.append(entry)
                 continue
             op.kernels[device] = fn
             self.kernel_owner[(op_name, device)] = plugin
+            self.attached[(op_name, device)] = entry
         self.pending_kernels = keep
 
     def unregister(self, name):
@@ -453,6 +509,9 @@ class _Loader:
             raise PluginError(f"no plugin named '{name}' is registered")
         self.pm.unregister(obj)
         table = _engine.ops_table()
+        # Kernels it registered that still wait for their op go with it (else they would
+        # silently replace the kernel of whichever plugin defines that op later).
+        self.pending_kernels = [k for k in self.pending_kernels if k[3] != name]
         for pub, owner in list(self.owner.items()):
             if owner != name:
                 continue
@@ -463,6 +522,13 @@ class _Loader:
             if pub.startswith("unavailable:"):
                 _engine.set_device_unavailable(pub[len("unavailable:"):], None)
                 continue
+            # Kernels other plugins added to this op wait again for an op of that name.
+            for key, entry in list(self.attached.items()):
+                if key[0] == pub:
+                    del self.attached[key]
+                    self.kernel_owner.pop(key, None)
+                    if entry[3] != name:
+                        self.pending_kernels.append(entry)
             _engine.uninstall_op(pub)
             self.functions.pop(pub, None)
             if hasattr(self.namespace, pub):
@@ -477,19 +543,30 @@ class _Loader:
         for key, owner in list(self.kernel_owner.items()):
             if owner == name:
                 del self.kernel_owner[key]
+                self.attached.pop(key, None)
                 op = table.get(key[0])
                 if op is not None:
                     op.kernels.pop(key[1], None)
+        self._attach_pending_kernels()       # onto the ops that overrides gave back
 
-
-    def _restore(self, name, owner, previous):
-        self.owner[name] = owner
+    def _restore(self, name, owner, previous, methods):
+        if owner is not None:               # None: a name of the core module itself
+            self.owner[name] = owner
         if isinstance(previous, Op):
             _engine.install_op(previous)
         elif isinstance(previous, FunctionDef):
             self.functions[name] = previous
             previous = previous.fn
         setattr(self.namespace, name, previous)
+        for mname, pub in list(self.methods.items()):
+            if pub == name:                 # the overriding plugin's methods
+                del self.methods[mname]
+                if mname in vars(self.tensor_cls):
+                    delattr(self.tensor_cls, mname)
+        for mname, attr in methods.items():
+            if attr is not None:
+                setattr(self.tensor_cls, mname, attr)
+                self.methods[mname] = name
 
 
 # Note: [twice_differentiable=False]
@@ -562,6 +639,16 @@ def _tensor_attributes(cls):
             continue
         names.update(vars(klass))
     return names
+
+
+def _entry_points_in_load_order():
+    """(plugin name, entry point) pairs: first-party distributions first, then the others,
+    each group in name order (see the loading rules at the top of this module)."""
+    found = []
+    for ep in metadata.entry_points(group="tapegrad"):
+        dist = ep.dist.name if ep.dist is not None else None
+        found.append((dist or ep.name, ep))
+    return sorted(found, key=lambda item: (item[0] not in _FIRST_PARTY, item[0], item[1].name))
 
 
 def _initializing(obj):

@@ -28,6 +28,16 @@ class Tensor(TensorBase):
 
     __slots__ = ()
 
+    def __init__(self, *args, **kwargs):
+        # NOTE: the engine makes tensors through tp_new alone and never calls __init__, so
+        # this runs only for a user's `tg.Tensor(...)`, which used to return a tensor with
+        # no data. It is refused rather than guessed: torch.Tensor(2, 3) is a shape but
+        # torch.Tensor([2., 3.]) is data (docs/tensors.md).
+        raise TypeError(
+            "tg.Tensor(...) does not build a tensor; use tg.tensor(data) for data "
+            "(tg.tensor([1., 2.])), or tg.zeros(shape) / tg.ones(shape) for a shape "
+            "(tg.zeros((2, 3)))")
+
     def __repr__(self):
         arr = self.device.to_numpy(self._data)
         body = np.array2string(arr, separator=", ", prefix="tensor(")
@@ -64,12 +74,25 @@ class Tensor(TensorBase):
     def __copy__(self):
         return self.__deepcopy__({}) if self.is_leaf else self.detach()
 
-    def to(self, device):
-        """This tensor on `device` ("cpu", "cuda"); differentiable, and self if already there."""
-        dev = get_device(device)
-        if dev is self.device:
-            return self
-        return _ToDevice.apply(self, dev)
+    def to(self, device=None, dtype=None):
+        """This tensor on `device` ("cpu", "cuda") and/or as `dtype`; differentiable, and
+        self if nothing changes. As in torch, ``t.to(dtype)`` (a dtype first) works too.
+
+        >>> import numpy as np, tapegrad as tg
+        >>> tg.tensor([1.0, 2.0]).to(np.float32)
+        tensor([1., 2.], dtype=float32)
+        """
+        if device is not None and not isinstance(device, (str, _engine.Device)):
+            if dtype is not None:
+                raise TypeError(f"Tensor.to: dtype given twice ({device!r} and dtype={dtype!r})")
+            device, dtype = None, device
+        out = self
+        if dtype is not None and np.dtype(dtype) != self.dtype:
+            out = out.astype(np.dtype(dtype))
+        dev = get_device(device) if device is not None else out.device
+        if dev is out.device:
+            return out
+        return _ToDevice.apply(out, dev)
 
     def cpu(self):
         """This tensor on the cpu."""

@@ -67,5 +67,6 @@ def tapegrad_api():
     """Extra public names for the ``tapegrad`` namespace.
 
     Return a dict mapping names to objects (for example ``{"nn": nn_module}``); each
-    becomes ``tg.<name>``. A name that is already taken is an error naming both plugins.
+    becomes ``tg.<name>``. A name that is already taken is an error naming both plugins;
+    private and dunder names (``_engine``, ``__version__``) are the core's own and refused.
     """

@@ -461,10 +461,18 @@ class Module:
         leaves (with the same requires_grad; gradients are dropped), so build the optimizer
         after calling this. Returns self.
 
+        As in torch, ``to(dtype)``, ``to(device)`` and ``to(device, dtype)`` all work.
+
         >>> import tapegrad as tg
         >>> tg.nn.Linear(2, 2).to(dtype=tg.float32).weight.dtype
         dtype('float32')
+        >>> tg.nn.Linear(2, 2).to(tg.float32).weight.dtype
+        dtype('float32')
         """
+        if device is not None and not isinstance(device, (str, tg.Device)):
+            if dtype is not None:
+                raise TypeError(f"Module.to: dtype given twice ({device!r} and dtype={dtype!r})")
+            device, dtype = None, device
         dev = tg.device(device) if device is not None else None
         dtype = np.dtype(dtype) if dtype is not None else None
         if dtype is not None and dtype.kind != "f":
