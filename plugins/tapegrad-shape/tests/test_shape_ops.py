@@ -468,3 +468,39 @@ def test_reductions_take_only_axis_positionally():
 def test_max_of_an_empty_tensor():
     with pytest.raises(ValueError, match="max"):
         tg.max(tg.zeros((0, 3)))
+
+
+@pytest.mark.parametrize("data, kwargs", [
+    ([3.0], {}),                                   # one element
+    (np.full((3, 1), 2.0), {"axis": 1}),           # a length-1 axis
+    ([[1.5, 1.5, 1.5]], {"axis": 1, "ddof": 1}),   # equal entries: std is 0, not smooth
+], ids=["one-element", "length-1-axis", "equal-entries"])
+def test_std_gradient_is_zero_where_std_is_zero(data, kwargs):
+    # std is 0 there; torch.std's gradient is 0, sqrt's 1/(2*0) must not make it nan.
+    x = tg.tensor(data, requires_grad=True)
+    y = tg.std(x, **kwargs)
+    assert np.all(y.numpy() == 0)
+    y.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.zeros(np.shape(data)))
+
+
+def test_std_second_derivative_over_one_element_is_zero():
+    x = tg.tensor([3.0], requires_grad=True)
+    (g,) = tg.grad(tg.std(x), x, create_graph=True)
+    (gg,) = tg.grad(g.sum(), x, allow_unused=True)
+    assert gg is None or gg.tolist() == [0.0]
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"axis": 1}, {"axis": 0, "ddof": 1}, {"axis": 1, "keepdims": True}])
+def test_std_gradient_and_second_derivative_match_finite_differences(kwargs):
+    a = tg.tensor(np.random.default_rng(5).standard_normal((3, 4)), requires_grad=True)
+    assert tg.gradcheck(lambda x: tg.std(x, **kwargs), (a,))
+    assert tg.gradgradcheck(lambda x: tg.std(x, **kwargs), (a,))
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_std_keeps_nan_and_inf_of_numpy():
+    if True:
+        np.testing.assert_array_equal(tg.std(tg.tensor([1.0, np.nan])).numpy(), np.nan)
+        np.testing.assert_array_equal(tg.std(tg.tensor([2.0]), ddof=1).numpy(),
+                                      np.std(np.array([2.0]), ddof=1))

@@ -166,7 +166,14 @@ def std(x, axis=None, *, ddof=0, keepdims=False):
     >>> tg.std(tg.tensor([1., 3.]))
     tensor(1.)
     """
-    return tg.sqrt(_var(_as_tensor(x), axis, ddof, keepdims, "std"))
+    v = _var(_as_tensor(x), axis, ddof, keepdims, "std")
+    # NOTE: d sqrt(v) = dv / (2 sqrt(v)) is inf * 0 = nan where v == 0 (one element, a
+    # length-1 axis, equal entries), though std is constant there. Where v == 0 the result
+    # is the constant 0 and sqrt only ever sees v != 0 (so no inf reaches the graph, also
+    # not in its second derivative): the gradient is 0 there, as torch.std's. `v != 0`
+    # keeps nan and inf (0/0 for n - ddof == 0) on the sqrt branch, as NumPy's.
+    nonzero = v != 0
+    return tg.where(nonzero, tg.sqrt(tg.where(nonzero, v, 1)), 0)
 
 
 def prod(x, axis=None, *, dtype=None, keepdims=False):
