@@ -1487,6 +1487,16 @@ cdef object _run_hooks(list hooks, object g):
                 raise ValueError(
                     f"a tensor hook returned a gradient of shape {tuple((<TensorBase>r)._data.shape)}"
                     f" for a gradient of shape {tuple((<TensorBase>g)._data.shape)}")
+            # NOTE: a float32 leaf must never get a float64 .grad (PyTorch raises too).
+            if (<TensorBase>r)._data.dtype != (<TensorBase>g)._data.dtype:
+                raise TypeError(
+                    f"a tensor hook returned a gradient of dtype {(<TensorBase>r)._data.dtype}"
+                    f" for a gradient of dtype {(<TensorBase>g)._data.dtype}; return "
+                    f"one of the same dtype (cast it with .astype(g.dtype))")
+            if (<TensorBase>r)._device is not (<TensorBase>g)._device:
+                raise RuntimeError(
+                    f"a tensor hook returned a gradient on {(<TensorBase>r)._device.name} for a "
+                    f"gradient on {(<TensorBase>g)._device.name}; move it with .to()")
             g = r
     return g
 
