@@ -1,6 +1,8 @@
 """Each op against NumPy, its methods, its gradients (first and second order) and its
 errors."""
 
+import collections
+
 import numpy as np
 import pytest
 import tapegrad as tg
@@ -504,3 +506,67 @@ def test_std_keeps_nan_and_inf_of_numpy():
         np.testing.assert_array_equal(tg.std(tg.tensor([1.0, np.nan])).numpy(), np.nan)
         np.testing.assert_array_equal(tg.std(tg.tensor([2.0]), ddof=1).numpy(),
                                       np.std(np.array([2.0]), ddof=1))
+
+
+# Every index form NumPy accepts, many with a repeated element: the gradient of
+# sum(w * x[index]) must equal np.add.at of w into zeros (repeats accumulate).
+C = rng.standard_normal((3, 4, 5))
+_Pair = collections.namedtuple("_Pair", "i j")
+GRAD_INDEXES = [
+    ((0, 0), (1, 1)),                         # tuples inside the index are int arrays
+    ((0, 0, 1),),
+    (0, 0, 1),                                # a plain tuple: basic indexing
+    ([0, 0], [1, 1]),
+    [[0, 0], [1, 1]],                         # a nested list: one 2-d int array
+    (np.array([0, 0]), (1, 1)),
+    ((-1, -1), slice(None), (0, 0)),
+    (slice(None), (1, 1, 1)),
+    (Ellipsis, (0, 0)),
+    (None, (0, 0)),
+    ([True, False, True], (1, 1)),            # a bool list is a mask
+    ((True, False, True),),
+    ([[0, 0], [1, 1]], 0),
+    (((0, 0), (2, 2)), slice(1, 3)),
+    (range(2), [3, 3]),
+    (np.array([[0, 0]]), np.int64(1)),
+    np.array([2, 2, 0]),
+    [2, 2, 0],
+    (2, [1, 1], slice(None, None, -2)),
+    (slice(1, None), [0, 0], [4, 4]),
+    (np.array([1, 1]), slice(None), np.array([0, 0])),   # advanced axes split by a slice
+    (True, 0, (1, 1)),
+    _Pair((0, 0), (1, 1)),                    # a namedtuple is a tuple index
+]
+
+
+def _numpy_index(index):
+    """The index with tapegrad tensors replaced by their arrays (for NumPy)."""
+    if isinstance(index, tg.Tensor):
+        return index.numpy()
+    if isinstance(index, tuple):
+        return tuple(_numpy_index(i) for i in index)
+    return index
+
+
+@pytest.mark.parametrize("index", GRAD_INDEXES + [
+    (tg.tensor([0, 0]), (1, 1)), tg.tensor([1, 1, 2]), (slice(None), tg.tensor([[3, 3]]))],
+    ids=repr)
+def test_getitem_gradient_accumulates_repeats_for_every_index_form(index):
+    w = np.random.default_rng(1).standard_normal(np.shape(C[_numpy_index(index)]))
+    expected = np.zeros_like(C)
+    np.add.at(expected, _numpy_index(index), w)      # the slow obviously-correct reference
+    x = leaf(C)
+    y = x[index]
+    np.testing.assert_array_equal(y.numpy(), C[_numpy_index(index)])
+    (y * tg.tensor(w)).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), expected, rtol=1e-15, atol=0)
+    if not any(isinstance(i, tg.Tensor) for i in (index if isinstance(index, tuple) else (index,))):
+        x.grad = None      # the op called directly, without Tensor.__getitem__
+        (tg.getitem(x, index=index) * tg.tensor(w)).sum().backward()
+        np.testing.assert_allclose(x.grad.numpy(), expected, rtol=1e-15, atol=0)
+
+
+@pytest.mark.parametrize("index", [((0, 0), (1, 1)), (slice(None), (1, 1, 3)), [[2, 2], [0, 1]]], ids=repr)
+def test_getitem_gradient_with_tuple_indexes_matches_finite_differences(index):
+    assert gradcheck(lambda v: v[index] * v[index], (leaf(C),))
+    assert tg.gradgradcheck(lambda v: v[index] * v[index], (leaf(C),))

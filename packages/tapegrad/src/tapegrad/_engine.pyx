@@ -2317,15 +2317,27 @@ cdef class TensorBase:
         _bump(self, "setitem")
 
 
+cdef tuple _BASIC_INDEX_ITEMS = (int, bool, slice, type(None), type(Ellipsis), np.integer,
+                                 np.bool_, np.ndarray)
+
+
+cdef object _index_item(object i):
+    if isinstance(i, TensorBase):
+        return (<TensorBase>i)._data
+    if isinstance(i, _BASIC_INDEX_ITEMS) or hasattr(type(i), "__index__"):
+        return i
+    # NOTE: NumPy takes every other item (a list, a tuple inside the index, a range, a
+    # nested list of tensors) as an array: make it one here, so the kernels and the
+    # gradient see one form ("x[(0, 0), (1, 1)]" picks x[0, 1] twice).
+    return np.asarray(i)
+
+
 cdef object _index_arrays(object index):
-    """Replace tensors inside an index by their arrays (indices are never differentiable)."""
-    if isinstance(index, TensorBase):
-        return (<TensorBase>index)._data
-    if type(index) is tuple:
-        return tuple(_index_arrays(i) for i in index)
-    if type(index) is list:
-        return np.asarray(index)
-    return index
+    """The index in NumPy's normal form: a tuple of basic items and arrays, or one item;
+    tensors inside it replaced by their arrays (indices are never differentiable)."""
+    if isinstance(index, tuple):        # a tuple subclass (a namedtuple) is one too
+        return tuple([_index_item(i) for i in index])
+    return _index_item(index)
 
 
 cdef bint _inplace_records(TensorBase self, tuple others):
