@@ -570,3 +570,39 @@ def test_getitem_gradient_accumulates_repeats_for_every_index_form(index):
 def test_getitem_gradient_with_tuple_indexes_matches_finite_differences(index):
     assert gradcheck(lambda v: v[index] * v[index], (leaf(C),))
     assert tg.gradgradcheck(lambda v: v[index] * v[index], (leaf(C),))
+
+
+# A Python list of tensors as an op's input is built as NumPy would build the array,
+# with tg.stack, so its tensors keep their graph (np.asarray would silently drop it).
+X2 = rng.standard_normal(3)
+
+
+@pytest.mark.parametrize("f, ref", [
+    (lambda x: tg.mean([x, x + 2]), lambda x: np.mean([x, x + 2])),
+    (lambda x: tg.sum([x, x * x], axis=0), lambda x: np.sum([x, x * x], axis=0)),
+    (lambda x: tg.exp([x, x]), lambda x: np.exp([x, x])),
+    (lambda x: tg.asarray([x, 2 * x]), lambda x: np.asarray([x, 2 * x])),
+    (lambda x: tg.var([[x, x + 1], [x * x, x]], axis=1), lambda x: np.var([[x, x + 1], [x * x, x]], axis=1)),
+    (lambda x: x + [x, x], lambda x: x + np.asarray([x, x])),
+    (lambda x: tg.multiply((x, [1.0, 2.0, 3.0]), x), lambda x: np.multiply((x, [1.0, 2.0, 3.0]), x)),
+    (lambda x: tg.stack([x, [x[0], x[1], 1.0]]), lambda x: np.stack([x, [x[0], x[1], 1.0]])),
+    (lambda x: tg.asarray([x[0], x[2]], dtype=np.float32), lambda x: np.asarray([x[0], x[2]], np.float32)),
+], ids=["mean", "sum", "exp", "asarray", "var-nested", "operator", "tuple", "stack-inner-list", "asarray-dtype"])
+def test_list_of_tensors_keeps_the_graph(f, ref):
+    x = leaf(X2)
+    y = f(x)
+    expected = ref(X2)
+    assert y.requires_grad and y.dtype == np.asarray(expected).dtype
+    np.testing.assert_allclose(y.numpy(), expected, rtol=1e-6)
+    if y.dtype == np.float64:
+        assert gradcheck(f, (leaf(X2),))
+        assert tg.gradgradcheck(f, (leaf(X2),))
+    else:
+        y.sum().backward()
+        np.testing.assert_array_equal(x.grad.numpy(), [1.0, 0.0, 1.0])
+
+
+def test_mean_of_list_of_tensors_has_the_right_gradient():
+    x = tg.tensor([1.0, 2.0], requires_grad=True)
+    tg.mean([x, x + 2]).backward()            # mean of 4 values, x in 2 of them each
+    np.testing.assert_array_equal(x.grad.numpy(), [0.5, 0.5])

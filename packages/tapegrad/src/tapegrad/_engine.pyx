@@ -631,8 +631,37 @@ cdef object _op_error(Op op, BaseException exc, tuple inputs, dict kwargs):
     return cls(f"{op.name}: {exc} ({_describe(inputs)}){params}")
 
 
+cdef bint _holds_tensor(object a):
+    """Whether a (nested) list or tuple holds a Tensor anywhere."""
+    for item in a:
+        if isinstance(item, TensorBase):
+            return True
+        if isinstance(item, (list, tuple)) and _holds_tensor(item):
+            return True
+    return False
+
+
+cdef object _stack_nested(object a):
+    if not isinstance(a, (list, tuple)):
+        return a
+    return _apply(_lookup("stack"), ([_stack_nested(item) for item in a],), _NO_PARAMS)
+
+
+def stack_nested(a):
+    """A (nested) list or tuple that holds tensors as one tensor, built with tg.stack (so
+    with gradients) as NumPy would build the array; None if it holds no tensor."""
+    if isinstance(a, (list, tuple)) and _holds_tensor(a):
+        return _stack_nested(a)
+    return None
+
+
 cdef object _to_constant(object a, Op op, Py_ssize_t i):
-    """Wrap a non-tensor, non-scalar input (ndarray, list) as a constant tensor."""
+    """Wrap a non-tensor, non-scalar input (ndarray, list) as a tensor: a constant, unless
+    it is a list that holds tensors."""
+    if isinstance(a, (list, tuple)) and _holds_tensor(a):
+        # NOTE: np.asarray would read the tensors' values and silently drop their graph
+        # (tg.mean([x, x + 2])); stacked, they keep it. Only lists pay this walk.
+        return _stack_nested(a)
     if isinstance(a, np.ndarray) or isinstance(a, (list, tuple)):
         arr = _DEFAULT_DEVICE.asarray(a)
         return _new_tensor(arr, _DEFAULT_DEVICE)
