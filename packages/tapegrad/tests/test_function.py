@@ -148,3 +148,20 @@ def test_function_returning_its_input_shares_its_version_counter():
     with tg.no_grad():
         y.add_(1.0)
     assert z._version != saved and z.tolist() == [2.0]
+
+
+class ToComplex(tg.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return tg.tensor(x.numpy() * 1j)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+def test_function_with_a_complex_output_raises():
+    x = tg.tensor([1.0], requires_grad=True)
+    with pytest.raises(TypeError, match="complex.*not differentiable"):
+        ToComplex.apply(x)
+    assert ToComplex.apply(tg.tensor([1.0])).dtype == np.complex128

@@ -963,9 +963,29 @@ cdef object _apply_arrays(Op op, tuple inputs, PyObject** in_argv, dict kwargs, 
             out, (<TensorBase>in_argv[0])._data):
         t._vc = _get_vc(<TensorBase>in_argv[0])
         t._is_view = True
-    if needs_grad and _grad_enabled() and _is_float_array(out):
-        _record(op, in_argv, n, kwargs if kwargs else _NO_PARAMS, t)
+    if needs_grad and _grad_enabled():
+        if _is_float_array(out):
+            _record(op, in_argv, n, kwargs if kwargs else _NO_PARAMS, t)
+        elif _is_complex_array(out):
+            raise _complex_error(op, _tuple_of(in_argv, n) if inputs is None else inputs, out)
     return t
+
+
+cdef inline bint _is_complex_array(object arr):
+    if type(arr) is cnp.ndarray:
+        return cnp.PyArray_ISCOMPLEX(<cnp.ndarray>arr)
+    return arr.dtype.kind == "c"
+
+
+cdef object _complex_error(Op op, tuple inputs, object out):
+    # NOTE: recording nothing would cut the graph silently (x + abs(x * 1j) would get the
+    # gradient of x alone). Under no_grad, or for inputs that need no grad, complex
+    # results are fine: only a graph through them is refused.
+    return TypeError(
+        f"{op.name}: the result is {out.dtype}, but complex tensors are not differentiable "
+        f"in tapegrad yet, and an input requires grad ({_describe(inputs)}); compute it "
+        f"under tg.no_grad() or on .detach()ed inputs, or keep real and imaginary parts as "
+        f"two real tensors")
 
 
 # Note: [the graph holds no user-visible tensors]

@@ -95,6 +95,10 @@ class Function:
         for i, o in enumerate(outs):
             if not isinstance(o, TensorBase):
                 raise TypeError(f"{cls.__name__}.forward must return Tensors; output {i} is {type(o).__name__}")
+            if o.dtype.kind == "c":
+                raise TypeError(
+                    f"{cls.__name__}.forward returned a {o.dtype} output {i}, but complex "
+                    f"tensors are not differentiable in tapegrad yet and an input requires grad")
             if any(o is a for a in args):
                 # An input returned as is: the output is an alias of it (PyTorch makes it
                 # a view): it shares the input's data and version counter, so in-place on
