@@ -63,6 +63,8 @@ tg.compile relies on), and gets the first pass's branch in every replayed pass.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import tapegrad as tg
 from tapegrad import _engine
@@ -73,6 +75,32 @@ _NOT_TWICE = "not twice differentiable"        # the engine's message for such o
 # ---------------------------------------------------------------------------------------
 # Inputs, outputs, seeds
 # ---------------------------------------------------------------------------------------
+
+def _transform(fn):
+    """Run a transform with grad mode on, whatever the ambient mode, and cut its results'
+    graph when that mode is off.
+
+    NOTE: a transform's derivative must not depend on a context manager outside it
+    (torch.func's rule): under tg.no_grad() the inputs' identity ops, f and the
+    create_graph passes would record nothing and give zeros (tg.gradcheck evaluates a
+    function under no_grad). Only the graph of the result follows the ambient mode.
+    """
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        if tg.is_grad_enabled():
+            return fn(*args, **kwargs)
+        with tg.enable_grad():
+            result = fn(*args, **kwargs)
+        return _detached(result)
+    return run
+
+
+def _detached(value):
+    if isinstance(value, _engine.TensorBase):
+        return value.detach() if value.requires_grad else value
+    if isinstance(value, tuple):
+        return tuple(_detached(v) for v in value)
+    return value
 
 def _as_tuple(value):
     """(items, was_a_sequence)."""
@@ -202,6 +230,7 @@ def _backward(outs, seeds, create_graph, xs):
 # vjp, jvp, hvp
 # ---------------------------------------------------------------------------------------
 
+@_transform
 def vjp(f, inputs, v=None, *, create_graph=False, strict=False):
     """``(f(inputs), v^T J)``: the vector-Jacobian product at `inputs` (one backward pass).
 
@@ -221,6 +250,7 @@ def vjp(f, inputs, v=None, *, create_graph=False, strict=False):
     return _result(outs, out_tuple, create_graph), (grads if in_tuple else grads[0])
 
 
+@_transform
 def jvp(f, inputs, v=None, *, create_graph=False, strict=False):
     """``(f(inputs), J v)``: the Jacobian-vector product (forward-mode derivative) at
     `inputs` in direction `v`.
@@ -257,6 +287,7 @@ def jvp(f, inputs, v=None, *, create_graph=False, strict=False):
     return _result(outs, out_tuple, create_graph), (tangents if out_tuple else tangents[0])
 
 
+@_transform
 def hvp(f, inputs, v=None, *, create_graph=False, strict=False):
     """``(f(inputs), H v)``: the Hessian of a scalar function times `v`, without forming H.
 
@@ -298,6 +329,7 @@ def _scalar_output(f, xs, who):
 # jacobian and hessian
 # ---------------------------------------------------------------------------------------
 
+@_transform
 def jacobian(f, inputs, *, create_graph=False, strict=False, vectorize=False,
              strategy="auto"):
     """The Jacobian of f at `inputs`: d out / d x with out's shape, then x's.
@@ -333,6 +365,7 @@ def jacobian(f, inputs, *, create_graph=False, strict=False, vectorize=False,
     return _structure(blocks, in_tuple, out_tuple)
 
 
+@_transform
 def hessian(f, inputs, *, create_graph=False, strict=False, vectorize=False,
             strategy="auto"):
     """The Hessian of a scalar function f at `inputs`: shape x.shape + x.shape.
