@@ -296,3 +296,41 @@ def test_transforms_under_no_grad_compute_their_derivative(name, create_graph):
 def test_gradcheck_of_a_function_that_uses_a_transform(name):
     # gradcheck evaluates f under no_grad: it reported false failures before.
     assert tg.gradcheck(lambda x: TRANSFORMS[name](x, True), (tg.tensor(X3, requires_grad=True),))
+
+
+@pytest.mark.parametrize("f", [
+    lambda a: a * a.mean(),
+    lambda a: (a - a.mean()) / a.std(),
+    lambda a: a * tg.sum(a * a),
+    lambda a: tg.stack([a.sum(), (a * a).sum()]),
+], ids=["a*mean", "standardize", "a*sum(a^2)", "full-reductions"])
+def test_vectorize_refuses_a_function_that_reduces_over_the_batch(f):
+    # Such f pass the rows check (f(X) of identical rows has identical rows), but their
+    # batched backward mixes rows: the Jacobian came back wrong.
+    x = tg.tensor(np.array([0.5, -1.0, 2.0, 0.25]))
+    exact = tg.jacobian(f, x).numpy()
+    np.testing.assert_allclose(exact, _numeric_jacobian(lambda v: f(tg.tensor(v)).numpy(), X4),
+                               rtol=1e-6, atol=1e-8)
+    with pytest.raises(ValueError, match="vectorize=True.*batch"):
+        tg.jacobian(f, x, vectorize=True)
+
+
+X4 = np.array([0.5, -1.0, 2.0, 0.25])
+
+
+def test_vectorize_refuses_a_hessian_of_a_function_that_reduces_over_the_batch():
+    x = tg.tensor(X4)
+    f = lambda a: (a ** 3 * a.mean()).sum(axis=-1)   # noqa: E731 -- mean() over the whole batch
+    with pytest.raises(ValueError, match="vectorize=True.*batch"):
+        tg.hessian(f, x, vectorize=True)
+    g = lambda a: (a ** 3).sum(axis=-1)          # noqa: E731 -- batched: still works
+    np.testing.assert_allclose(tg.hessian(g, x, vectorize=True).numpy(), np.diag(6 * X4), rtol=1e-14)
+
+
+@pytest.mark.parametrize("f", [
+    lambda a: tg.tanh(a) * 2, lambda a: a @ tg.tensor(W.T[:4, :3]), lambda a: a[..., ::-1] * a],
+    ids=["elementwise", "matmul", "reverse"])
+def test_vectorize_still_accepts_batch_independent_functions(f):
+    x = tg.tensor(X4)
+    np.testing.assert_allclose(tg.jacobian(f, x, vectorize=True).numpy(), tg.jacobian(f, x).numpy(),
+                               rtol=1e-12, atol=1e-15)

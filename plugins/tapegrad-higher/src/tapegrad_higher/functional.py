@@ -44,8 +44,10 @@ back through f's, so it costs about two rows. When f treats a leading batch axis
 independently (elementwise ops, ``x @ W.T``, ``x[..., i]``, reductions over
 ``axis=-1``), ``vectorize=True`` evaluates f once on the inputs broadcast to (m, *x.shape)
 and backpropagates the identity as one batched cotangent: all m rows in a single pass.
-That f really is batched is checked (the rows of f(X) must all equal f(x)); it cannot be
-checked completely, which is why it is opt-in, as in PyTorch.
+That f really is batched is checked twice: the rows of f(X) must all equal f(x), and one
+more backward pass of f(x) seeded with a random v must give v^T J (an f that reduces over
+the batch axis, ``a * a.mean()``, passes the first check but not the second). It is
+opt-in, as in PyTorch.
 
 Note: [passes replayed from one recording]
 The passes of a Jacobian (rows or columns) and of a Hessian all run the same kernels on
@@ -590,5 +592,41 @@ def _batched(f, xs, outs, create_graph, who):
         for k in live:
             m = sizes[k]
             blocks[k][j] = tg.reshape(g[offsets[k]:offsets[k] + m], outs[k].shape + x.shape)
+    _check_batched(blocks, xs, outs, live, who)
     return blocks
+
+
+def _check_batched(blocks, xs, outs, live, who):
+    """Refuse a batched Jacobian that is not f's: compare v^T J with one backward pass of
+    f(x) (the unbatched graph, retained) seeded with a random v.
+
+    NOTE: the rows check cannot see an f that reduces over the batch axis (``a *
+    a.mean()``): on identical rows its rows are identical, but its batched backward mixes
+    them. A wrong J differs from the true one in some entry, and v^T (J' - J) is then
+    nonzero for a random v (with probability 1), at the cost of one more backward pass.
+    """
+    rng = np.random.default_rng(0)
+    vs = [rng.standard_normal(outs[k].shape).astype(outs[k].dtype) for k in live]
+    exact = _engine.run_backward(
+        tuple(outs[k] for k in live),
+        tuple(tg.asarray(v, device=outs[k].device) for v, k in zip(vs, live)),
+        True, False, xs, True)
+    for j, (x, e) in enumerate(zip(xs, exact)):
+        got = np.zeros(x.shape, np.float64)
+        scale = np.zeros(x.shape, np.float64)
+        for v, k in zip(vs, live):
+            b = blocks[k][j]
+            if b is not None:
+                b = np.asarray(b.detach(), dtype=np.float64)
+                got += np.tensordot(v, b, axes=v.ndim)
+                scale += np.tensordot(np.abs(v), np.abs(b), axes=v.ndim)
+        e = np.zeros(x.shape) if e is None else np.asarray(e.detach(), dtype=np.float64)
+        tol = 1e3 * np.finfo(x.dtype).eps
+        if not np.all(np.abs(got - e) <= tol * (scale + np.abs(e)) + 1e-300):
+            raise ValueError(
+                f"{who}: vectorize=True needs f to treat a leading batch axis independently "
+                f"(f(X)[b] == f(X[b])), but the batched Jacobian for input {j} disagrees with "
+                f"f's own gradient: f mixes the rows of a batch (a reduction over every axis, "
+                f"such as a.mean() or a.std(), reduces over the batch axis too); reduce over "
+                f"axis=-1 (or the input's own axes), or use vectorize=False")
 
