@@ -418,3 +418,14 @@ def test_gradients_of_0d_tensors_stay_0d_arrays(times):
     assert isinstance(x.grad.numpy(), np.ndarray) and x.grad.shape == ()
     assert x.grad.item() == pytest.approx(3 * 0.09 + 3.0)
     x.grad.add_(1.0)
+
+
+@pytest.mark.parametrize("leaf", [True, False], ids=["leaf-hook", "node-hook"])
+def test_hook_returning_another_dtype_raises(leaf):
+    # PyTorch raises; a float32 leaf must never get a float64 .grad.
+    x = tg.tensor(np.ones(3, np.float32), requires_grad=True)
+    h = x if leaf else x + 1.0
+    h.register_hook(lambda g: tg.tensor(np.ones(3)))
+    with pytest.raises(TypeError, match="dtype float64.*float32"):
+        (h + 0.0).backward(tg.tensor(np.ones(3, np.float32)))
+    assert x.grad is None

@@ -100,3 +100,68 @@ def test_function_gradcheck(times):
 def test_function_without_grad_inputs_builds_no_graph():
     y = SplitTwo.apply(tg.tensor([1.0]))
     assert not y[0].requires_grad
+
+
+class TimesW(tg.Function):
+    @staticmethod
+    def forward(ctx, x, w=None):
+        return x + w
+
+    @staticmethod
+    def backward(ctx, g):
+        return g, g
+
+
+def test_function_tensor_by_keyword_that_requires_grad_raises():
+    # Its gradient would be silently dropped (and the output would not require grad).
+    x = tg.tensor([1.0])
+    w = tg.tensor([2.0], requires_grad=True)
+    with pytest.raises(TypeError, match="TimesW.apply.*'w'.*positional"):
+        TimesW.apply(x, w=w)
+    with tg.no_grad():
+        assert TimesW.apply(x, w=w).tolist() == [3.0]
+    assert TimesW.apply(x, w=tg.tensor([2.0])).tolist() == [3.0]     # no grad: fine
+
+
+class Identity(tg.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+def test_function_returning_its_input_shares_its_version_counter():
+    # PyTorch treats a returned input as a view of it: in-place on it must not rewrite a
+    # leaf that requires grad silently, nor leave the leaf's version unchanged.
+    x = tg.tensor([1.0], requires_grad=True)
+    y = Identity.apply(x)
+    assert y is not x and y.requires_grad
+    with pytest.raises(RuntimeError, match="in-place"):
+        y += 1.0
+    assert x.tolist() == [1.0]
+    z = tg.tensor([1.0], requires_grad=True) + 0.0   # a non-leaf input
+    y = Identity.apply(z)
+    saved = z._version
+    with tg.no_grad():
+        y.add_(1.0)
+    assert z._version != saved and z.tolist() == [2.0]
+
+
+class ToComplex(tg.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return tg.tensor(x.numpy() * 1j)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+def test_function_with_a_complex_output_raises():
+    x = tg.tensor([1.0], requires_grad=True)
+    with pytest.raises(TypeError, match="complex.*not differentiable"):
+        ToComplex.apply(x)
+    assert ToComplex.apply(tg.tensor([1.0])).dtype == np.complex128

@@ -361,3 +361,43 @@ def test_clear_errors_for_bad_inputs():
         tg.exp(t([1.0]), 2, 3)
     with pytest.raises(TypeError, match="where"):
         tg.where(t([True]), t([1.0]))
+
+
+def test_clip_takes_tensor_bounds_that_need_no_grad():
+    # Used to recurse without end (np.clip on a Tensor bound dispatched back to tg.clip).
+    a = _any(4, 5) * 2
+    lo, hi = np.linspace(-1, 0, 5), 0.5
+    x = tg.tensor(a, requires_grad=True)
+    np.testing.assert_array_equal(tg.clip(x, a_min=tg.tensor(lo)).numpy(), np.clip(a, lo, None))
+    np.testing.assert_array_equal(x.clip(tg.tensor(lo), tg.tensor(hi)).numpy(), np.clip(a, lo, hi))
+    np.testing.assert_array_equal(np.clip(x, tg.tensor(lo), hi).numpy(), np.clip(a, lo, hi))
+    x.grad = None
+    tg.clip(x, tg.tensor(lo), hi).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), ((a >= lo) & (a <= hi)).astype(float))
+    assert tg.gradcheck(lambda v: tg.clip(v, tg.tensor(lo), hi), (tg.tensor(a, requires_grad=True),))
+
+
+@pytest.mark.parametrize("call", [
+    lambda x, b: tg.clip(x, a_min=b), lambda x, b: x.clip(None, b), lambda x, b: np.clip(x, b, 2.0)],
+    ids=["tg.clip", "method", "np.clip"])
+def test_clip_refuses_a_tensor_bound_that_requires_grad(call):
+    x = tg.tensor([0.0, 1.0, 2.0], requires_grad=True)
+    b = tg.tensor([0.5, 0.5, 0.5], requires_grad=True)
+    with pytest.raises(TypeError, match="clip: .*requires grad.*tg.where"):
+        call(x, b)
+    with tg.no_grad():
+        np.testing.assert_array_equal(call(x, b).numpy(), call(x.numpy(), b.numpy()))
+
+
+@pytest.mark.parametrize("f", [
+    lambda x: x * (1 + 1j), lambda x: (1 + 1j) * x, lambda x: x + np.array([1j, 0, 0]),
+    lambda x: tg.multiply(x, tg.tensor([2j, 1, 1])), lambda x: x.astype(np.complex128)],
+    ids=["scalar", "rscalar", "ndarray", "tensor", "astype"])
+def test_complex_result_of_an_input_that_requires_grad_raises(f):
+    # It used to cut the graph silently: x + abs(x * (1+1j)) had gradient 1 instead of 2.414.
+    x = tg.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    with pytest.raises(TypeError, match="complex.*not differentiable"):
+        f(x)
+    with tg.no_grad():                      # no graph is recorded: complex values are fine
+        assert f(x).dtype.kind == "c"
+    assert f(x.detach()).dtype.kind == "c"

@@ -254,3 +254,83 @@ def test_transforms_accept_arrays_and_leave_user_tensors_alone():
     tg.hessian(lambda z: (z ** 3).sum(), x)
     tg.jacobian(lambda z: z * 2.0, np.array([1.0, 2.0]))
     assert x.grad is None and x.is_leaf
+
+
+# -- the ambient grad mode ------------------------------------------------------------------
+# A transform computes its derivative whatever the ambient mode (torch.func's rule); only
+# the graph of its result follows the mode.
+
+def _cube_sum(z):
+    return (z ** 3).sum()
+
+
+TRANSFORMS = {
+    "vjp": lambda x, cg: tg.vjp(lambda z: z ** 3, x, tg.ones(3), create_graph=cg)[1],
+    "jvp": lambda x, cg: tg.jvp(lambda z: z ** 3, x, tg.ones(3), create_graph=cg)[1],
+    "hvp": lambda x, cg: tg.hvp(_cube_sum, x, tg.ones(3), create_graph=cg)[1],
+    "jacobian": lambda x, cg: tg.jacobian(lambda z: z ** 3, x, create_graph=cg),
+    "jacobian-vectorized": lambda x, cg: tg.jacobian(lambda z: z ** 3, x, create_graph=cg,
+                                                     vectorize=True),
+    "jacobian-columns": lambda x, cg: tg.jacobian(lambda z: tg.stack([z ** 3] * 3), x,
+                                                  create_graph=cg, strategy="forward-mode"),
+    "hessian": lambda x, cg: tg.hessian(_cube_sum, x, create_graph=cg),
+}
+X3 = np.array([0.5, -1.0, 2.0])
+
+
+@pytest.mark.parametrize("name", TRANSFORMS)
+@pytest.mark.parametrize("create_graph", [True, False])
+def test_transforms_under_no_grad_compute_their_derivative(name, create_graph):
+    expected = TRANSFORMS[name](tg.tensor(X3), False).numpy()
+    assert np.any(expected != 0)
+    x = tg.tensor(X3, requires_grad=True)
+    with tg.no_grad():
+        got = TRANSFORMS[name](x, create_graph)
+    np.testing.assert_allclose(got.numpy(), expected, rtol=1e-14)
+    assert not got.requires_grad           # the result's graph follows the ambient mode
+    got = TRANSFORMS[name](x, create_graph)
+    assert got.requires_grad == create_graph
+
+
+@pytest.mark.parametrize("name", TRANSFORMS)
+def test_gradcheck_of_a_function_that_uses_a_transform(name):
+    # gradcheck evaluates f under no_grad: it reported false failures before.
+    assert tg.gradcheck(lambda x: TRANSFORMS[name](x, True), (tg.tensor(X3, requires_grad=True),))
+
+
+@pytest.mark.parametrize("f", [
+    lambda a: a * a.mean(),
+    lambda a: (a - a.mean()) / a.std(),
+    lambda a: a * tg.sum(a * a),
+    lambda a: tg.stack([a.sum(), (a * a).sum()]),
+], ids=["a*mean", "standardize", "a*sum(a^2)", "full-reductions"])
+def test_vectorize_refuses_a_function_that_reduces_over_the_batch(f):
+    # Such f pass the rows check (f(X) of identical rows has identical rows), but their
+    # batched backward mixes rows: the Jacobian came back wrong.
+    x = tg.tensor(np.array([0.5, -1.0, 2.0, 0.25]))
+    exact = tg.jacobian(f, x).numpy()
+    np.testing.assert_allclose(exact, _numeric_jacobian(lambda v: f(tg.tensor(v)).numpy(), X4),
+                               rtol=1e-6, atol=1e-8)
+    with pytest.raises(ValueError, match="vectorize=True.*batch"):
+        tg.jacobian(f, x, vectorize=True)
+
+
+X4 = np.array([0.5, -1.0, 2.0, 0.25])
+
+
+def test_vectorize_refuses_a_hessian_of_a_function_that_reduces_over_the_batch():
+    x = tg.tensor(X4)
+    f = lambda a: (a ** 3 * a.mean()).sum(axis=-1)   # noqa: E731 -- mean() over the whole batch
+    with pytest.raises(ValueError, match="vectorize=True.*batch"):
+        tg.hessian(f, x, vectorize=True)
+    g = lambda a: (a ** 3).sum(axis=-1)          # noqa: E731 -- batched: still works
+    np.testing.assert_allclose(tg.hessian(g, x, vectorize=True).numpy(), np.diag(6 * X4), rtol=1e-14)
+
+
+@pytest.mark.parametrize("f", [
+    lambda a: tg.tanh(a) * 2, lambda a: a @ tg.tensor(W.T[:4, :3]), lambda a: a[..., ::-1] * a],
+    ids=["elementwise", "matmul", "reverse"])
+def test_vectorize_still_accepts_batch_independent_functions(f):
+    x = tg.tensor(X4)
+    np.testing.assert_allclose(tg.jacobian(f, x, vectorize=True).numpy(), tg.jacobian(f, x).numpy(),
+                               rtol=1e-12, atol=1e-15)

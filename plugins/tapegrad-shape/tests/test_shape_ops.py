@@ -1,6 +1,8 @@
 """Each op against NumPy, its methods, its gradients (first and second order) and its
 errors."""
 
+import collections
+
 import numpy as np
 import pytest
 import tapegrad as tg
@@ -468,3 +470,139 @@ def test_reductions_take_only_axis_positionally():
 def test_max_of_an_empty_tensor():
     with pytest.raises(ValueError, match="max"):
         tg.max(tg.zeros((0, 3)))
+
+
+@pytest.mark.parametrize("data, kwargs", [
+    ([3.0], {}),                                   # one element
+    (np.full((3, 1), 2.0), {"axis": 1}),           # a length-1 axis
+    ([[1.5, 1.5, 1.5]], {"axis": 1, "ddof": 1}),   # equal entries: std is 0, not smooth
+], ids=["one-element", "length-1-axis", "equal-entries"])
+def test_std_gradient_is_zero_where_std_is_zero(data, kwargs):
+    # std is 0 there; torch.std's gradient is 0, sqrt's 1/(2*0) must not make it nan.
+    x = tg.tensor(data, requires_grad=True)
+    y = tg.std(x, **kwargs)
+    assert np.all(y.numpy() == 0)
+    y.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.zeros(np.shape(data)))
+
+
+def test_std_second_derivative_over_one_element_is_zero():
+    x = tg.tensor([3.0], requires_grad=True)
+    (g,) = tg.grad(tg.std(x), x, create_graph=True)
+    (gg,) = tg.grad(g.sum(), x, allow_unused=True)
+    assert gg is None or gg.tolist() == [0.0]
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"axis": 1}, {"axis": 0, "ddof": 1}, {"axis": 1, "keepdims": True}])
+def test_std_gradient_and_second_derivative_match_finite_differences(kwargs):
+    a = tg.tensor(np.random.default_rng(5).standard_normal((3, 4)), requires_grad=True)
+    assert tg.gradcheck(lambda x: tg.std(x, **kwargs), (a,))
+    assert tg.gradgradcheck(lambda x: tg.std(x, **kwargs), (a,))
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_std_keeps_nan_and_inf_of_numpy():
+    if True:
+        np.testing.assert_array_equal(tg.std(tg.tensor([1.0, np.nan])).numpy(), np.nan)
+        np.testing.assert_array_equal(tg.std(tg.tensor([2.0]), ddof=1).numpy(),
+                                      np.std(np.array([2.0]), ddof=1))
+
+
+# Every index form NumPy accepts, many with a repeated element: the gradient of
+# sum(w * x[index]) must equal np.add.at of w into zeros (repeats accumulate).
+C = rng.standard_normal((3, 4, 5))
+_Pair = collections.namedtuple("_Pair", "i j")
+GRAD_INDEXES = [
+    ((0, 0), (1, 1)),                         # tuples inside the index are int arrays
+    ((0, 0, 1),),
+    (0, 0, 1),                                # a plain tuple: basic indexing
+    ([0, 0], [1, 1]),
+    [[0, 0], [1, 1]],                         # a nested list: one 2-d int array
+    (np.array([0, 0]), (1, 1)),
+    ((-1, -1), slice(None), (0, 0)),
+    (slice(None), (1, 1, 1)),
+    (Ellipsis, (0, 0)),
+    (None, (0, 0)),
+    ([True, False, True], (1, 1)),            # a bool list is a mask
+    ((True, False, True),),
+    ([[0, 0], [1, 1]], 0),
+    (((0, 0), (2, 2)), slice(1, 3)),
+    (range(2), [3, 3]),
+    (np.array([[0, 0]]), np.int64(1)),
+    np.array([2, 2, 0]),
+    [2, 2, 0],
+    (2, [1, 1], slice(None, None, -2)),
+    (slice(1, None), [0, 0], [4, 4]),
+    (np.array([1, 1]), slice(None), np.array([0, 0])),   # advanced axes split by a slice
+    (True, 0, (1, 1)),
+    _Pair((0, 0), (1, 1)),                    # a namedtuple is a tuple index
+]
+
+
+def _numpy_index(index):
+    """The index with tapegrad tensors replaced by their arrays (for NumPy)."""
+    if isinstance(index, tg.Tensor):
+        return index.numpy()
+    if isinstance(index, tuple):
+        return tuple(_numpy_index(i) for i in index)
+    return index
+
+
+@pytest.mark.parametrize("index", GRAD_INDEXES + [
+    (tg.tensor([0, 0]), (1, 1)), tg.tensor([1, 1, 2]), (slice(None), tg.tensor([[3, 3]]))],
+    ids=repr)
+def test_getitem_gradient_accumulates_repeats_for_every_index_form(index):
+    w = np.random.default_rng(1).standard_normal(np.shape(C[_numpy_index(index)]))
+    expected = np.zeros_like(C)
+    np.add.at(expected, _numpy_index(index), w)      # the slow obviously-correct reference
+    x = leaf(C)
+    y = x[index]
+    np.testing.assert_array_equal(y.numpy(), C[_numpy_index(index)])
+    (y * tg.tensor(w)).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), expected, rtol=1e-15, atol=0)
+    if not any(isinstance(i, tg.Tensor) for i in (index if isinstance(index, tuple) else (index,))):
+        x.grad = None      # the op called directly, without Tensor.__getitem__
+        (tg.getitem(x, index=index) * tg.tensor(w)).sum().backward()
+        np.testing.assert_allclose(x.grad.numpy(), expected, rtol=1e-15, atol=0)
+
+
+@pytest.mark.parametrize("index", [((0, 0), (1, 1)), (slice(None), (1, 1, 3)), [[2, 2], [0, 1]]], ids=repr)
+def test_getitem_gradient_with_tuple_indexes_matches_finite_differences(index):
+    assert gradcheck(lambda v: v[index] * v[index], (leaf(C),))
+    assert tg.gradgradcheck(lambda v: v[index] * v[index], (leaf(C),))
+
+
+# A Python list of tensors as an op's input is built as NumPy would build the array,
+# with tg.stack, so its tensors keep their graph (np.asarray would silently drop it).
+X2 = rng.standard_normal(3)
+
+
+@pytest.mark.parametrize("f, ref", [
+    (lambda x: tg.mean([x, x + 2]), lambda x: np.mean([x, x + 2])),
+    (lambda x: tg.sum([x, x * x], axis=0), lambda x: np.sum([x, x * x], axis=0)),
+    (lambda x: tg.exp([x, x]), lambda x: np.exp([x, x])),
+    (lambda x: tg.asarray([x, 2 * x]), lambda x: np.asarray([x, 2 * x])),
+    (lambda x: tg.var([[x, x + 1], [x * x, x]], axis=1), lambda x: np.var([[x, x + 1], [x * x, x]], axis=1)),
+    (lambda x: x + [x, x], lambda x: x + np.asarray([x, x])),
+    (lambda x: tg.multiply((x, [1.0, 2.0, 3.0]), x), lambda x: np.multiply((x, [1.0, 2.0, 3.0]), x)),
+    (lambda x: tg.stack([x, [x[0], x[1], 1.0]]), lambda x: np.stack([x, [x[0], x[1], 1.0]])),
+    (lambda x: tg.asarray([x[0], x[2]], dtype=np.float32), lambda x: np.asarray([x[0], x[2]], np.float32)),
+], ids=["mean", "sum", "exp", "asarray", "var-nested", "operator", "tuple", "stack-inner-list", "asarray-dtype"])
+def test_list_of_tensors_keeps_the_graph(f, ref):
+    x = leaf(X2)
+    y = f(x)
+    expected = ref(X2)
+    assert y.requires_grad and y.dtype == np.asarray(expected).dtype
+    np.testing.assert_allclose(y.numpy(), expected, rtol=1e-6)
+    if y.dtype == np.float64:
+        assert gradcheck(f, (leaf(X2),))
+        assert tg.gradgradcheck(f, (leaf(X2),))
+    else:
+        y.sum().backward()
+        np.testing.assert_array_equal(x.grad.numpy(), [1.0, 0.0, 1.0])
+
+
+def test_mean_of_list_of_tensors_has_the_right_gradient():
+    x = tg.tensor([1.0, 2.0], requires_grad=True)
+    tg.mean([x, x + 2]).backward()            # mean of 4 values, x in 2 of them each
+    np.testing.assert_array_equal(x.grad.numpy(), [0.5, 0.5])

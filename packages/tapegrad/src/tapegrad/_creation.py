@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from ._engine import TensorBase, get_device, new_tensor
+from ._engine import TensorBase, get_device, is_grad_enabled, new_tensor, stack_nested
 
 
 def _host_array(data, dtype, copy):
@@ -42,8 +42,19 @@ def asarray(data, dtype=None, device=None):
     >>> t = tg.asarray(a); a[0] = 5; t.tolist()[0]
     5.0
     """
+    stacked = stack_nested(data)     # a list of tensors keeps their graph (tg.stack)
+    if stacked is not None:
+        data = stacked
     if isinstance(data, TensorBase) and (dtype is None or data.dtype == dtype) and (
             device is None or get_device(device) is data.device):
+        return data
+    if isinstance(data, TensorBase) and data.requires_grad and is_grad_enabled():
+        # NOTE: another dtype or device is differentiable (astype, to), never a copy that
+        # silently drops the graph.
+        if dtype is not None and data.dtype != dtype:
+            data = data.astype(dtype)
+        if device is not None and get_device(device) is not data.device:
+            data = data.to(device)
         return data
     return _place(_host_array(data, dtype, copy=False), device, False)
 

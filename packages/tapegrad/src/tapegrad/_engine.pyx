@@ -634,8 +634,37 @@ cdef object _op_error(Op op, BaseException exc, tuple inputs, dict kwargs):
     return cls(f"{op.name}: {exc} ({_describe(inputs)}){params}")
 
 
+cdef bint _holds_tensor(object a):
+    """Whether a (nested) list or tuple holds a Tensor anywhere."""
+    for item in a:
+        if isinstance(item, TensorBase):
+            return True
+        if isinstance(item, (list, tuple)) and _holds_tensor(item):
+            return True
+    return False
+
+
+cdef object _stack_nested(object a):
+    if not isinstance(a, (list, tuple)):
+        return a
+    return _apply(_lookup("stack"), ([_stack_nested(item) for item in a],), _NO_PARAMS)
+
+
+def stack_nested(a):
+    """A (nested) list or tuple that holds tensors as one tensor, built with tg.stack (so
+    with gradients) as NumPy would build the array; None if it holds no tensor."""
+    if isinstance(a, (list, tuple)) and _holds_tensor(a):
+        return _stack_nested(a)
+    return None
+
+
 cdef object _to_constant(object a, Op op, Py_ssize_t i):
-    """Wrap a non-tensor, non-scalar input (ndarray, list) as a constant tensor."""
+    """Wrap a non-tensor, non-scalar input (ndarray, list) as a tensor: a constant, unless
+    it is a list that holds tensors."""
+    if isinstance(a, (list, tuple)) and _holds_tensor(a):
+        # NOTE: np.asarray would read the tensors' values and silently drop their graph
+        # (tg.mean([x, x + 2])); stacked, they keep it. Only lists pay this walk.
+        return _stack_nested(a)
     if isinstance(a, np.ndarray) or isinstance(a, (list, tuple)):
         arr = _DEFAULT_DEVICE.asarray(a)
         return _new_tensor(arr, _DEFAULT_DEVICE)
@@ -938,9 +967,29 @@ cdef object _apply_arrays(Op op, tuple inputs, PyObject** in_argv, dict kwargs, 
     if op.view and n and isinstance(<object>in_argv[0], TensorBase) and device.may_share_memory(
             out, (<TensorBase>in_argv[0])._data):
         _mark_view(t, <TensorBase>in_argv[0], op, n == 1 and _grad_enabled(), kwargs)
-    if needs_grad and _grad_enabled() and _is_float_array(out):
-        _record(op, in_argv, n, kwargs if kwargs else _NO_PARAMS, t)
+    if needs_grad and _grad_enabled():
+        if _is_float_array(out):
+            _record(op, in_argv, n, kwargs if kwargs else _NO_PARAMS, t)
+        elif _is_complex_array(out):
+            raise _complex_error(op, _tuple_of(in_argv, n) if inputs is None else inputs, out)
     return t
+
+
+cdef inline bint _is_complex_array(object arr):
+    if type(arr) is cnp.ndarray:
+        return cnp.PyArray_ISCOMPLEX(<cnp.ndarray>arr)
+    return arr.dtype.kind == "c"
+
+
+cdef object _complex_error(Op op, tuple inputs, object out):
+    # NOTE: recording nothing would cut the graph silently (x + abs(x * 1j) would get the
+    # gradient of x alone). Under no_grad, or for inputs that need no grad, complex
+    # results are fine: only a graph through them is refused.
+    return TypeError(
+        f"{op.name}: the result is {out.dtype}, but complex tensors are not differentiable "
+        f"in tapegrad yet, and an input requires grad ({_describe(inputs)}); compute it "
+        f"under tg.no_grad() or on .detach()ed inputs, or keep real and imaginary parts as "
+        f"two real tensors")
 
 
 # Note: [views of a base modified in place]
@@ -1581,6 +1630,16 @@ cdef object _run_hooks(list hooks, object g):
                 raise ValueError(
                     f"a tensor hook returned a gradient of shape {tuple((<TensorBase>r)._data.shape)}"
                     f" for a gradient of shape {tuple((<TensorBase>g)._data.shape)}")
+            # NOTE: a float32 leaf must never get a float64 .grad (PyTorch raises too).
+            if (<TensorBase>r)._data.dtype != (<TensorBase>g)._data.dtype:
+                raise TypeError(
+                    f"a tensor hook returned a gradient of dtype {(<TensorBase>r)._data.dtype}"
+                    f" for a gradient of dtype {(<TensorBase>g)._data.dtype}; return "
+                    f"one of the same dtype (cast it with .astype(g.dtype))")
+            if (<TensorBase>r)._device is not (<TensorBase>g)._device:
+                raise RuntimeError(
+                    f"a tensor hook returned a gradient on {(<TensorBase>r)._device.name} for a "
+                    f"gradient on {(<TensorBase>g)._device.name}; move it with .to()")
             g = r
     return g
 
@@ -2411,15 +2470,27 @@ cdef class TensorBase:
         _bump(self, "setitem")
 
 
+cdef tuple _BASIC_INDEX_ITEMS = (int, bool, slice, type(None), type(Ellipsis), np.integer,
+                                 np.bool_, np.ndarray)
+
+
+cdef object _index_item(object i):
+    if isinstance(i, TensorBase):
+        return (<TensorBase>i)._data
+    if isinstance(i, _BASIC_INDEX_ITEMS) or hasattr(type(i), "__index__"):
+        return i
+    # NOTE: NumPy takes every other item (a list, a tuple inside the index, a range, a
+    # nested list of tensors) as an array: make it one here, so the kernels and the
+    # gradient see one form ("x[(0, 0), (1, 1)]" picks x[0, 1] twice).
+    return np.asarray(i)
+
+
 cdef object _index_arrays(object index):
-    """Replace tensors inside an index by their arrays (indices are never differentiable)."""
-    if isinstance(index, TensorBase):
-        return (<TensorBase>index)._data
-    if type(index) is tuple:
-        return tuple(_index_arrays(i) for i in index)
-    if type(index) is list:
-        return np.asarray(index)
-    return index
+    """The index in NumPy's normal form: a tuple of basic items and arrays, or one item;
+    tensors inside it replaced by their arrays (indices are never differentiable)."""
+    if isinstance(index, tuple):        # a tuple subclass (a namedtuple) is one too
+        return tuple([_index_item(i) for i in index])
+    return _index_item(index)
 
 
 cdef bint _inplace_records(TensorBase self, tuple others):

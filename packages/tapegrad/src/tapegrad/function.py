@@ -71,6 +71,16 @@ class Function:
     @classmethod
     def apply(cls, *args, **kwargs):
         needs = tuple(isinstance(a, TensorBase) and a.requires_grad for a in args)
+        if kwargs and GRAD_ENABLED.get():
+            for k, v in kwargs.items():
+                if isinstance(v, TensorBase) and v.requires_grad:
+                    # NOTE: backward returns one gradient per positional argument; a
+                    # keyword tensor's gradient would be silently dropped.
+                    raise TypeError(
+                        f"{cls.__name__}.apply: the tensor passed by keyword '{k}' requires "
+                        f"grad, but only positional arguments are differentiated; pass it "
+                        f"positionally (backward returns one gradient per positional "
+                        f"argument), or .detach() it")
         ctx = FunctionCtx(needs)
         token = GRAD_ENABLED.set(False)
         try:
@@ -85,9 +95,18 @@ class Function:
         for i, o in enumerate(outs):
             if not isinstance(o, TensorBase):
                 raise TypeError(f"{cls.__name__}.forward must return Tensors; output {i} is {type(o).__name__}")
-            if any(o is a for a in args) or o.grad_fn is not None or o.requires_grad:
-                # An input returned as is, or a tensor with history: give the output its
-                # own identity so that recording does not rewrite the input's graph.
+            if o.dtype.kind == "c":
+                raise TypeError(
+                    f"{cls.__name__}.forward returned a {o.dtype} output {i}, but complex "
+                    f"tensors are not differentiable in tapegrad yet and an input requires grad")
+            if any(o is a for a in args):
+                # An input returned as is: the output is an alias of it (PyTorch makes it
+                # a view): it shares the input's data and version counter, so in-place on
+                # it is refused as on any view, or bumps the input's version.
+                o = o.detach()
+            elif o.grad_fn is not None or o.requires_grad:
+                # A tensor with history: give the output its own identity so that
+                # recording does not rewrite that tensor's graph.
                 o = new_tensor(o._data, o.device)
             fixed.append(o)
         attach_function_node(cls.__name__, ctx, cls.backward, args, tuple(fixed), needs)

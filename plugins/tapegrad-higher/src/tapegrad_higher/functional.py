@@ -44,8 +44,10 @@ back through f's, so it costs about two rows. When f treats a leading batch axis
 independently (elementwise ops, ``x @ W.T``, ``x[..., i]``, reductions over
 ``axis=-1``), ``vectorize=True`` evaluates f once on the inputs broadcast to (m, *x.shape)
 and backpropagates the identity as one batched cotangent: all m rows in a single pass.
-That f really is batched is checked (the rows of f(X) must all equal f(x)); it cannot be
-checked completely, which is why it is opt-in, as in PyTorch.
+That f really is batched is checked twice: the rows of f(X) must all equal f(x), and one
+more backward pass of f(x) seeded with a random v must give v^T J (an f that reduces over
+the batch axis, ``a * a.mean()``, passes the first check but not the second). It is
+opt-in, as in PyTorch.
 
 Note: [passes replayed from one recording]
 The passes of a Jacobian (rows or columns) and of a Hessian all run the same kernels on
@@ -63,6 +65,8 @@ tg.compile relies on), and gets the first pass's branch in every replayed pass.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import tapegrad as tg
 from tapegrad import _engine
@@ -73,6 +77,32 @@ _NOT_TWICE = "not twice differentiable"        # the engine's message for such o
 # ---------------------------------------------------------------------------------------
 # Inputs, outputs, seeds
 # ---------------------------------------------------------------------------------------
+
+def _transform(fn):
+    """Run a transform with grad mode on, whatever the ambient mode, and cut its results'
+    graph when that mode is off.
+
+    NOTE: a transform's derivative must not depend on a context manager outside it
+    (torch.func's rule): under tg.no_grad() the inputs' identity ops, f and the
+    create_graph passes would record nothing and give zeros (tg.gradcheck evaluates a
+    function under no_grad). Only the graph of the result follows the ambient mode.
+    """
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        if tg.is_grad_enabled():
+            return fn(*args, **kwargs)
+        with tg.enable_grad():
+            result = fn(*args, **kwargs)
+        return _detached(result)
+    return run
+
+
+def _detached(value):
+    if isinstance(value, _engine.TensorBase):
+        return value.detach() if value.requires_grad else value
+    if isinstance(value, tuple):
+        return tuple(_detached(v) for v in value)
+    return value
 
 def _as_tuple(value):
     """(items, was_a_sequence)."""
@@ -202,6 +232,7 @@ def _backward(outs, seeds, create_graph, xs):
 # vjp, jvp, hvp
 # ---------------------------------------------------------------------------------------
 
+@_transform
 def vjp(f, inputs, v=None, *, create_graph=False, strict=False):
     """``(f(inputs), v^T J)``: the vector-Jacobian product at `inputs` (one backward pass).
 
@@ -221,6 +252,7 @@ def vjp(f, inputs, v=None, *, create_graph=False, strict=False):
     return _result(outs, out_tuple, create_graph), (grads if in_tuple else grads[0])
 
 
+@_transform
 def jvp(f, inputs, v=None, *, create_graph=False, strict=False):
     """``(f(inputs), J v)``: the Jacobian-vector product (forward-mode derivative) at
     `inputs` in direction `v`.
@@ -257,6 +289,7 @@ def jvp(f, inputs, v=None, *, create_graph=False, strict=False):
     return _result(outs, out_tuple, create_graph), (tangents if out_tuple else tangents[0])
 
 
+@_transform
 def hvp(f, inputs, v=None, *, create_graph=False, strict=False):
     """``(f(inputs), H v)``: the Hessian of a scalar function times `v`, without forming H.
 
@@ -298,6 +331,7 @@ def _scalar_output(f, xs, who):
 # jacobian and hessian
 # ---------------------------------------------------------------------------------------
 
+@_transform
 def jacobian(f, inputs, *, create_graph=False, strict=False, vectorize=False,
              strategy="auto"):
     """The Jacobian of f at `inputs`: d out / d x with out's shape, then x's.
@@ -333,6 +367,7 @@ def jacobian(f, inputs, *, create_graph=False, strict=False, vectorize=False,
     return _structure(blocks, in_tuple, out_tuple)
 
 
+@_transform
 def hessian(f, inputs, *, create_graph=False, strict=False, vectorize=False,
             strategy="auto"):
     """The Hessian of a scalar function f at `inputs`: shape x.shape + x.shape.
@@ -557,5 +592,41 @@ def _batched(f, xs, outs, create_graph, who):
         for k in live:
             m = sizes[k]
             blocks[k][j] = tg.reshape(g[offsets[k]:offsets[k] + m], outs[k].shape + x.shape)
+    _check_batched(blocks, xs, outs, live, who)
     return blocks
+
+
+def _check_batched(blocks, xs, outs, live, who):
+    """Refuse a batched Jacobian that is not f's: compare v^T J with one backward pass of
+    f(x) (the unbatched graph, retained) seeded with a random v.
+
+    NOTE: the rows check cannot see an f that reduces over the batch axis (``a *
+    a.mean()``): on identical rows its rows are identical, but its batched backward mixes
+    them. A wrong J differs from the true one in some entry, and v^T (J' - J) is then
+    nonzero for a random v (with probability 1), at the cost of one more backward pass.
+    """
+    rng = np.random.default_rng(0)
+    vs = [rng.standard_normal(outs[k].shape).astype(outs[k].dtype) for k in live]
+    exact = _engine.run_backward(
+        tuple(outs[k] for k in live),
+        tuple(tg.asarray(v, device=outs[k].device) for v, k in zip(vs, live)),
+        True, False, xs, True)
+    for j, (x, e) in enumerate(zip(xs, exact)):
+        got = np.zeros(x.shape, np.float64)
+        scale = np.zeros(x.shape, np.float64)
+        for v, k in zip(vs, live):
+            b = blocks[k][j]
+            if b is not None:
+                b = np.asarray(b.detach(), dtype=np.float64)
+                got += np.tensordot(v, b, axes=v.ndim)
+                scale += np.tensordot(np.abs(v), np.abs(b), axes=v.ndim)
+        e = np.zeros(x.shape) if e is None else np.asarray(e.detach(), dtype=np.float64)
+        tol = 1e3 * np.finfo(x.dtype).eps
+        if not np.all(np.abs(got - e) <= tol * (scale + np.abs(e)) + 1e-300):
+            raise ValueError(
+                f"{who}: vectorize=True needs f to treat a leading batch axis independently "
+                f"(f(X)[b] == f(X[b])), but the batched Jacobian for input {j} disagrees with "
+                f"f's own gradient: f mixes the rows of a batch (a reduction over every axis, "
+                f"such as a.mean() or a.std(), reduces over the batch axis too); reduce over "
+                f"axis=-1 (or the input's own axes), or use vectorize=False")
 

@@ -166,7 +166,14 @@ def std(x, axis=None, *, ddof=0, keepdims=False):
     >>> tg.std(tg.tensor([1., 3.]))
     tensor(1.)
     """
-    return tg.sqrt(_var(_as_tensor(x), axis, ddof, keepdims, "std"))
+    v = _var(_as_tensor(x), axis, ddof, keepdims, "std")
+    # NOTE: d sqrt(v) = dv / (2 sqrt(v)) is inf * 0 = nan where v == 0 (one element, a
+    # length-1 axis, equal entries), though std is constant there. Where v == 0 the result
+    # is the constant 0 and sqrt only ever sees v != 0 (so no inf reaches the graph, also
+    # not in its second derivative): the gradient is 0 there, as torch.std's. `v != 0`
+    # keeps nan and inf (0/0 for n - ddof == 0) on the sqrt branch, as NumPy's.
+    nonzero = v != 0
+    return tg.where(nonzero, tg.sqrt(tg.where(nonzero, v, 1)), 0)
 
 
 def prod(x, axis=None, *, dtype=None, keepdims=False):
@@ -362,20 +369,26 @@ def _getitem_vjp(g, ans, x, *, index):
     return (tg._getitem_grad(g, index=index, shape=x.shape),)
 
 
-def _has_int_array(index):
-    """Whether `index` holds an integer array, so that an element may be picked twice."""
+_BASIC_INDEX = (int, np.integer, bool, np.bool_, slice, type(None), type(Ellipsis))
+
+
+def _picks_once(index):
+    """Whether `index` can pick no element twice: only basic items (ints, slices, None,
+    ...) and bool masks. NOTE: anything else NumPy takes as an integer array -- also a
+    tuple or list *inside* the index (``x[(0, 0), (1, 1)]``), a range, a nested list --
+    so it is answered False, never by listing the array-like types."""
     for i in index if isinstance(index, tuple) else (index,):
-        if isinstance(i, (np.ndarray, list)) and np.asarray(i).dtype.kind in "iu":
-            return True
-    return False
+        if not isinstance(i, _BASIC_INDEX) and not (isinstance(i, np.ndarray) and i.dtype == bool):
+            return False
+    return True
 
 
 def _getitem_grad_kernel(g, *, index, shape):
     out = np.zeros(shape, dtype=g.dtype)
-    if _has_int_array(index):
-        np.add.at(out, index, g)     # repeated indices accumulate
-    else:
+    if _picks_once(index):
         out[index] = g               # basic indexing and masks never repeat an element
+    else:
+        np.add.at(out, index, g)     # repeated indices accumulate (NumPy indexing rules)
     return out
 
 
