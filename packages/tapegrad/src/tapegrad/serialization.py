@@ -132,8 +132,8 @@ def load(path, device=None):
     dev = get_device(device)
     try:
         zf = zipfile.ZipFile(path)
-    except FileNotFoundError:
-        raise
+    except (FileNotFoundError, PermissionError, IsADirectoryError):
+        raise                      # the path, not the file's content, is the problem
     except (zipfile.BadZipFile, EOFError, OSError, ValueError) as exc:
         # NOTE: np.load would try to unpickle a file that is neither .npy nor zip and then
         # report "pickled data" for any text or random bytes; a tapegrad file is a zip.
