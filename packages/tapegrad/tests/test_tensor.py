@@ -122,6 +122,32 @@ def test_numpy_fallback_refuses_to_drop_a_gradient():
     assert np.allclose(np.log1p(x.detach()), np.log1p([1.0, 2.0]))
 
 
+def test_numpy_queries_of_a_tensor_that_requires_grad_work():
+    # Shapes, counts, indexes and booleans carry no gradient, so nothing is dropped.
+    x = tg.tensor([[1.0, 5.0, 2.0]], requires_grad=True)
+    assert np.shape(x) == (1, 3) and np.ndim(x) == 2 and np.size(x) == 3
+    assert np.argmax(x) == 1 and np.isfinite(x).all() and np.allclose(x, [[1.0, 5.0, 2.0]])
+
+
+def test_numpy_out_into_a_tensor_bumps_its_version(times):
+    # np.add(..., out=t) wrote into t's array behind its version counter: a node that had
+    # saved t then backpropagated t's new value silently (x.grad [2, 2] instead of an error).
+    x = tg.tensor([1.0, 2.0], requires_grad=True)
+    t = tg.tensor([0.0, 0.0])
+    w = times(t, x)                      # saves t
+    r = np.add(np.ones(2), np.ones(2), out=t)
+    assert r is t and t.tolist() == [2.0, 2.0] and t._version == 1
+    with pytest.raises(RuntimeError, match="modified by an in-place operation"):
+        w.backward(tg.ones(2))
+
+
+def test_numpy_out_into_a_leaf_that_requires_grad_is_refused():
+    x = tg.tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match="leaf tensor that requires grad"):
+        np.add(np.ones(2), np.ones(2), out=x)
+    assert x.tolist() == [1.0, 2.0]
+
+
 def test_tensors_are_not_pickled():
     import pickle
     with pytest.raises(TypeError, match="tg.save"):

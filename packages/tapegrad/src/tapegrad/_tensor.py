@@ -137,14 +137,41 @@ def _numpy_fallback(what, func, args, kwargs):
             return type(obj)(unwrap(o) for o in obj)
         return obj
 
+    kwargs = dict(kwargs)
+    out = kwargs.pop("out", None)
+    outs = out if isinstance(out, tuple) else () if out is None else (out,)
+    # NOTE: NumPy writing into a tensor's array (out=t) would bypass its version counter,
+    # so a node that saved t would backpropagate its new value silently. Compute without
+    # out= and store into the tensors with setitem, which bumps the version (and refuses,
+    # or records, as any in-place write does).
+    into_tensors = any(isinstance(o, TensorBase) for o in outs)
     args = unwrap(args)
     kwargs = {k: unwrap(v) for k, v in kwargs.items()}
-    if needs_grad:
+    if out is not None and not into_tensors:
+        kwargs["out"] = out
+    result = func(*args, **kwargs)
+    if needs_grad and _carries_float(result):
         raise TypeError(
             f"{what} has no tapegrad op, and an input requires grad (shape "
             f"{needs_grad[0].shape}): computing it in NumPy would silently drop that gradient. "
             f"Use tapegrad ops, or .detach() the input if no gradient is wanted.")
-    return func(*args, **kwargs)
+    if not into_tensors:
+        return result
+    results = result if isinstance(result, tuple) else (result,)
+    for o, r in zip(outs, results):
+        o[...] = r
+    return out if isinstance(result, tuple) else outs[0]   # as NumPy: out=(t,) returns t
+
+
+def _carries_float(result):
+    """Could a gradient flow through `result`? Not through shapes, counts, indexes or
+    booleans (np.shape, np.argmax, np.isfinite, np.allclose): only floats carry one."""
+    if isinstance(result, (tuple, list)):
+        return any(_carries_float(r) for r in result)
+    if isinstance(result, (bool, int, np.bool_, np.integer)) or result is None:
+        return False
+    dtype = getattr(result, "dtype", None)
+    return dtype is None or dtype.kind not in "biu"
 
 
 class _ToDevice(Function):
