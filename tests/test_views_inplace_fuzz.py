@@ -1,14 +1,19 @@
 """Differential fuzzer for the engine's view and in-place semantics (issue 13).
 
 hypothesis draws small programs over two leaves that require grad and one buffer that does
-not: out-of-place ops, views (basic slicing, reshape, transpose) and in-place writes
-(``mul_``, ``add_``, ``t[i] = v``) on the storages the views alias. Each program runs twice:
+not: out-of-place ops, views (basic slicing, reshape, transpose, ``detach()``), in-place
+writes (``mul_``, ``add_``, ``t[i] = v``) on the storages the views alias, and, under
+``tg.no_grad()``, ops and in-place writes into any tensor (leaves and views too). Each
+program runs twice:
 
 - in tapegrad, ending with ``loss.backward()`` where the loss reads *every* tensor the
   program made (views included, with their values as they are at the end);
 - in plain NumPy, whose views and ``out=``/setitem writes are the reference for what every
   tensor holds; the reference gradient is central finite differences of that NumPy program,
-  rerun from scratch for every perturbed leaf entry (float64).
+  rerun from scratch for every perturbed leaf entry (float64). What tapegrad does not
+  differentiate is held constant there: reads of a detached alias, values made under
+  no_grad, and the change a no_grad write makes (added as a constant: the graph does not
+  see it, as in PyTorch).
 
 tapegrad's values must equal NumPy's bit for bit, and its gradients the finite differences.
 A documented refusal is also accepted: the "modified by an in-place operation" error (a rule
@@ -46,7 +51,7 @@ M0 = np.array([[0.9, -0.4], [0.2, 0.6]])
 
 UNARY = ("sin", "tanh", "scale")
 BINARY = ("add", "mul")
-VIEWS = ("slice", "step", "row", "reshape", "transpose")
+VIEWS = ("slice", "step", "row", "reshape", "transpose", "detach")
 INPLACE = ("mul_", "add_", "setitem")
 
 # Operands are numbered from the newest value back (0: the last one made), and small
@@ -57,6 +62,10 @@ step = st.one_of(
     st.tuples(st.just("binary"), operand, operand, st.sampled_from(BINARY)),
     st.tuples(st.just("view"), operand, st.sampled_from(VIEWS)),
     st.tuples(st.just("inplace"), operand, operand, st.sampled_from(INPLACE)),
+    # under tg.no_grad(): an out-of-place op, and an in-place write into any tensor (a
+    # leaf too, as an optimizer does), which changes values but not graphs
+    st.tuples(st.just("nograd"), operand),
+    st.tuples(st.just("nograd_inplace"), operand, operand, st.sampled_from(("mul_", "add_"))),
 )
 programs = st.lists(step, min_size=1, max_size=9)
 
@@ -73,6 +82,8 @@ def _view_result_shape(shape, kind):
         return (2, 2) if shape == (4,) else (4,)
     if kind == "transpose" and len(shape) == 2:
         return shape[::-1]
+    if kind == "detach":
+        return shape
     return None
 
 
@@ -86,6 +97,8 @@ def _take_view(a, kind):
         return a[1]
     if kind == "reshape":
         return a.reshape((2, 2) if a.shape == (4,) else (4,))
+    if kind == "detach":
+        return a.detach() if isinstance(a, tg.Tensor) else a.view()
     return a.T
 
 
@@ -94,68 +107,103 @@ def _pick(candidates, k):
     return candidates[len(candidates) - 1 - k % len(candidates)]
 
 
+class _Meta:
+    """What the resolver knows of a value: its shape, whether it is a leaf that requires
+    grad, whether it is a view, and whether it is detached (reads carry no gradient)."""
+
+    def __init__(self, shape, leaf=False, view=False, detached=False):
+        self.shape, self.leaf, self.view, self.detached = shape, leaf, view, detached
+
+
 def _resolve(program):
     """Bind each step's operand numbers to values that exist and fit (shapes), and drop
-    steps that cannot apply. Returns the resolved steps and, per value, (shape, is_leaf,
-    base index or None): enough to run the program in either library."""
-    meta = [((4,), True, None), ((2, 2), True, None), ((4,), False, None)]   # x, m, z
+    steps that cannot apply. Returns the resolved steps (operands as indexes into the
+    list of values: 0 x, 1 m, 2 the buffer z, then one per step that makes a value) and
+    which values are detached."""
+    meta = [_Meta((4,), leaf=True), _Meta((2, 2), leaf=True), _Meta((4,))]   # x, m, z
     resolved = []
     for s in program:
         kind = s[0]
         everything = list(range(len(meta)))
-        if kind == "unary":
+        if kind in ("unary", "nograd"):
             i = _pick(everything, s[1])
-            resolved.append(("unary", i, s[2]))
-            meta.append((meta[i][0], False, None))
+            resolved.append((kind, i) + s[2:])
+            meta.append(_Meta(meta[i].shape))
         elif kind == "binary":
             i = _pick(everything, s[1])
-            j = _pick([k for k, m in enumerate(meta) if m[0] == meta[i][0]], s[2])
+            j = _pick([k for k, m in enumerate(meta) if m.shape == meta[i].shape], s[2])
             resolved.append(("binary", i, j, s[3]))
-            meta.append((meta[i][0], False, None))
+            meta.append(_Meta(meta[i].shape))
         elif kind == "view":
             i = _pick(everything, s[1])
-            shape = _view_result_shape(meta[i][0], s[2])
+            shape = _view_result_shape(meta[i].shape, s[2])
             if shape is None:
                 continue
-            base = meta[i][2] if meta[i][2] is not None else i
             resolved.append(("view", i, s[2]))
-            meta.append((shape, False, base))
+            meta.append(_Meta(shape, view=True,
+                              detached=meta[i].detached or s[2] == "detach"))
         else:
-            # in-place targets: storages that are not leaves requiring grad (the buffer z
-            # and computed tensors), and not views
-            targets = [k for k, m in enumerate(meta) if m[2] is None and k not in (0, 1)]
-            i = _pick(targets, s[1])
-            if s[3] == "setitem":
-                value_shape = meta[i][0][1:] if len(meta[i][0]) == 2 else ()
+            if kind == "inplace":
+                # recorded writes: into storages that are not leaves requiring grad (the
+                # buffer z and computed tensors), and not views
+                targets = [k for k, m in enumerate(meta) if not (m.view or m.leaf)]
             else:
-                value_shape = meta[i][0]
-            fits = [k for k, m in enumerate(meta) if m[0] == value_shape]
+                targets = everything
+            i = _pick(targets, s[1])
+            shape = meta[i].shape
+            value_shape = (shape[1:] if len(shape) == 2 else ()) if s[3] == "setitem" else shape
+            fits = [k for k, m in enumerate(meta) if m.shape == value_shape]
             j = _pick(fits, s[2]) if fits else None
-            resolved.append(("inplace", i, j, s[3]))
-    return resolved
+            resolved.append((kind, i, j, s[3]))
+    return resolved, [m.detached for m in meta]
 
 
-def _run(resolved, lib, x, m):
-    """Run the program with `lib` ("tg" or "np") from leaves x, m; returns every value."""
+def _run(resolved, lib, x, m, frozen=None):
+    """Run the program with `lib` ("tg" or "np") from leaves x, m; returns every value.
+
+    In NumPy, `frozen` gives what tapegrad does not differentiate: every read of a
+    detached value and every value or change made under no_grad. A dict to fill on the
+    exact run, then given to the finite-difference runs, which use those values as
+    constants (a no_grad write adds its recorded change: the straight-through rule of an
+    in-place write the graph does not see)."""
+    resolved, detached = resolved
+    fill = frozen is not None and not frozen.get("filled")
     if lib == "tg":
         vals = [x, m, tg.zeros(4)]
         sin, tanh = tg.sin, tg.tanh
     else:
         vals = [x, m, np.zeros(4)]
         sin, tanh = np.sin, np.tanh
-    for s in resolved:
+
+    def constant(key, value):
+        if lib == "tg" or frozen is None:
+            return value
+        if fill:
+            frozen[key] = np.array(value, copy=True)
+        return frozen[key]
+
+    def read(n, k):
+        return constant((n, k), vals[k]) if detached[k] else vals[k]
+
+    for n, s in enumerate(resolved):
         kind = s[0]
         if kind == "unary":
-            a = vals[s[1]]
+            a = read(n, s[1])
             vals.append(sin(a) if s[2] == "sin" else tanh(a) if s[2] == "tanh" else a * 1.5)
+        elif kind == "nograd":
+            if lib == "tg":
+                with tg.no_grad():
+                    vals.append(vals[s[1]] * 2.0)
+            else:
+                vals.append(constant((n, "out"), vals[s[1]] * 2.0).copy())
         elif kind == "binary":
-            a, b = vals[s[1]], vals[s[2]]
+            a, b = read(n, s[1]), read(n, s[2])
             vals.append(a + b if s[3] == "add" else a * b)
         elif kind == "view":
             vals.append(_take_view(vals[s[1]], s[2]))
-        else:
+        elif kind == "inplace":
             target = vals[s[1]]
-            value = 0.5 if s[2] is None else vals[s[2]]
+            value = 0.5 if s[2] is None else read(n, s[2])
             if s[3] == "setitem":
                 target[0] = value
             elif lib == "np":
@@ -164,6 +212,21 @@ def _run(resolved, lib, x, m):
                 target.mul_(value)
             else:
                 target.add_(value)
+        else:                                   # nograd_inplace
+            target = vals[s[1]]
+            value = 0.5 if s[2] is None else vals[s[2]]
+            if lib == "tg":
+                with tg.no_grad():
+                    target.mul_(value) if s[3] == "mul_" else target.add_(value)
+            elif frozen is None or fill:
+                new = target * value if s[3] == "mul_" else target + value
+                constant((n, "change"), new - target)
+                target[...] = new
+            else:
+                target += frozen[(n, "change")]
+    if lib == "np" and frozen is not None:
+        vals = [constant(("loss", k), v) if detached[k] else v for k, v in enumerate(vals)]
+        frozen["filled"] = True
     return vals
 
 
@@ -172,12 +235,12 @@ def _weights(vals):
     return [rng.uniform(0.5, 1.5, tuple(v.shape)) for v in vals]
 
 
-def _numpy_loss(resolved, x, m):
-    vals = _run(resolved, "np", x.copy(), m.copy())
+def _numpy_loss(resolved, x, m, frozen):
+    vals = _run(resolved, "np", x.copy(), m.copy(), frozen)
     return sum(float(np.sum(v * c)) for v, c in zip(vals, _weights(vals)))
 
 
-def _finite_differences(resolved, leaf_index, eps=1e-6):
+def _finite_differences(resolved, leaf_index, frozen, eps=1e-6):
     leaves = [X0, M0]
     grad = np.zeros_like(leaves[leaf_index])
     for k in np.ndindex(grad.shape):
@@ -185,13 +248,14 @@ def _finite_differences(resolved, leaf_index, eps=1e-6):
         lo = [a.copy() for a in leaves]
         hi[leaf_index][k] += eps
         lo[leaf_index][k] -= eps
-        grad[k] = (_numpy_loss(resolved, *hi) - _numpy_loss(resolved, *lo)) / (2 * eps)
+        grad[k] = (_numpy_loss(resolved, *hi, frozen) -
+                   _numpy_loss(resolved, *lo, frozen)) / (2 * eps)
     return grad
 
 
 def _check(resolved):
-    """Run one resolved program in tapegrad and check it against NumPy and finite
-    differences; returns False if tapegrad refused it with an accepted error."""
+    """Run one resolved program (from _resolve) in tapegrad and check it against NumPy
+    and finite differences; returns False if tapegrad refused it with an accepted error."""
     x = tg.tensor(X0.copy(), requires_grad=True)
     m = tg.tensor(M0.copy(), requires_grad=True)
     try:
@@ -202,12 +266,13 @@ def _check(resolved):
         if any(r in str(exc) for r in ACCEPTED_REFUSALS):
             return False
         raise AssertionError(f"program {resolved} raised {exc!r}") from exc
-    reference = _run(resolved, "np", X0.copy(), M0.copy())
+    frozen = {}
+    reference = _run(resolved, "np", X0.copy(), M0.copy(), frozen)
     for k, (v, r) in enumerate(zip(vals, reference)):
         assert np.array_equal(v.numpy(), r), f"value {k} of {resolved}"
     for leaf, index in ((x, 0), (m, 1)):
         got = np.zeros_like(leaf.numpy()) if leaf.grad is None else leaf.grad.numpy()
-        np.testing.assert_allclose(got, _finite_differences(resolved, index), rtol=1e-5,
+        np.testing.assert_allclose(got, _finite_differences(resolved, index, frozen), rtol=1e-5,
                                    atol=1e-6, err_msg=f"gradient of leaf {index} for {resolved}")
     return True
 
@@ -239,4 +304,4 @@ def test_the_fuzzer_mostly_checks_rather_than_accepts_refusals():
      ("inplace", 3, 1, "add_")],
 ])
 def test_known_view_programs_are_exact(resolved):
-    assert _check(resolved)
+    assert _check((resolved, [False] * (3 + len(resolved))))
