@@ -40,7 +40,7 @@ cimport cython
 cimport numpy as cnp
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from cpython.ref cimport Py_INCREF
-from libc.string cimport memcmp
+from libc.string cimport memcmp, memcpy
 
 from tapegrad._engine cimport Device, TensorBase, VersionCounter
 
@@ -242,6 +242,8 @@ class _Recorder:
         self.guards = []               # (value_fn, value when recorded)
         self.eager_reason = None       # set when what ran cannot be replayed
         self.rng_cells = {}            # id(state from tg.random.get_state) -> (state, cell)
+        self.rng_steps = set()         # ids of the steps that seed, save or restore generators
+        self.hidden_backward = False   # while _record_backward runs its placeholder backward
         self.thread = get_ident()      # only this thread's calls belong to the recording
         for i, t in enumerate(arg_tensors):
             arr = (<TensorBase>t)._data
@@ -370,31 +372,42 @@ class _Recorder:
 
     @_recording_thread_only
     def random(self, device, kind, shape, dtype, params, arr):
-        self._step(K_KERNEL, device.random, (kind, shape, dtype), None, params, arr, device)
+        self.rng_steps.add(id(self._step(K_KERNEL, device.random, (kind, shape, dtype), None,
+                                         params, arr, device)))
         self.effects.append("a random draw")
+
+    @_recording_thread_only
+    def rng_seeded(self, seed):
+        self.rng_steps.add(id(self._step(K_CALL, functools.partial(tg_random.manual_seed, seed),
+                                         (), None, None, None, None)))
 
     @_recording_thread_only
     def rng_state_taken(self, state):
         cell = _RngStateCell(tuple(state))
         self.rng_cells[id(state)] = (state, cell)     # kept, so that the id stays unique
-        self._step(K_CALL, cell.take, (), None, None, None, None)
+        self.rng_steps.add(id(self._step(K_CALL, cell.take, (), None, None, None, None)))
 
     @_recording_thread_only
     def rng_state_restored(self, state):
         found = self.rng_cells.get(id(state))
         if found is not None and found[0] is state:
-            self._step(K_CALL, found[1].restore, (), None, None, None, None)
+            st = self._step(K_CALL, found[1].restore, (), None, None, None, None)
         else:       # a state from outside the function: baked in, like any closed-over value
-            self._step(K_CALL, functools.partial(tg_random.set_state, dict(state)), (), None,
-                       None, None, None)
+            st = self._step(K_CALL, functools.partial(tg_random.set_state, dict(state)), (),
+                            None, None, None, None)
+        self.rng_steps.add(id(st))
 
     @_recording_thread_only
     def hook_ran(self, hook):
+        """A hook is about to run; returns True when it must not (see _record_backward)."""
         if self.eager_reason is None:
+            where = ("is on a tensor that the backward of its result passes"
+                     if self.hidden_backward else "ran while it recorded")
             self.eager_reason = (
-                f"a tensor hook ({getattr(hook, '__qualname__', type(hook).__name__)}) ran "
-                f"while it recorded; hooks are Python code a replay would skip (for example "
+                f"a tensor hook ({getattr(hook, '__qualname__', type(hook).__name__)}) {where}; "
+                f"hooks are Python code a replay would skip (for example "
                 f"DistributedDataParallel's all-reduce), so this signature runs eagerly")
+        return self.hidden_backward
 
     @_recording_thread_only
     def guard(self, value_fn):
@@ -461,6 +474,7 @@ cdef class _Program:
     cdef public frozenset constant_outs
     cdef public list forward, backward
     cdef public bint inner_backward
+    cdef public bint restore_rng          # save the generators first: a fallback gives back draws
     cdef public object eager_reason
     cdef public Py_ssize_t nslots
     cdef public Py_ssize_t first_effect   # forward steps before this one only compute
@@ -497,12 +511,34 @@ cdef list _initial_slots(_Program program, tuple args):
 # Signatures
 # ---------------------------------------------------------------------------------------
 
+cdef object _float_bits(double d):
+    cdef unsigned long long bits
+    memcpy(&bits, &d, sizeof(double))
+    return bits
+
+
+cdef double _bits_float(unsigned long long bits):
+    cdef double d
+    memcpy(&d, &bits, sizeof(double))
+    return d
+
+
 cdef object _describe_value(object v):
     cdef TensorBase t
     if isinstance(v, TensorBase):
         t = <TensorBase>v
         return ("tensor", t._data.shape, t._data.dtype, t._device.name, t._requires_grad)
-    if isinstance(v, (bool, int, float, complex, str, bytes, type(None))):
+    # NOTE: a number is baked into the program, so the key must tell apart any two that
+    # can give different results: True / 1 / 1.0 (the type name is in the key), and -0.0
+    # and 0.0 (x / -0.0 is -inf) or two NaN payloads, which == does not: a ("bits", ...)
+    # key holds the exact bits (so the same NaN, as another object, replays).
+    if isinstance(v, float):
+        return ("bits", type(v).__name__, _float_bits(v))
+    if isinstance(v, complex):
+        return ("bits", type(v).__name__, _float_bits(v.real), _float_bits(v.imag))
+    if isinstance(v, np.generic):
+        return ("bits", type(v).__name__, v.dtype.str, v.tobytes())
+    if isinstance(v, (bool, int, str, bytes, type(None))):
         return ("value", type(v).__name__, v)
     if isinstance(v, (tuple, list)):
         return (type(v).__name__,) + tuple(_describe_value(x) for x in v)
@@ -522,6 +558,19 @@ def _fmt(value):
     return str(value) if isinstance(value, np.dtype) else repr(value)
 
 
+def _fmt_part(part):
+    """An argument's key in words (a number for the ("bits", ...) keys of numbers)."""
+    if type(part) is tuple and part and part[0] == "bits":
+        if len(part) == 3:
+            return repr(_bits_float(part[2]))
+        if type(part[2]) is str:
+            return repr(np.frombuffer(part[3], dtype=np.dtype(part[2]))[0])
+        return repr(complex(_bits_float(part[2]), _bits_float(part[3])))
+    if type(part) is tuple and part and part[0] == "value":
+        return repr(part[2])
+    return repr(part)
+
+
 def _explain_difference(new, old):
     """Which part of the signature differs, in words."""
     if new[0] != old[0]:
@@ -535,7 +584,7 @@ def _explain_difference(new, old):
                 for k, part in _PART_NAMES.items():
                     if a[k] != b[k]:
                         return f"argument {i}: {part} changed from {_fmt(b[k])} to {_fmt(a[k])}"
-            return f"argument {i} changed from {b!r} to {a!r}"
+            return f"argument {i} changed from {_fmt_part(b)} to {_fmt_part(a)}"
     if new[2] != old[2]:
         return f"keyword arguments changed from {old[2]!r} to {new[2]!r}"
     if new[3] != old[3]:
@@ -630,9 +679,14 @@ class CompiledFunction:
             return self.fn(*args, **kwargs)
         if self.check:
             return self._checked(program, args, tensors, kwargs)
+        rng = tg_random.get_state() if program.restore_rng else None
         try:
             return _replay(program, args, tensors, grad_on)
         except ReplayShapeError as exc:
+            if rng is not None:
+                # Give back what the replay drew: the eager rerun (or the caller, after the
+                # error) must see the generators as an eager call would.
+                tg_random.set_state(rng)
             if exc.step > program.first_effect:
                 # Steps that write (.grad, in-place updates) ran already: running the
                 # function again eagerly would do them twice.
@@ -648,17 +702,36 @@ class CompiledFunction:
             return self.fn(*args, **kwargs)
 
     def _record(self, key, args, tensors, kwargs):
+        # NOTE: one thread records at a time (the engine has one recorder slot). A thread
+        # that finds another one recording runs this call eagerly instead of waiting: the
+        # recording function may itself be waiting for this thread (a barrier, a queue).
+        if not _RECORD_LOCK.acquire(blocking=False):
+            return self.fn(*args, **kwargs)
+        try:
+            return self._record_locked(key, args, tensors, kwargs)
+        finally:
+            _RECORD_LOCK.release()
+
+    def _record_locked(self, key, args, tensors, kwargs):
         name = f"compiled:{getattr(self.fn, '__name__', 'fn')}"
         rec = _Recorder(tensors)
         with _recording(rec):
             out = self.fn(*args, **kwargs)
         outs, rebuild = _flatten(out)
+        if _engine.is_grad_enabled() != key[0]:
+            # The function switched grad mode for its caller (tg.set_grad_enabled(b) called
+            # plainly): every replay does it too.
+            rec._step(K_CALL, functools.partial(_engine.GRAD_ENABLED.set,
+                                                _engine.is_grad_enabled()),
+                      (), None, None, None, None)
         program = _Program(rec, key, name)
         program.rebuild = rebuild
         program.out_slots = tuple(rec.slot((<TensorBase>o)._data, o) for o in outs)
         program.out_devices = tuple((<TensorBase>o)._device for o in outs)
+        # NOTE: not the caller's grad mode: tg.enable_grad() inside a function called under
+        # tg.no_grad() gives outputs that need gradients (eager gives them a graph too).
         needs = [i for i, o in enumerate(outs) if (<TensorBase>o)._requires_grad]
-        if key[0] and needs and not rec.inner_backward:
+        if needs and not rec.inner_backward:
             _record_backward(rec, program, outs, needs, tensors)
         program.constants = tuple((s, v) for s, v, p in rec.constants if p is None)
         program.mutable_constants = tuple((s, p) for s, v, p in rec.constants if p is not None)
@@ -676,8 +749,17 @@ class CompiledFunction:
             warnings.warn(f"tg.compile({getattr(self.fn, '__qualname__', self.fn)}): "
                           f"{rec.eager_reason}", CompileWarning, stacklevel=3)
         program.nslots = rec.nslots
+        # Seeding, saving and restoring generators are not writes that forbid an eager
+        # rerun: a fallback puts the generators back as they were before the replay.
         program.first_effect = next((i for i, st in enumerate(program.forward)
-                                     if (<_Step>st).kind != K_KERNEL), len(program.forward))
+                                     if (<_Step>st).kind != K_KERNEL
+                                     and id(st) not in rec.rng_steps), len(program.forward))
+        # A fallback can come only from a step that checks its shape; it has drawn random
+        # numbers (to give back) only if such a step follows one that uses a generator.
+        first_rng = next((i for i, st in enumerate(program.forward)
+                          if id(st) in rec.rng_steps), len(program.forward))
+        program.restore_rng = any((<_Step>st).out_ndim >= 0
+                                  for st in program.forward[first_rng + 1:])
         program.keep_after_forward = _slots_backward_reads(program)
         _plan_frees(program.forward, set(program.out_slots) | set(program.keep_after_forward))
         if program.backward is not None:
@@ -713,7 +795,7 @@ class CompiledFunction:
         outs, _ = _flatten(out)
         for i, (a, b) in enumerate(zip(outs, eager_outs)):
             _compare(self.fn, f"output {i}", a, b)
-        if program.backward is not None and _engine.is_grad_enabled():
+        if program.backward is not None:
             needs = [i for i, o in enumerate(eager_outs) if o.requires_grad]
             seeds = [(<TensorBase>eager_outs[i])._device.ones(eager_outs[i].shape, eager_outs[i].dtype)
                      for i in needs]
@@ -776,7 +858,7 @@ cdef object _stale_externals(_Program program):
     cdef Py_ssize_t k
     for value_fn, value in program.guards:
         now = value_fn()
-        if now != value:
+        if _guard_changed(now, value):
             return (f"a value guarded by {getattr(value_fn, '__qualname__', value_fn)} changed "
                     f"from {value!r} to {now!r}")
     for name, cell, namespace, value in program.names_read:
@@ -805,6 +887,13 @@ cdef object _stale_externals(_Program program):
 
 
 _NOTHING = object()
+
+
+cdef inline bint _guard_changed(object now, object value) except -1:
+    # Floats by their bits, as arguments are (see _describe_value): -0.0 is not 0.0.
+    if type(now) is float and type(value) is float:
+        return _float_bits(now) != _float_bits(value)
+    return bool(now != value)
 
 
 def _tensors_named_by(fn):
@@ -875,11 +964,27 @@ def _record_backward(rec, program, outs, needs, tensors):
         seeds.append(_engine.new_tensor(arr, o._device))
     forward = rec.steps
     rec.steps = []
-    with _recording(rec):
-        # input_hooks=False: the inputs' own hooks run in the real backward, which
-        # reaches them through the replay's node; only hooks inside must not run here.
-        grads = _engine.run_backward(tuple(outs[i] for i in needs), tuple(seeds), True, False,
-                                     tuple(grad_inputs), True, False)
+    rec.hidden_backward = True
+    try:
+        with _recording(rec):
+            # input_hooks=False: the inputs' own hooks run in the real backward, which
+            # reaches them through the replay's node. Hooks inside are not called at all
+            # (Recorder.hook_ran): they would see the placeholder gradients.
+            grads = _engine.run_backward(tuple(outs[i] for i in needs), tuple(seeds), True,
+                                         False, tuple(grad_inputs), True, False)
+    except Exception as exc:
+        # NOTE: the eager call returned normally; its backward (if the caller ever runs
+        # one) is the one that must raise, e.g. for a saved value the function itself
+        # modified in place afterwards. So this signature runs eagerly instead.
+        rec.steps = forward
+        if rec.eager_reason is None:
+            rec.eager_reason = (
+                f"recording its backward raised {type(exc).__name__} ({exc}); a call returns "
+                f"before any backward runs, so this signature runs eagerly and the error "
+                f"comes, as it would eagerly, from a backward through its result")
+        return
+    finally:
+        rec.hidden_backward = False
     program.backward = rec.steps
     rec.steps = forward
     program.seed_slots = tuple(seed_slots)
@@ -957,7 +1062,7 @@ cdef object _replay(_Program program, tuple args, tuple tensors, bint grad_on):
         if program.constant_outs and s in program.constant_outs:
             arr = _copy_array(arr)
         outs[i] = _engine.new_tensor(arr, program.out_devices[i])
-    if program.backward is not None and grad_on:
+    if program.backward is not None:
         grad_inputs = _grad_inputs(program, tensors)
         keep = [None] * program.nslots
         for k in program.keep_after_forward:

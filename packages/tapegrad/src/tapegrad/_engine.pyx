@@ -14,6 +14,7 @@ from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_DECREF, Py_INCREF, Py_XDECREF
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_New, PyTuple_SET_ITEM
+from cpython.pythread cimport PyThread_get_thread_ident
 
 cdef extern from "Python.h":
     void PyObject_GC_UnTrack(object)
@@ -146,7 +147,8 @@ cdef Op _op_divide = None
 cdef Op _op_negative = None
 cdef object _grad_lock = threading.Lock()   # guards read-modify-write of .grad
 cdef object _MISS_HANDLER = None        # called once when a name is not in the table
-cdef object _TRACER = None              # tg.compile's recorder while it records, else None
+cdef object _TRACER = None              # tg.compile's recorder while a thread records, else None
+cdef unsigned long _TRACER_THREAD = 0   # the thread it listens to (PyThread_get_thread_ident)
 cdef dict _NO_PARAMS = {}               # shared, never mutated: calls without parameters
 
 cdef tuple _python_scalars = (float, int, bool, complex, np.generic)
@@ -189,21 +191,38 @@ def devices_table():
     return _DEVICES
 
 
-def set_tracer(tracer):
-    """Install tg.compile's recorder (None to remove it); returns the previous one.
+# Note: [the tracer belongs to the recording thread]
+# One process-wide slot holds tg.compile's recorder, so that when nothing records every
+# op pays one pointer check (`_TRACER is not None`). While it is set, only the thread that
+# installed it talks to it (`_traced()`): the work of other threads is their own eager
+# work, and they must neither feed the recording nor change what it sees (a backward in
+# another thread once swapped the slot out and back, losing the recording's kernels or
+# reinstalling a finished recorder for good).
 
-    While one is installed, every kernel call, in-place write and tensor creation is
-    reported to it (see tapegrad._compile). One process-wide slot: recording is not
-    thread-safe, which tg.compile guards with a lock.
+cdef inline bint _traced():
+    """Whether this thread records: the first test is the whole cost when none does."""
+    return _TRACER is not None and PyThread_get_thread_ident() == _TRACER_THREAD
+
+
+def set_tracer(tracer):
+    """Install tg.compile's recorder for the calling thread (None to remove it); returns
+    the previous one.
+
+    While one is installed, every kernel call, in-place write and tensor creation of the
+    installing thread is reported to it (see tapegrad._compile). One process-wide slot:
+    one thread records at a time, which tg.compile guards with a lock.
     """
-    global _TRACER
+    global _TRACER, _TRACER_THREAD
     previous = _TRACER
     _TRACER = tracer
+    _TRACER_THREAD = PyThread_get_thread_ident()
     return previous
 
 
 def get_tracer():
-    return _TRACER
+    """The recorder listening to the calling thread, or None (also while another thread
+    records)."""
+    return _TRACER if _traced() else None
 
 
 def set_miss_handler(handler):
@@ -686,7 +705,7 @@ cdef inline TensorBase _new_tensor(object data, Device device):
 def new_tensor(data, Device device, bint requires_grad=False):
     """Wrap a device array as a Tensor (no copy, no checks: for plugins and the core)."""
     cdef TensorBase t = _new_tensor(data, device)
-    if _TRACER is not None:
+    if _traced():
         _TRACER.created(data, device)
     if requires_grad:
         _check_can_require_grad(t)
@@ -959,7 +978,7 @@ cdef object _apply_arrays(Op op, tuple inputs, PyObject** in_argv, dict kwargs, 
                         kwargs) from exc
     if type(out) is not device.array_type:
         out = device.asarray(out)
-    if _TRACER is not None:
+    if _traced():
         _TRACER.kernel(kernel, _tuple_of(argv, n) if arrays is None else arrays, kwargs, out,
                        device, _tuple_of(in_argv, n) if inputs is None else inputs)
 
@@ -1619,8 +1638,10 @@ class RemovableHandle:
 
 
 cdef object _run_hooks(list hooks, object g):
-    if _TRACER is not None and hooks:
-        _TRACER.hook_ran(hooks[0])
+    if hooks and _traced() and _TRACER.hook_ran(hooks[0]):
+        # tg.compile's own backward over placeholder gradients (it records the backward
+        # program): a hook must not see those; the signature then runs eagerly anyway.
+        return g
     for hook in list(hooks):
         r = hook(g)
         if r is not None:
@@ -1650,7 +1671,7 @@ cdef object _run_hooks(list hooks, object g):
 
 cdef object _detached_copy(TensorBase g):
     out = g._device.copy(g._data)
-    if _TRACER is not None:
+    if _traced():
         _TRACER.kernel(g._device.copy, (g._data,), None, out, g._device, None)
     return _new_tensor(out, g._device)
 
@@ -1664,8 +1685,10 @@ cdef void _accumulate_grad(TensorBase t, object g, bint create_graph, bint fresh
     """Add g into t.grad. The first gradient is stored as a private copy unless `fresh`."""
     global _TRACER
     cdef object tracer = _TRACER
-    if tracer is not None and not create_graph:
+    if not create_graph and _traced():
         # tg.compile replays this whole step (it depends on whether .grad is None then).
+        # NOTE: only the recording thread gets here (see [the tracer belongs to the
+        # recording thread]), so emptying the slot hides nothing from another thread.
         _TRACER = None
         try:
             _accumulate_grad(t, g, False, fresh)
@@ -1736,14 +1759,14 @@ cdef object _raw_add(TensorBase a, TensorBase b):
     # NOTE: NumPy returns a scalar, not a 0-d array, for 0-d inputs.
     if type(out) is not a._device.array_type:
         out = a._device.asarray(out)
-    if _TRACER is not None:
+    if _traced():
         _TRACER.kernel(kernel, (a._data, b._data), None, out, a._device, None)
     return out
 
 
 cdef inline void _copyto(Device device, object dst, object src, object owner=None) except *:
     # NOTE: the recorder hears of the write first: it may copy dst's value before it goes.
-    if _TRACER is not None:
+    if _traced():
         _TRACER.write(device.copyto, (dst, src), device, owner)
     device.copyto(dst, src)
 
@@ -1860,7 +1883,7 @@ def run_backward(tuple tensors, tuple grad_tensors, retain_graph=None, bint crea
     for x in tensors + (inputs or ()):
         if isinstance(x, TensorBase):
             _refresh_if_stale(<TensorBase>x)
-    if _TRACER is not None:
+    if _traced():
         _TRACER.backward_started(inputs is None, create_graph)
     if inputs is not None:
         cap_leaf = {}
@@ -2202,7 +2225,7 @@ cdef class TensorBase:
         cdef TensorBase g
         if value is None:
             self._grad = None
-            if _TRACER is not None:
+            if _traced():
                 _TRACER.grad_assigned(self)
             return
         if not isinstance(value, TensorBase):
@@ -2217,7 +2240,7 @@ cdef class TensorBase:
         if g._device is not self._device:
             raise RuntimeError(f"assigned grad is on {g._device.name}, but the tensor is on {self._device.name}")
         self._grad = g
-        if _TRACER is not None:
+        if _traced():
             _TRACER.grad_assigned(self)
 
     # -- graph control ------------------------------------------------------------------
@@ -2459,7 +2482,7 @@ cdef class TensorBase:
                     f"setitem: value is on {(<TensorBase>value)._device.name} but the tensor is on "
                     f"{self._device.name}")
             value = (<TensorBase>value)._data
-        if _TRACER is not None:
+        if _traced():
             _TRACER.write(self._device.setitem, (self._data, index, value), self._device, self)
         try:
             self._device.setitem(self._data, index, value)
@@ -2533,7 +2556,7 @@ cdef bint _ufunc_into(TensorBase self, Op op, tuple others, str name) except -1:
         other = o._data
     elif type(other) is not float and type(other) is not int:
         return False
-    if _TRACER is not None:
+    if _traced():
         _TRACER.write(ufunc_into, (self._data, other, kernel), self._device, self)
     kernel(self._data, other, out=self._data)
     _bump(self, name)

@@ -79,6 +79,10 @@ def manual_seed(seed):
     seed = int(seed)
     if seed < 0:
         raise ValueError(f"manual_seed: the seed must be a non-negative integer, got {seed}")
+    tracer = get_tracer()
+    if tracer is not None:
+        # tg.compile seeds again at this point of every replay.
+        tracer.rng_seeded(seed)
     for dev in _engine.devices_table().values():
         dev.manual_seed(seed)
 
