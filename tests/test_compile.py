@@ -701,3 +701,24 @@ def test_hooks_inside_a_recording_make_that_signature_run_eagerly():
         w.grad = None
         f(tg.full(2, k)).backward()
     assert seen == [[1.0, 1.0], [2.0, 2.0]] and f.cache_info().hits == 1
+
+
+def test_an_inplace_write_inside_whose_rule_reads_the_old_value_replays_on_the_new_input():
+    # Found by the differential fuzzer: the copy of a's old value that the in-place op's
+    # rule saves was made outside the recorded kernels, so the recorder took it for a
+    # tensor from outside; every replay's backward then reached the *first* call's graph
+    # (an error here, a wrong gradient into the first call's x had it been retained).
+    def f(x):
+        a = x * 2.0
+        a.mul_(x)                         # multiply's rule reads a's old value
+        return (a * a).sum()
+
+    compiled = tg.compile(f)
+    for k in range(3):
+        xe = tg.tensor(np.arange(4.0) + k, requires_grad=True)
+        xc = tg.tensor(np.arange(4.0) + k, requires_grad=True)
+        f(xe).backward()
+        compiled(xc).backward()
+        np.testing.assert_array_equal(xc.grad.numpy(), xe.grad.numpy())
+        np.testing.assert_array_equal(xe.grad.numpy(), 16.0 * xe.detach().numpy() ** 3)
+    assert compiled.cache_info().hits == 2

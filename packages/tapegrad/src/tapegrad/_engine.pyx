@@ -2596,7 +2596,17 @@ cdef object _inplace(TensorBase self, str op_name, tuple others, dict params):
             f"in a graph; use an out-of-place op")
     op = _lookup(op_name)
     saves_self = op.saves_input(0)
-    shadow = _new_tensor(self._device.copy(self._data) if saves_self else self._data, self._device)
+    if saves_self:
+        old_value = self._device.copy(self._data)
+        if _traced():
+            # NOTE: tg.compile must see the copy as a kernel of the function: an array it
+            # has not seen made, read by a tensor that requires grad, would be taken for a
+            # tensor from outside, and replays would connect to this call's graph.
+            _TRACER.kernel(self._device.copy, (self._data,), None, old_value, self._device,
+                           (self,))
+    else:
+        old_value = self._data
+    shadow = _new_tensor(old_value, self._device)
     shadow._node = self._node
     shadow._output_nr = self._output_nr
     shadow._requires_grad = self._requires_grad
