@@ -1181,6 +1181,19 @@ cdef class Node:
                     out.append((<SavedTensor>a).data)
         return out
 
+    def saved_versions(self):
+        """(version counter, version when saved, input index, shape, dtype) of each value
+        this node's rule reads: what a recomputation of it must find unchanged
+        (tg.checkpoint). Holds no array."""
+        out = []
+        cdef SavedTensor rec
+        if self.inputs is not None:
+            for i, a in enumerate(self.inputs):
+                if isinstance(a, SavedTensor):
+                    rec = <SavedTensor>a
+                    out.append((rec.vc, rec.version, i, tuple(rec.data.shape), rec.data.dtype))
+        return out
+
     def register_hook(self, hook, int output_nr=0):
         # A hook is user code that may refer back to the tensor: let the cycle collector see
         # this node from now on (see Note: [the graph holds no user-visible tensors]).
