@@ -79,6 +79,10 @@ cnp.import_array()
 
 GRAD_ENABLED = contextvars.ContextVar("tapegrad_grad_enabled", default=True)
 ANOMALY_ENABLED = contextvars.ContextVar("tapegrad_anomaly_enabled", default=False)
+# Whether the innermost backward running in this context accumulates into .grad
+# (backward()) rather than returning gradients (tg.grad); read by hooks that act on
+# accumulation only (DDP's gradient all-reduce).
+_ACCUMULATING = contextvars.ContextVar("tapegrad_backward_accumulates", default=False)
 
 
 # NOTE: how many detect_anomaly() blocks are active in any thread: while it is 0, ops skip
@@ -1743,6 +1747,13 @@ cdef object _check_finite(Node node, Py_ssize_t i, object g):
             f"inf for input {i}." + _creation_note(node))
 
 
+def backward_accumulates():
+    """Whether the backward pass running now (in this thread or task), if any, accumulates
+    into .grad (backward()) rather than returning the gradients (tg.grad): a hook that
+    should act only on accumulation (DDP's all-reduce) asks this."""
+    return _ACCUMULATING.get()
+
+
 def run_backward(tuple tensors, tuple grad_tensors, retain_graph=None, bint create_graph=False,
                  tuple inputs=None, bint allow_unused=False, bint input_hooks=True):
     """Backpropagate from `tensors` seeded with `grad_tensors`.
@@ -1795,6 +1806,7 @@ def run_backward(tuple tensors, tuple grad_tensors, retain_graph=None, bint crea
                 cap_node.setdefault(t._node, []).append((t._output_nr, i))
 
     token = GRAD_ENABLED.set(create_graph)
+    acc_token = _ACCUMULATING.set(accumulate)
     try:
         # -- seed the roots ----------------------------------------------------------
         for i in range(len(tensors)):
@@ -1927,6 +1939,7 @@ def run_backward(tuple tensors, tuple grad_tensors, retain_graph=None, bint crea
         completed = True
     finally:
         GRAD_ENABLED.reset(token)
+        _ACCUMULATING.reset(acc_token)
         if not completed:
             for node in visited:
                 if node._walk is walk:
