@@ -635,12 +635,15 @@ cdef object _op_error(Op op, BaseException exc, tuple inputs, dict kwargs):
     return cls(f"{op.name}: {exc} ({_describe(inputs)}){params}")
 
 
-cdef bint _holds_tensor(object a):
-    """Whether a (nested) list or tuple holds a Tensor anywhere."""
+cdef bint _holds_tensor(object a, int depth=0):
+    """Whether a (nested) list or tuple holds a Tensor anywhere. NOTE: no deeper than
+    NumPy's 64 dimensions (C recursion); NumPy rejects deeper lists itself."""
+    if depth > 64:
+        return False
     for item in a:
         if isinstance(item, TensorBase):
             return True
-        if isinstance(item, (list, tuple)) and _holds_tensor(item):
+        if isinstance(item, (list, tuple)) and _holds_tensor(item, depth + 1):
             return True
     return False
 
