@@ -648,10 +648,11 @@ cdef bint _holds_tensor(object a, int depth=0):
     return False
 
 
-cdef object _stack_nested(object a):
-    if not isinstance(a, (list, tuple)):
+cdef object _stack_nested(object a, int depth=0):
+    if not isinstance(a, (list, tuple)) or depth > 64:   # deeper: NumPy's error
         return a
-    return _apply(_lookup("stack"), ([_stack_nested(item) for item in a],), _NO_PARAMS)
+    return _apply(_lookup("stack"), ([_stack_nested(item, depth + 1) for item in a],),
+                  _NO_PARAMS)
 
 
 def stack_nested(a):
