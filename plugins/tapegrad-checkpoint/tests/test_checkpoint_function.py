@@ -394,9 +394,9 @@ def test_a_parameter_modified_in_place_after_the_checkpoint_is_detected(weights,
     if where == "module":
         layer = tg.nn.Linear(4, 4)
         w = layer.weight
-        f = lambda h: tg.tanh(layer(h))              # noqa: E731
+        f = lambda h: tg.tanh(layer(h))
     else:
-        f = lambda h: tg.tanh(h @ w + b)             # noqa: E731
+        f = lambda h: tg.tanh(h @ w + b)
     for run in (f, lambda h: tg.checkpoint(f, h)):
         y = run(x)
         with tg.no_grad():
