@@ -22,6 +22,7 @@ PAGE = ROOT / "docs" / "bad-inputs.md"
 
 AREAS = {
     "tapegrad": "The core (`tapegrad`)",
+    "tapegrad-elementwise": "tapegrad-elementwise",
     "tapegrad-shape": "tapegrad-shape",
     "tapegrad-linalg": "tapegrad-linalg",
     "tapegrad-nn": "tapegrad-nn",

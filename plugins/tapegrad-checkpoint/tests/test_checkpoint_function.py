@@ -384,3 +384,57 @@ def test_the_forward_graph_is_dropped_and_parameters_are_not_kept_alive():
     holder.clear()
     gc.collect()
     assert ref() is None                                 # the graph reaches it weakly
+
+
+@pytest.mark.parametrize("where", ["closure", "module"])
+def test_a_parameter_modified_in_place_after_the_checkpoint_is_detected(weights, where):
+    # The plain call raises (matmul saved w); the rerun used to read the new w silently.
+    w, b = weights
+    x = tg.random.randn(3, 4, requires_grad=True)
+    if where == "module":
+        layer = tg.nn.Linear(4, 4)
+        w = layer.weight
+        f = lambda h: tg.tanh(layer(h))
+    else:
+        f = lambda h: tg.tanh(h @ w + b)
+    for run in (f, lambda h: tg.checkpoint(f, h)):
+        y = run(x)
+        with tg.no_grad():
+            w += 10.0
+        with pytest.raises(RuntimeError, match="modified by an in-place operation"):
+            y.sum().backward()
+
+
+def test_a_constant_read_by_the_segment_modified_in_place_is_detected(weights):
+    w, _ = weights
+    c = tg.random.randn(4, 4)                      # no grad: not a parameter of the node
+    x = tg.random.randn(3, 4, requires_grad=True)
+    for run in (lambda h: tg.tanh(h @ c) @ w, lambda h: tg.checkpoint(lambda z: tg.tanh(z @ c) @ w, h)):
+        y = run(x)
+        c += 1.0
+        with pytest.raises(RuntimeError, match="modified by an in-place operation"):
+            y.sum().backward()
+
+
+def test_a_parameter_modified_after_the_backward_is_fine(weights):
+    w, b = weights
+    x = tg.random.randn(3, 4, requires_grad=True)
+    y = tg.checkpoint(lambda h: tg.tanh(h @ w + b), x)
+    y.sum().backward()
+    with tg.no_grad():
+        w += 1.0
+    y = tg.checkpoint(lambda h: tg.tanh(h @ w + b), x)
+    y.sum().backward()                              # the version seen now is the new one
+    assert x.grad is not None
+
+
+@pytest.mark.parametrize("fn", [lambda h: h, lambda h: h.reshape(2, 2)], ids=["identity", "view"])
+def test_an_output_sharing_the_inputs_storage_shares_its_version(fn):
+    # The output used to get a version counter of its own: writing into it changed the
+    # input's data without bumping the input's version.
+    x = tg.tensor([1.0, 2.0, 3.0, 4.0], requires_grad=True) * 1.0
+    y = tg.checkpoint(fn, x)
+    before = x._version
+    with tg.no_grad():
+        y += 1.0
+    assert x._version != before

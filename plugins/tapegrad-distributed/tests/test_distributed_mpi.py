@@ -202,3 +202,10 @@ def test_the_digits_example_trains_on_two_ranks():
     assert "the 2 ranks hold the same weights" in out.stdout
     acc = float(out.stdout.split("epoch  2")[1].split("test accuracy")[1].split()[0])
     assert acc > 0.7
+
+
+def test_tg_grad_gives_each_rank_its_own_gradients_and_leaves_grad_alone(two_ranks):
+    for rep in two_ranks:
+        assert rep["tg_grad_local_diff"] == 0.0
+        assert rep["tg_grad_left_grad_none"] and rep["tg_grad_steps"] == 0
+        assert rep["tg_grad_then_backward_diff"] < 1e-12, rep["tg_grad_then_backward_diff"]

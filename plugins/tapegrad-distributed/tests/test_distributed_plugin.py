@@ -218,3 +218,26 @@ def test_readme_examples_run(one_rank):
     result = run_doctests(README)
     assert result.attempted > 0
     assert result.failed == 0
+
+
+def test_tg_grad_under_ddp_returns_local_gradients_and_leaves_grad_and_the_step_alone(one_rank):
+    # It used to run the DDP hooks: one parameter got .grad + g (the "average"), the others
+    # their local gradient, and every .grad was written.
+    tg.manual_seed(0)
+    net = tg.nn.Sequential(tg.nn.Linear(3, 4), tg.nn.Tanh(), tg.nn.Linear(4, 2))
+    model = tg.distributed.DistributedDataParallel(net)
+    x = tg.random.randn(5, 3)
+    params = list(net.parameters())
+    model(x).sum().backward()                        # a reduced step: .grad is set
+    before = [p.grad.numpy().copy() for p in params]
+    steps = model.stats.steps
+    grads = tg.grad(model(x).sum(), params)
+    plain = tg.grad(net(x).sum(), params)            # the same computation without DDP
+    for g, q, p, b in zip(grads, plain, params, before):
+        assert np.array_equal(g.numpy(), q.numpy())
+        assert np.array_equal(p.grad.numpy(), b)     # .grad untouched
+    assert model.stats.steps == steps
+    model(x).sum().backward()                        # the next backward still reduces
+    assert model.stats.steps == steps + 1
+    for p, b in zip(params, before):
+        np.testing.assert_allclose(p.grad.numpy(), 2 * b, rtol=1e-12)

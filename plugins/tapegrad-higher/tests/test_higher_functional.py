@@ -320,10 +320,10 @@ X4 = np.array([0.5, -1.0, 2.0, 0.25])
 
 def test_vectorize_refuses_a_hessian_of_a_function_that_reduces_over_the_batch():
     x = tg.tensor(X4)
-    f = lambda a: (a ** 3 * a.mean()).sum(axis=-1)   # noqa: E731 -- mean() over the whole batch
+    f = lambda a: (a ** 3 * a.mean()).sum(axis=-1)   # mean() over the whole batch
     with pytest.raises(ValueError, match="vectorize=True.*batch"):
         tg.hessian(f, x, vectorize=True)
-    g = lambda a: (a ** 3).sum(axis=-1)          # noqa: E731 -- batched: still works
+    g = lambda a: (a ** 3).sum(axis=-1)          # batched: still works
     np.testing.assert_allclose(tg.hessian(g, x, vectorize=True).numpy(), np.diag(6 * X4), rtol=1e-14)
 
 

@@ -606,3 +606,11 @@ def test_mean_of_list_of_tensors_has_the_right_gradient():
     x = tg.tensor([1.0, 2.0], requires_grad=True)
     tg.mean([x, x + 2]).backward()            # mean of 4 values, x in 2 of them each
     np.testing.assert_array_equal(x.grad.numpy(), [0.5, 0.5])
+
+
+def test_a_list_nested_deeper_than_numpy_allows_is_a_clear_error():
+    deep = [1.0]
+    for _ in range(10_000):
+        deep = [deep]
+    with pytest.raises(ValueError, match="maximum number of dimension"):   # NumPy's own
+        tg.exp(deep)

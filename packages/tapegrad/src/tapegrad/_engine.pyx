@@ -80,6 +80,10 @@ cnp.import_array()
 
 GRAD_ENABLED = contextvars.ContextVar("tapegrad_grad_enabled", default=True)
 ANOMALY_ENABLED = contextvars.ContextVar("tapegrad_anomaly_enabled", default=False)
+# Whether the innermost backward running in this context accumulates into .grad
+# (backward()) rather than returning gradients (tg.grad); read by hooks that act on
+# accumulation only (DDP's gradient all-reduce).
+_ACCUMULATING = contextvars.ContextVar("tapegrad_backward_accumulates", default=False)
 
 
 # NOTE: how many detect_anomaly() blocks are active in any thread: while it is 0, ops skip
@@ -653,20 +657,24 @@ cdef object _op_error(Op op, BaseException exc, tuple inputs, dict kwargs):
     return cls(f"{op.name}: {exc} ({_describe(inputs)}){params}")
 
 
-cdef bint _holds_tensor(object a):
-    """Whether a (nested) list or tuple holds a Tensor anywhere."""
+cdef bint _holds_tensor(object a, int depth=0):
+    """Whether a (nested) list or tuple holds a Tensor anywhere. NOTE: no deeper than
+    NumPy's 64 dimensions (C recursion); NumPy rejects deeper lists itself."""
+    if depth > 64:
+        return False
     for item in a:
         if isinstance(item, TensorBase):
             return True
-        if isinstance(item, (list, tuple)) and _holds_tensor(item):
+        if isinstance(item, (list, tuple)) and _holds_tensor(item, depth + 1):
             return True
     return False
 
 
-cdef object _stack_nested(object a):
-    if not isinstance(a, (list, tuple)):
+cdef object _stack_nested(object a, int depth=0):
+    if not isinstance(a, (list, tuple)) or depth > 64:   # deeper: NumPy's error
         return a
-    return _apply(_lookup("stack"), ([_stack_nested(item) for item in a],), _NO_PARAMS)
+    return _apply(_lookup("stack"), ([_stack_nested(item, depth + 1) for item in a],),
+                  _NO_PARAMS)
 
 
 def stack_nested(a):
@@ -1294,6 +1302,19 @@ cdef class Node:
                     out.append((<SavedTensor>a).data)
         return out
 
+    def saved_versions(self):
+        """(version counter, version when saved, input index, shape, dtype) of each value
+        this node's rule reads: what a recomputation of it must find unchanged
+        (tg.checkpoint). Holds no array."""
+        out = []
+        cdef SavedTensor rec
+        if self.inputs is not None:
+            for i, a in enumerate(self.inputs):
+                if isinstance(a, SavedTensor):
+                    rec = <SavedTensor>a
+                    out.append((rec.vc, rec.version, i, tuple(rec.data.shape), rec.data.dtype))
+        return out
+
     def register_hook(self, hook, int output_nr=0):
         # A hook is user code that may refer back to the tensor: let the cycle collector see
         # this node from now on (see Note: [the graph holds no user-visible tensors]).
@@ -1847,6 +1868,13 @@ cdef object _check_finite(Node node, Py_ssize_t i, object g):
             f"inf for input {i}." + _creation_note(node))
 
 
+def backward_accumulates():
+    """Whether the backward pass running now (in this thread or task), if any, accumulates
+    into .grad (backward()) rather than returning the gradients (tg.grad): a hook that
+    should act only on accumulation (DDP's all-reduce) asks this."""
+    return _ACCUMULATING.get()
+
+
 def run_backward(tuple tensors, tuple grad_tensors, retain_graph=None, bint create_graph=False,
                  tuple inputs=None, bint allow_unused=False, bint input_hooks=True):
     """Backpropagate from `tensors` seeded with `grad_tensors`.
@@ -1902,6 +1930,7 @@ def run_backward(tuple tensors, tuple grad_tensors, retain_graph=None, bint crea
                 cap_node.setdefault(t._node, []).append((t._output_nr, i))
 
     token = GRAD_ENABLED.set(create_graph)
+    acc_token = _ACCUMULATING.set(accumulate)
     try:
         # -- seed the roots ----------------------------------------------------------
         for i in range(len(tensors)):
@@ -2034,6 +2063,7 @@ def run_backward(tuple tensors, tuple grad_tensors, retain_graph=None, bint crea
         completed = True
     finally:
         GRAD_ENABLED.reset(token)
+        _ACCUMULATING.reset(acc_token)
         if not completed:
             for node in visited:
                 if node._walk is walk:

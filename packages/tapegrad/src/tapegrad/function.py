@@ -4,6 +4,12 @@
 from ._engine import GRAD_ENABLED, TensorBase, attach_function_node, new_tensor
 
 
+def _shares_storage(o, args):
+    """Whether output `o` may share storage with a tensor argument (a view of it)."""
+    return any(isinstance(a, TensorBase) and a.device is o.device
+               and o.device.may_share_memory(o._data, a._data) for a in args)
+
+
 class FunctionCtx:
     """The ``ctx`` passed to ``forward`` and ``backward``; store anything on it."""
 
@@ -99,10 +105,12 @@ class Function:
                 raise TypeError(
                     f"{cls.__name__}.forward returned a {o.dtype} output {i}, but complex "
                     f"tensors are not differentiable in tapegrad yet and an input requires grad")
-            if any(o is a for a in args):
-                # An input returned as is: the output is an alias of it (PyTorch makes it
-                # a view): it shares the input's data and version counter, so in-place on
-                # it is refused as on any view, or bumps the input's version.
+            if any(o is a for a in args) or _shares_storage(o, args):
+                # An input returned as is, or a tensor sharing an input's storage: the
+                # output is an alias of it (PyTorch makes it a view): it shares the data
+                # and version counter, so in-place on it is refused as on any view, or
+                # bumps the input's version. NOTE: o's counter is the input's when o is a
+                # view of it or a detach()ed stand-in (tg.checkpoint's).
                 o = o.detach()
             elif o.grad_fn is not None or o.requires_grad:
                 # A tensor with history: give the output its own identity so that

@@ -101,8 +101,8 @@ class _Segment:
     """What a checkpoint node needs to rerun its function. It holds no tensor: the inputs
     are saved on the ctx, the parameters referenced weakly."""
 
-    __slots__ = ("fn", "spec", "n_inputs", "needs", "params", "out_meta", "rng_state",
-                 "outputs", "ctx")
+    __slots__ = ("fn", "spec", "n_inputs", "needs", "params", "param_versions", "read",
+                 "out_meta", "rng_state", "outputs", "ctx")
 
     def call(self, inputs):
         args, kwargs = _fill(self.spec, inputs)
@@ -114,6 +114,27 @@ class _Segment:
     def describe(self) -> str:
         name = getattr(self.fn, "__qualname__", None) or type(self.fn).__name__
         return f"checkpoint({name})"
+
+    def check_unmodified(self) -> None:
+        """Raise, as the plain call's backward would, if what the forward read was modified
+        in place since: a parameter, or a value an op of the segment saved (a constant
+        from a closure). The inputs are checked by ctx.saved_tensors."""
+        for k, (p, version) in enumerate(zip(self.live_params(), self.param_versions)):
+            if p is not None and p._version != version:
+                raise RuntimeError(
+                    f"one of the values needed for gradient computation has been modified by "
+                    f"an in-place operation: parameter {k} of {self.describe()} (shape "
+                    f"{p.shape}, {p.dtype}) is at version {p._version}; the checkpointed "
+                    f"forward read it at version {version}, and rerunning it now would use "
+                    f"the new value. Modify it after backward(), or out of place.")
+        for vc, version, op, i, shape, dtype in self.read:
+            if vc.value != version:
+                raise RuntimeError(
+                    f"one of the values needed for gradient computation has been modified by "
+                    f"an in-place operation: input {i} of '{op}' in {self.describe()} (shape "
+                    f"{shape}, {dtype}) is at version {vc.value}; '{op}' read it at version "
+                    f"{version}, and rerunning the segment now would use the new value. "
+                    f"Modify it after backward(), or out of place (.clone() it first).")
 
 
 class Checkpoint(tg.Function):
@@ -191,10 +212,12 @@ def checkpoint(fn, *args, preserve_rng_state=True, **kwargs):
     result = seg.call(stand_ins)
     outputs: list = []
     out_spec = _flatten(result, outputs)
-    params = _leaves_reached(outputs, stand_ins)
+    params, read = _walk_forward(outputs, stand_ins)
     if not outputs or not (any(seg.needs) or params):
         return result                  # nothing to differentiate: nothing was recorded
     seg.params = tuple(weakref.ref(p) for p in params)
+    seg.param_versions = tuple(p._version for p in params)
+    seg.read = read
     seg.out_meta = tuple((o.shape, o.dtype) for o in outputs)
     seg.outputs = outputs
     try:
@@ -205,11 +228,18 @@ def checkpoint(fn, *args, preserve_rng_state=True, **kwargs):
     return _fill(out_spec, recorded)
 
 
-def _leaves_reached(outputs, stand_ins) -> list:
-    """The leaves that require grad in the graph behind `outputs`, other than `stand_ins`,
-    in the order first met (an iterative walk: no recursion)."""
+def _walk_forward(outputs, stand_ins) -> tuple[list, list]:
+    """(the leaves that require grad in the graph behind `outputs`, other than
+    `stand_ins`, in the order first met; the version records of every value its nodes
+    saved). An iterative walk: no recursion.
+
+    NOTE: the rerun must read what the forward read. Parameters and saved values (a
+    closure's constant that matmul saved) are version-checked before it
+    (_Segment.check_unmodified); a constant that no op saved and that is modified in place
+    is not seen (the engine keeps no record of it)."""
     own = {id(t) for t in stand_ins}
     found, found_ids, seen, stack = [], set(), set(), []
+    read = []
 
     def leaf(t):
         if id(t) not in own and id(t) not in found_ids:
@@ -225,7 +255,10 @@ def _leaves_reached(outputs, stand_ins) -> list:
             seen.add(node)
             stack.append(node)
     while stack:
-        for nxt, _ in stack.pop().next_functions:
+        node = stack.pop()
+        read.extend((vc, version, node.name, i, shape, dtype)
+                    for vc, version, i, shape, dtype in node.saved_versions())
+        for nxt, _ in node.next_functions:
             if nxt is None:
                 continue
             if isinstance(nxt, _Tensor):
@@ -233,7 +266,7 @@ def _leaves_reached(outputs, stand_ins) -> list:
             elif nxt not in seen:
                 seen.add(nxt)
                 stack.append(nxt)
-    return found
+    return found, read
 
 
 # -- backward --------------------------------------------------------------------------------
@@ -241,6 +274,7 @@ def _leaves_reached(outputs, stand_ins) -> list:
 def _vjp(seg: _Segment, xs, grads, create_graph: bool) -> list:
     """Rerun the segment on `xs` (tensors used as they are) and backpropagate `grads`
     through the rerun: one gradient (or None) per input, then per parameter."""
+    seg.check_unmodified()
     params = seg.live_params()
     with _rng_replay(seg.rng_state), tg.enable_grad():
         result = seg.call(xs)

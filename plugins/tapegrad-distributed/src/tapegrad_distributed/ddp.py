@@ -24,6 +24,9 @@ right after. DDP registers one such hook per parameter:
    ``loss.backward()`` returns, every ``.grad`` holds the average over the ranks — no
    wrapper around ``backward()``, no callback the engine would need to offer.
 
+Only a backward that accumulates into ``.grad`` reduces: under ``tg.grad`` (gradients
+returned, ``.grad`` untouched) the hooks pass this rank's gradients through unchanged.
+
 A reduction therefore completes when every parameter got its gradient. A parameter that
 takes no part in the forward pass never does: ``find_unused_parameters=True`` walks the
 graph of the output after each forward and counts such parameters as ready with a zero
@@ -40,6 +43,7 @@ import weakref
 
 import numpy as np
 import tapegrad as tg
+from tapegrad._engine import backward_accumulates as _backward_accumulates
 
 # NOTE: the base class from tapegrad-nn itself, not tg.nn: this module is imported while
 # tapegrad loads its plugins, possibly before tapegrad-nn has published tg.nn.
@@ -364,6 +368,12 @@ def _make_hook(ddp_ref, bucket, slot):
     def ddp_gradient_hook(g):
         ddp = ddp_ref()
         if ddp is None:                 # the wrapper is gone: plain local training
+            return g
+        if not _backward_accumulates():
+            # NOTE: tg.grad returns gradients and leaves .grad alone: it gets this rank's
+            # own gradients (as torch.autograd.grad under PyTorch's DDP), and the step's
+            # reduction state is untouched. Reducing here would average only some
+            # parameters and write the others' .grad.
             return g
         return ddp._on_grad(bucket, slot, g)
     return ddp_gradient_hook

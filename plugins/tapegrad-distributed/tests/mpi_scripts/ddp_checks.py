@@ -189,6 +189,25 @@ def check_bad_inputs(world, report):
                                          for n, p in ddp.named_parameters()}
 
 
+def check_tg_grad(world, report):
+    """tg.grad under DDP: this rank's own gradients, .grad untouched, the next backward
+    still reduces (the hooks used to run: one parameter averaged, .grad written)."""
+    x, y = digits()
+    ddp = tg.distributed.DistributedDataParallel(digits_mlp(seed=3), bucket_cap_mb=0.05)
+    reference = digits_mlp(seed=3)
+    mine = np.arange(16)[world.rank::world.size]
+    params = list(ddp.module.parameters())
+    grads = tg.grad(tg.cross_entropy(ddp(x[mine]), y[mine]), params)
+    local = tg.grad(tg.cross_entropy(reference(x[mine]), y[mine]), list(reference.parameters()))
+    report["tg_grad_local_diff"] = max_diff([g.numpy() for g in grads], [g.numpy() for g in local])
+    report["tg_grad_left_grad_none"] = all(p.grad is None for p in params)
+    report["tg_grad_steps"] = ddp.stats.steps
+    tg.cross_entropy(ddp(x[mine]), y[mine]).backward()
+    tg.cross_entropy(reference(x[:16]), y[:16]).backward()   # the whole batch: the average
+    report["tg_grad_then_backward_diff"] = max_diff(
+        [p.grad.numpy() for p in params], [p.grad.numpy() for p in reference.parameters()])
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("out")
@@ -196,7 +215,8 @@ def main():
     args = parser.parse_args()
     world = tg.distributed.init(timeout=60)
     report = {"rank": world.rank, "size": world.size}
-    checks = [check_equivalence, check_no_sync, check_overlap, check_sampler, check_bad_inputs]
+    checks = [check_equivalence, check_no_sync, check_overlap, check_sampler, check_bad_inputs,
+              check_tg_grad]
     for check in checks:
         if args.only and check.__name__ != "check_" + args.only:
             continue
