@@ -722,3 +722,25 @@ def test_an_inplace_write_inside_whose_rule_reads_the_old_value_replays_on_the_n
         np.testing.assert_array_equal(xc.grad.numpy(), xe.grad.numpy())
         np.testing.assert_array_equal(xe.grad.numpy(), 16.0 * xe.detach().numpy() ** 3)
     assert compiled.cache_info().hits == 2
+
+
+def test_a_step_that_runs_its_own_backward_returns_a_loss_like_eager():
+    # Found by the differential fuzzer: replays returned the loss with requires_grad=False
+    # and no grad_fn, where eager's loss keeps its (consumed) graph.
+    w = tg.tensor([1.0, -2.0], requires_grad=True)
+
+    def step(x):
+        w.grad = None
+        loss = (x * w).sum()
+        loss.backward()
+        return loss
+
+    compiled = tg.compile(step)
+    for k in range(3):
+        eager, replayed = step(tg.full(2, k)), compiled(tg.full(2, k))
+        assert (replayed.requires_grad, replayed.grad_fn is None) == (True, False)
+        assert (eager.requires_grad, eager.grad_fn is None) == (True, False)
+        for loss in (eager, replayed):
+            with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+                loss.backward()
+    assert compiled.cache_info().hits == 2

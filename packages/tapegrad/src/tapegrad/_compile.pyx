@@ -476,6 +476,7 @@ cdef class _Program:
     cdef public bint inner_backward
     cdef public bint restore_rng          # save the generators first: a fallback gives back draws
     cdef public object eager_reason
+    cdef public object spent_node         # see Note: [outputs of a function that ran its own backward]
     cdef public Py_ssize_t nslots
     cdef public Py_ssize_t first_effect   # forward steps before this one only compute
 
@@ -731,6 +732,9 @@ class CompiledFunction:
         # NOTE: not the caller's grad mode: tg.enable_grad() inside a function called under
         # tg.no_grad() gives outputs that need gradients (eager gives them a graph too).
         needs = [i for i, o in enumerate(outs) if (<TensorBase>o)._requires_grad]
+        if needs and rec.inner_backward:
+            program.spent_node = _spent_node(program.name, [outs[i] for i in needs])
+            program.needs = tuple(needs)
         if needs and not rec.inner_backward:
             _record_backward(rec, program, outs, needs, tensors)
         program.constants = tuple((s, v) for s, v, p in rec.constants if p is None)
@@ -1078,11 +1082,40 @@ cdef object _replay(_Program program, tuple args, tuple tensors, bint grad_on):
         needed = tuple([outs[i] for i in program.needs])
         mask = (True,) * len(grad_inputs)
         _engine.attach_function_node(program.name, ctx, _backward_fn, grad_inputs, needed, mask)
+    elif program.spent_node is not None:
+        for i, k in enumerate(program.needs):
+            t = <TensorBase>outs[k]
+            t._node = program.spent_node
+            t._output_nr = i
+            t._requires_grad = True
     if program.rebuild is None:
         return outs[0]
     if program.rebuild == "none":
         return None
     return program.rebuild(outs)
+
+
+# Note: [outputs of a function that ran its own backward]
+# A training step that calls loss.backward() inside and returns loss: eagerly, loss keeps
+# requires_grad and a grad_fn whose graph that backward consumed, so a second backward
+# through it raises. A replay has no graph to give it; it gets this node instead (one per
+# program, shared by every replay: nothing flows through it), so it looks like the eager
+# result and a backward through it raises. (Eagerly, a backward inside with
+# retain_graph=True would allow a second one: here it is refused, never run wrong.)
+
+def _spent_node(name, outs):
+    stand_ins = tuple(_engine.new_tensor((<TensorBase>o)._data, (<TensorBase>o)._device)
+                      for o in outs)
+    return _engine.attach_function_node(name, None, functools.partial(_spent_backward, name),
+                                        (), stand_ins, ())
+
+
+def _spent_backward(name, ctx, *grads):
+    raise RuntimeError(
+        f"Trying to backward through the graph a second time: {name} ran backward() itself, "
+        f"which consumed the graph of what it returned. (Through a tg.compile'd function this "
+        f"holds even if that backward had retain_graph=True: call it uncompiled to "
+        f"backpropagate twice.)")
 
 
 def _backward_fn(ctx, *grads):
