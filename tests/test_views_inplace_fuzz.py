@@ -34,7 +34,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 _N = os.environ.get("TAPEGRAD_FUZZ_EXAMPLES")
-FUZZ = settings(max_examples=int(_N) if _N else 400, deadline=None, database=None,
+FUZZ = settings(max_examples=int(_N) if _N else 3000, deadline=None, database=None,
                 derandomize=not _N, suppress_health_check=list(HealthCheck))
 
 ACCEPTED_REFUSALS = ("modified by an in-place operation", "in-place modification of a view")
