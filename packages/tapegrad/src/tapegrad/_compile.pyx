@@ -65,6 +65,7 @@ DEF K_WRITE = 1       # fn(dst, ...): an in-place write (device.copyto, device.s
 DEF K_ACCUM = 2       # accumulate slots[args[0]] into target.grad the way backward() does
 DEF K_SETGRAD = 3     # target.grad = None, or a tensor over slots[args[0]]
 DEF K_CALL = 4        # fn(): state outside the slots (the random generators' states)
+DEF K_BUMP = 5        # count an in-place write (fn: the op's name) on target's version
 
 
 @cython.final
@@ -87,7 +88,7 @@ cdef class _Step:
     def describe(self):
         name = getattr(self.fn, "__name__", None) or type(self.fn).__name__
         return {0: "kernel", 1: "write", 2: "accumulate_grad", 3: "set_grad",
-                4: "call"}[self.kind], name
+                4: "call", 5: "bump_version"}[self.kind], name
 
 
 cdef inline object _kw(_Step st, list slots):
@@ -169,6 +170,8 @@ cdef void _run(list steps, list slots, tuple args) except *:
             t = <TensorBase>_target(st, args)
             _engine.accumulate_grad(t, _engine.new_tensor(call[0], t._device), st.fresh)
             slots[st.out] = t._grad._data
+        elif st.kind == K_BUMP:
+            _engine.bump_version(_target(st, args), st.fn)
         else:
             t = <TensorBase>_target(st, args)
             t.grad = None if n == 0 else _engine.new_tensor(call[0], t._device)
@@ -243,10 +246,14 @@ class _Recorder:
         self.eager_reason = None       # set when what ran cannot be replayed
         self.rng_cells = {}            # id(state from tg.random.get_state) -> (state, cell)
         self.thread = get_ident()      # only this thread's calls belong to the recording
+        self.arg_of_slot = {}          # argument slot -> index of the (first) argument
+        self.alias_candidates = []     # (weakref of a tensor, argument index): see slot()
         for i, t in enumerate(arg_tensors):
             arr = (<TensorBase>t)._data
             if id(arr) not in self.slot_of:
-                self.arg_slots.append((self._new_slot(arr), i))
+                s = self._new_slot(arr)
+                self.arg_slots.append((s, i))
+                self.arg_of_slot[s] = i
 
     def _watch(self, arr):
         key = id(arr)
@@ -272,6 +279,8 @@ class _Recorder:
         """The slot of an array a step reads; registers an array seen for the first time."""
         s = self.slot_of.get(id(arr))
         if s is not None:
+            if tensor is not None and s in self.arg_of_slot:
+                self._note_alias(s, tensor)
             return s
         if tensor is not None and id(arr) not in self.created_ids:
             s = self._new_slot(arr)
@@ -285,6 +294,19 @@ class _Recorder:
         self.const_index[s] = len(self.constants)
         self.constants.append([s, arr, None])
         return s
+
+    def _note_alias(self, s, tensor):
+        # NOTE: another tensor over an argument's array: a tensor made inside (a.detach())
+        # or one from outside that the caller aliased (cf(w.detach()) while the code reads
+        # w). A replay could not tell which, so _record checks, once the function has
+        # returned, which of these are still alive (those made inside are gone).
+        for a in self.arg_tensors:
+            if a is tensor:
+                return
+        for ref, _ in self.alias_candidates:
+            if ref() is tensor:
+                return
+        self.alias_candidates.append((weakref.ref(tensor), self.arg_of_slot[s]))
 
     def _is_array(self, obj, device):
         return type(obj) is (<Device>device).array_type or isinstance(obj, np.ndarray)
@@ -407,6 +429,25 @@ class _Recorder:
             self.effects.append("a backward() that sets .grad")
 
     @_recording_thread_only
+    def bumped(self, t, op_name):
+        """An in-place write counted on t's version: a replay counts it on the tensor from
+        outside (an argument, or one read by reference) that shares t's version counter;
+        tensors made inside are made afresh by each replay."""
+        vc = (<TensorBase>t)._vc
+        target = None
+        for i, a in enumerate(self.arg_tensors):
+            if (<TensorBase>a)._vc is vc:
+                target = i
+                break
+        else:
+            for _, e in self.externals:
+                if (<TensorBase>e)._vc is vc:
+                    target = e
+                    break
+        if target is not None:
+            self._step(K_BUMP, op_name, (), None, None, None, None, target=target)
+
+    @_recording_thread_only
     def grad_accumulated(self, t, g, fresh, result):
         self._step(K_ACCUM, None, (g,), None, None, result, (<TensorBase>t)._device,
                    target=self._target_of(t), fresh=fresh)
@@ -458,6 +499,11 @@ cdef class _Program:
     cdef public tuple arg_slots, grad_inputs, out_slots, out_devices, needs, seed_slots
     cdef public tuple grad_slots, constants, mutable_constants, externals, ext_guard
     cdef public tuple effects, guards, keep_after_forward, names_read
+    cdef public tuple out_from      # per output: None (a slot), or ("arg", i), ("ext", t)
+                                    # or ("out", k): that very tensor; None if all are slots
+    cdef public tuple out_versions  # per output: its version when it recorded; None if all 0
+    cdef public tuple alias_guard   # ((tensor, argument index), ...) aliased when recorded
+    cdef public tuple hook_watch    # tensors (or argument indices) whose .grad is accumulated
     cdef public frozenset constant_outs
     cdef public list forward, backward
     cdef public bint inner_backward
@@ -473,6 +519,8 @@ cdef class _Program:
         self.backward = None
         self.grad_inputs = ()
         self.inner_backward = rec.inner_backward
+        self.out_from = self.out_versions = None
+        self.alias_guard = self.hook_watch = ()
 
     def describe(self):
         fwd = [(<_Step>s).describe() for s in self.forward]
@@ -497,15 +545,21 @@ cdef list _initial_slots(_Program program, tuple args):
 # Signatures
 # ---------------------------------------------------------------------------------------
 
-cdef object _describe_value(object v):
+cdef object _describe_value(object v, list tensors):
+    """v's part of the cache key; the tensors in it are appended to `tensors` (in key
+    order), since each is an argument that a replay reads afresh."""
     cdef TensorBase t
     if isinstance(v, TensorBase):
         t = <TensorBase>v
+        tensors.append(v)
         return ("tensor", t._data.shape, t._data.dtype, t._device.name, t._requires_grad)
     if isinstance(v, (bool, int, float, complex, str, bytes, type(None))):
         return ("value", type(v).__name__, v)
     if isinstance(v, (tuple, list)):
-        return (type(v).__name__,) + tuple(_describe_value(x) for x in v)
+        parts = [type(v).__name__]
+        for x in v:
+            parts.append(_describe_value(x, tensors))
+        return tuple(parts)
     try:
         hash(v)
     except TypeError:
@@ -608,7 +662,7 @@ class CompiledFunction:
         program = why = None
         if variants is not None:
             for candidate in variants:
-                stale = _stale_externals(candidate)
+                stale = _stale_externals(candidate, tensors)
                 if stale is None:
                     program, why = candidate, None
                     break
@@ -657,8 +711,19 @@ class CompiledFunction:
         program.rebuild = rebuild
         program.out_slots = tuple(rec.slot((<TensorBase>o)._data, o) for o in outs)
         program.out_devices = tuple((<TensorBase>o)._device for o in outs)
-        needs = [i for i, o in enumerate(outs) if (<TensorBase>o)._requires_grad]
-        if key[0] and needs and not rec.inner_backward:
+        aliased = tuple((ref(), k) for ref, k in rec.alias_candidates if ref() is not None)
+        if aliased:
+            program.alias_guard = aliased
+            if rec.eager_reason is None:
+                rec.eager_reason = (
+                    f"argument {aliased[0][1]} shares its array with a tensor (shape "
+                    f"{tuple(aliased[0][0].shape)}) that the function reads from outside "
+                    f"(a call like f(w.detach()) where the code reads w): a replay could not "
+                    f"tell the two apart, so calls that alias them run eagerly")
+        _outputs_as_eager(rec, program, outs, tensors)
+        needs = [i for i, o in enumerate(outs) if (<TensorBase>o)._requires_grad
+                 and (program.out_from is None or program.out_from[i] is None)]
+        if key[0] and needs and not rec.inner_backward and rec.eager_reason is None:
             _record_backward(rec, program, outs, needs, tensors)
         program.constants = tuple((s, v) for s, v, p in rec.constants if p is None)
         program.mutable_constants = tuple((s, p) for s, v, p in rec.constants if p is not None)
@@ -669,8 +734,13 @@ class CompiledFunction:
         program.effects = tuple(dict.fromkeys(rec.effects))
         # A constant returned as an output is copied per call: the caller may write into it.
         program.constant_outs = frozenset(s for s in program.out_slots if s in rec.const_index)
-        program.guards = tuple(rec.guards)
+        program.guards = tuple(rec.guards) + _external_guards(rec)
         program.names_read = _tensors_named_by(self.fn)
+        if rec.eager_reason is None:     # (a program that runs eagerly runs the hooks)
+            # A hook registered later on a tensor whose .grad a replay accumulates would be
+            # skipped: such a call records again (and, the hook running, runs eagerly).
+            program.hook_watch = tuple({id(st.target): st.target for st in program.forward
+                                        if (<_Step>st).kind == K_ACCUM}.values())
         program.eager_reason = rec.eager_reason
         if rec.eager_reason is not None and self.warn_when_eager:
             warnings.warn(f"tg.compile({getattr(self.fn, '__qualname__', self.fn)}): "
@@ -751,9 +821,16 @@ cdef tuple _call_key(tuple args, dict kwargs, bint grad_on):
             if converted is None:
                 converted = list(args)
             converted[i] = a
-        parts[i] = _describe_value(a)
-        if isinstance(a, TensorBase):
-            tensors.append(a)
+        parts[i] = _describe_value(a, tensors)
+    # NOTE: tensors passed by keyword or inside a tuple/list are arguments too, in key
+    # order (keywords sorted): left out, the recording would read them as closed-over
+    # tensors and every replay would use the first call's objects.
+    kw = ()
+    if kwargs:
+        kw = []
+        for k in sorted(kwargs):
+            kw.append((k, _describe_value(kwargs[k], tensors)))
+        kw = tuple(kw)
     if converted is not None:
         args = tuple(converted)
     aliases = None
@@ -765,15 +842,23 @@ cdef tuple _call_key(tuple args, dict kwargs, bint grad_on):
                     aliases = []
                 aliases.append((i, j))
                 break
-    kw = () if not kwargs else tuple(sorted((k, _describe_value(v)) for k, v in kwargs.items()))
     return args, tuple(tensors), (grad_on, tuple(parts), kw,
                                   None if aliases is None else tuple(aliases))
 
 
-cdef object _stale_externals(_Program program):
+cdef object _stale_externals(_Program program, tuple tensors):
     """Why a closed-over tensor or a guarded value no longer matches the recording, or None."""
     cdef TensorBase tb
     cdef Py_ssize_t k
+    for t, k in program.alias_guard:
+        if (<TensorBase>t)._data is not (<TensorBase>tensors[k])._data:
+            return (f"argument {k} no longer shares its array with a tensor that the "
+                    f"function reads from outside")
+    for x in program.hook_watch:
+        tb = <TensorBase>(tensors[<Py_ssize_t>x] if type(x) is int else x)
+        if tb._hooks:
+            return (f"a hook was registered on a tensor (shape {tuple(tb._data.shape)}) "
+                    f"whose .grad the function accumulates")
     for value_fn, value in program.guards:
         now = value_fn()
         if now != value:
@@ -831,6 +916,51 @@ def _tensors_named_by(fn):
             if isinstance(value, TensorBase):
                 out.append((name, None, namespace, value))
     return tuple(out)
+
+
+def _outputs_as_eager(rec, _Program program, tuple outs, tuple tensors):
+    """Make the replay's outputs what eager returns: an argument, a tensor read from
+    outside, or an earlier output returned as it is is returned as that very tensor
+    (eager returns that object, with its version and leaf status); an output that is a
+    view of one of those (x.reshape, w.T) shares its version counter and view status,
+    which a fresh tensor could not, so such a signature runs eagerly; an output written
+    in place inside gets the version it had."""
+    cdef TensorBase o
+    n = len(outs)
+    out_from = [None] * n
+    versions = [0] * n
+    outside = [(("arg", j), a) for j, a in enumerate(tensors)] + \
+              [(("ext", e), e) for _, e in rec.externals]
+    for i in range(n):
+        o = <TensorBase>outs[i]
+        for src, x in outside:
+            if x is o:
+                out_from[i] = src
+                break
+        else:
+            for k in range(i):
+                if outs[k] is o:
+                    out_from[i] = ("out", k)
+                    break
+        if out_from[i] is not None:
+            continue
+        versions[i] = _version(o)
+        if o._vc is None or rec.eager_reason is not None:
+            continue
+        if any((<TensorBase>x)._vc is o._vc for _, x in outside):
+            what = "an argument or of a tensor read from outside"
+        elif any((<TensorBase>x)._vc is o._vc for x in outs[:i]):
+            what = "another output"
+        else:
+            continue
+        rec.eager_reason = (
+            f"output {i} is a view of {what} (x.reshape(...), w.T, x.detach()), and a "
+            f"replay's fresh output could not share its version counter and view status, "
+            f"so this signature runs eagerly")
+    if any(x is not None for x in out_from):
+        program.out_from = tuple(out_from)
+    if any(versions):
+        program.out_versions = tuple(versions)
 
 
 def _flatten(out):
@@ -952,11 +1082,18 @@ cdef object _replay(_Program program, tuple args, tuple tensors, bint grad_on):
                               f"value, may differ)")
         raise
     for i in range(n):
+        if program.out_from is not None and program.out_from[i] is not None:
+            kind, src = program.out_from[i]
+            outs[i] = tensors[src] if kind == "arg" else outs[src] if kind == "out" else src
+            continue
         s = program.out_slots[i]
         arr = slots[s]
         if program.constant_outs and s in program.constant_outs:
             arr = _copy_array(arr)
-        outs[i] = _engine.new_tensor(arr, program.out_devices[i])
+        outs[i] = t = _engine.new_tensor(arr, program.out_devices[i])
+        if program.out_versions is not None and program.out_versions[i]:
+            t._vc = VersionCounter.__new__(VersionCounter)
+            t._vc.value = program.out_versions[i]
     if program.backward is not None and grad_on:
         grad_inputs = _grad_inputs(program, tensors)
         keep = [None] * program.nslots
@@ -1056,6 +1193,29 @@ def compile(fn=None, *, cache_size=1024, explain=False, check=False):
     if fn is None:
         return lambda f: CompiledFunction(f, cache_size, explain, check)
     return CompiledFunction(fn, cache_size, explain, check)
+
+
+_EXTERNAL_GUARDS = []
+
+
+def add_external_guard(provider):
+    """Register `provider(tensors, guard_fns) -> [value_fn, ...]`: when a function has
+    recorded, it gets the tensors the recording read from outside and the value functions
+    guarded already, and returns more to guard (tg.nn: the modules holding those tensors,
+    so that a weight read without calling its module and then replaced is noticed)."""
+    _EXTERNAL_GUARDS.append(provider)
+
+
+def _external_guards(rec):
+    if not _EXTERNAL_GUARDS or not rec.externals:
+        return ()
+    tensors = tuple(t for _, t in rec.externals)
+    fns = tuple(fn for fn, _ in rec.guards)
+    out = []
+    for provider in _EXTERNAL_GUARDS:
+        for fn in provider(tensors, fns):
+            out.append((fn, fn()))
+    return tuple(out)
 
 
 def compile_guard(value_fn):

@@ -265,10 +265,14 @@ class Optimizer:
             return closure()
 
     def _compile_key(self):
+        # NOTE: the parameters and state tensors by identity (id(): a recording holds them,
+        # so their ids cannot be reused while it lives): load_state_dict puts new state
+        # tensors in, which a replay recorded with the old ones would keep updating.
         groups = tuple(tuple((k, repr(v)) for k, v in sorted(g.items()) if k != "params")
                        for g in self.param_groups)
-        params = tuple((p.grad is None,
-                        tuple((k, v if isinstance(v, (int, float, bool)) else type(v).__name__)
+        params = tuple((id(p), p.grad is None,
+                        tuple((k, v if isinstance(v, (int, float, bool)) else
+                               (type(v).__name__, id(v)))
                               for k, v in sorted(self.state.get(p, {}).items())))
                        for g in self.param_groups for p in g["params"])
         return groups, params

@@ -1,0 +1,350 @@
+"""tg.compile, issue 13 items 14-20: a replay returns what the eager call would return
+(outputs, .grad, parameters, optimizer state, version counters, raised errors) whatever
+arguments it gets (by keyword, inside containers, aliasing closed-over tensors), whatever
+the caller does with the results (in-place writes into views), and whatever changed
+outside since it recorded (hooks, modules, optimizer state). Each test runs N calls of
+the compiled function against N calls of the eager function on a fresh copy of the
+same state, and compares bit for bit."""
+
+import warnings
+
+import numpy as np
+import pytest
+import tapegrad as tg
+
+
+def _same(a, b):
+    if a is None or b is None:
+        assert a is None and b is None
+        return
+    a = a.numpy() if isinstance(a, tg.Tensor) else np.asarray(a)
+    b = b.numpy() if isinstance(b, tg.Tensor) else np.asarray(b)
+    assert a.shape == b.shape and a.dtype == b.dtype
+    assert a.tobytes() == b.tobytes(), (a, b)
+
+
+def _t(values, requires_grad=False):
+    return tg.tensor(np.asarray(values, dtype=np.float64), requires_grad=requires_grad)
+
+
+# -- 14: tensors passed by keyword or inside a tuple/list ----------------------------------
+
+def test_a_tensor_passed_by_keyword_is_read_afresh_and_gets_its_gradient():
+    def f(x, *, scale):
+        return (x * scale).sum()
+
+    compiled = tg.compile(f)
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        xv, sv = rng.standard_normal(3), rng.standard_normal(3)
+        runs = []
+        for fn in (f, compiled):
+            x, s = _t(xv, True), _t(sv, True)
+            out = fn(x, scale=s)
+            out.backward()
+            runs.append((out, x.grad, s.grad))
+        for a, b in zip(*runs):
+            _same(a, b)
+    assert compiled.cache_info().hits == 2
+
+
+@pytest.mark.parametrize("container", [tuple, list])
+def test_tensors_inside_a_tuple_or_list_argument_are_read_afresh(container):
+    def f(pair, k=2.0):
+        a, b = pair
+        return (a * b * k).sum()
+
+    compiled = tg.compile(f)
+    rng = np.random.default_rng(1)
+    for _ in range(3):
+        av, bv = rng.standard_normal(2), rng.standard_normal(2)
+        runs = []
+        for fn in (f, compiled):
+            a, b = _t(av, True), _t(bv, True)
+            out = fn(container([a, b]))
+            out.backward()
+            runs.append((out, a.grad, b.grad))
+        for x, y in zip(*runs):
+            _same(x, y)
+    assert compiled.cache_info().hits == 2
+
+
+def test_the_same_tensor_twice_in_a_container_is_part_of_the_signature():
+    def f(pair):
+        a, b = pair
+        a.add_(1.0)
+        return a * b
+
+    compiled = tg.compile(f)
+    for fn_share in (False, True, False):
+        results = []
+        for fn in (f, compiled):
+            a = _t([1.0, 2.0])
+            b = a if fn_share else _t([1.0, 2.0])
+            results.append(fn((a, b)))
+        _same(results[0], results[1])
+
+
+# -- 15: Adam(capturable=True) resumed with load_state_dict ---------------------------------
+
+def _model_and_adam(seed):
+    tg.manual_seed(seed)
+    model = tg.nn.Linear(3, 2)
+    return model, tg.optim.Adam(model.parameters(), lr=0.1, capturable=True)
+
+
+def test_capturable_adam_after_load_state_dict_updates_the_loaded_state():
+    rng = np.random.default_rng(2)
+    batches = [tg.tensor(rng.standard_normal((4, 3))) for _ in range(8)]
+
+    def make_step(model, opt):
+        def step(x):
+            opt.zero_grad()
+            loss = (model(x) ** 2).sum()
+            loss.backward()
+            opt.step()
+            return loss
+        return step
+
+    (me, oe), (mc, oc) = _model_and_adam(0), _model_and_adam(0)
+    eager, compiled = make_step(me, oe), tg.compile(make_step(mc, oc))
+    # a checkpoint of another run to resume from
+    mo, oo = _model_and_adam(0)
+    other = make_step(mo, oo)
+    for x in batches[:2]:
+        other(x)
+    checkpoint = oo.state_dict()
+    for i, x in enumerate(batches):
+        if i == 4:
+            oe.load_state_dict(checkpoint)
+            oc.load_state_dict(checkpoint)
+        _same(compiled(x), eager(x))
+        for pc, pe in zip(mc.parameters(), me.parameters()):
+            _same(pc, pe)
+        sc, se = oc.state_dict()["state"], oe.state_dict()["state"]
+        assert sc.keys() == se.keys()
+        for k in sc:
+            for name in se[k]:
+                _same(np.asarray(sc[k][name]), np.asarray(se[k][name]))
+
+
+# -- 16: in-place writes made by a replay bump version counters -----------------------------
+
+def test_an_argument_written_in_place_by_a_replay_bumps_its_version():
+    def f(x):
+        x.mul_(2.0)
+        return x + 1.0
+
+    compiled = tg.compile(f)
+    for _ in range(3):
+        results = []
+        for fn in (f, compiled):
+            a = _t([1.0, 2.0], True)
+            x = _t([3.0, 4.0])
+            y = a * x                          # saves x for its gradient
+            out = fn(x)
+            results.append((out, x, x._version))
+            with pytest.raises(RuntimeError, match="modified by an in-place operation"):
+                y.sum().backward()
+        _same(results[0][0], results[1][0])
+        _same(results[0][1], results[1][1])
+        assert results[0][2] == results[1][2] == 1
+
+
+def test_an_optimizer_step_replayed_bumps_the_parameters_versions():
+    def make(seed):
+        tg.manual_seed(seed)
+        model = tg.nn.Linear(2, 1)
+        opt = tg.optim.SGD(model.parameters(), lr=0.1)
+
+        def step(x):
+            opt.zero_grad()
+            loss = model(x).sum()
+            loss.backward()
+            opt.step()
+            return loss
+        return model, step
+
+    (me, se), (mc, sc) = make(0), make(0)
+    sc = tg.compile(sc)
+    x = _t([[1.0, 2.0]])
+    for i in range(4):
+        outside = [(p * p).sum() for p in me.parameters()], [(p * p).sum() for p in mc.parameters()]
+        _same(sc(x), se(x))
+        for pe, pc in zip(me.parameters(), mc.parameters()):
+            _same(pc, pe)
+            assert pc._version == pe._version
+        for graphs in outside:
+            for g in graphs:
+                with pytest.raises(RuntimeError, match="modified by an in-place operation"):
+                    g.backward()
+    assert sc.cache_info().hits >= 2
+
+
+# -- 17: outputs that alias an argument or a parameter --------------------------------------
+
+def test_a_returned_view_of_a_leaf_argument_refuses_in_place_writes_like_eager():
+    def f(x):
+        return x.reshape(4)
+
+    compiled = tg.compile(f)
+    for _ in range(3):
+        errors = []
+        for fn in (f, compiled):
+            x = _t([[1.0, 2.0], [3.0, 4.0]], True)
+            y = fn(x)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", tg.CompileWarning)
+                with pytest.raises(RuntimeError) as err:
+                    y += 5.0
+            errors.append(type(err.value))
+            _same(x, np.array([[1.0, 2.0], [3.0, 4.0]]))
+        assert errors[0] is errors[1]
+
+
+def test_a_returned_view_of_an_argument_shares_its_version_without_grad():
+    def f(x):
+        return x.T
+
+    compiled = tg.compile(f)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", tg.CompileWarning)
+        for _ in range(3):
+            seen = []
+            for fn in (f, compiled):
+                x = _t([[1.0, 2.0], [3.0, 4.0]])
+                y = fn(x)
+                y += 5.0
+                seen.append((x.numpy().copy(), x._version, y._version))
+            assert seen[0][1:] == seen[1][1:] == (1, 1)
+            _same(seen[0][0], seen[1][0])
+
+
+def test_a_returned_parameter_is_the_parameter_itself():
+    w = _t([1.0, 2.0], True)
+
+    def f(x):
+        return x * w, w
+
+    compiled = tg.compile(f)
+    for _ in range(3):
+        y, p = compiled(_t([3.0, 4.0]))
+        assert p is w
+        with pytest.raises(RuntimeError, match="leaf"):
+            p += 5.0
+        w.grad = None
+        (y.sum() + (p * p).sum()).backward()
+        _same(w.grad, np.array([3.0 + 2.0, 4.0 + 4.0]))
+        _same(w, np.array([1.0, 2.0]))
+
+
+def test_an_output_written_in_place_inside_has_the_eager_version():
+    def f(x):
+        y = x * 2.0
+        y.add_(1.0)
+        return y
+
+    compiled = tg.compile(f)
+    for _ in range(3):
+        assert compiled(_t([1.0]))._version == f(_t([1.0]))._version == 1
+
+
+# -- 18: an argument sharing its array with a closed-over tensor ----------------------------
+
+def test_an_argument_that_aliases_a_closed_over_tensor_when_it_records():
+    w = _t([1.0, 2.0], True)
+
+    def f(a):
+        return (a * 10.0 + w * 3.0).sum()
+
+    compiled = tg.compile(f)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", tg.CompileWarning)
+        for arg in (lambda: w.detach(), lambda: _t([5.0, 7.0]), lambda: w.detach(),
+                    lambda: _t([-1.0, 0.5])):
+            results = []
+            for fn in (f, compiled):
+                w.grad = None
+                out = fn(arg())
+                out.backward()
+                results.append((out, w.grad))
+            _same(results[0][0], results[1][0])
+            _same(results[0][1], results[1][1])
+
+
+# -- 19: hooks registered after a step recorded ---------------------------------------------
+
+def test_a_hook_registered_after_recording_runs_in_later_calls():
+    def make():
+        w = _t([1.0, 2.0], True)
+
+        def step(x):
+            w.grad = None
+            (w * x).sum().backward()
+            return w.grad * 1.0
+        return w, step
+
+    (we, se), (wc, sc) = make(), make()
+    sc = tg.compile(sc)
+    x = _t([3.0, 4.0])
+    seen_e, seen_c = [], []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", tg.CompileWarning)
+        for i in range(5):
+            if i == 2:
+                we.register_hook(lambda g: seen_e.append(1) or g * 2.0)
+                wc.register_hook(lambda g: seen_c.append(1) or g * 2.0)
+            _same(sc(x), se(x))
+            _same(wc.grad, we.grad)
+    assert len(seen_c) == len(seen_e) == 3
+
+
+# -- 20: modules that are not called --------------------------------------------------------
+
+def test_a_module_appended_to_a_module_list_is_seen_by_the_next_call():
+    class Net(tg.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = tg.nn.ModuleList([tg.nn.Linear(2, 2)])
+
+        def forward(self, x):
+            for layer in self.layers:
+                x = layer(x)
+            return x
+
+    tg.manual_seed(0)
+    net = Net()
+    compiled = tg.compile(lambda x: net(x))
+    x = _t([[1.0, -1.0]])
+    compiled(x), compiled(x)
+    net.layers.append(tg.nn.Linear(2, 3))
+    _same(compiled(x), net(x))
+    assert compiled(x).shape == (1, 3)
+
+
+def test_a_weight_read_directly_and_replaced_is_seen_by_the_next_call():
+    class Tied(tg.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = tg.nn.Linear(3, 2, bias=False)
+
+        def forward(self, x):
+            return x @ self.emb.weight.T          # emb itself is never called
+
+    tg.manual_seed(0)
+    net = Tied()
+    compiled = tg.compile(lambda x: net(x))
+    x = _t([[1.0, 2.0, 3.0]])
+    compiled(x), compiled(x)
+    net.emb.weight = tg.nn.Parameter(tg.ones((2, 3)))
+    _same(compiled(x), net(x))
+
+    emb = tg.nn.Linear(3, 2, bias=False)          # no module called at all
+
+    def plain(x):
+        return x @ emb.weight.T
+
+    compiled = tg.compile(plain)
+    compiled(x), compiled(x)
+    emb.weight = tg.nn.Parameter(tg.ones((2, 3)) * 3.0)
+    _same(compiled(x), plain(x))
