@@ -299,6 +299,27 @@ def test_a_hook_registered_after_recording_runs_in_later_calls():
     assert len(seen_c) == len(seen_e) == 3
 
 
+def test_a_hook_registered_after_recording_runs_in_a_tg_grad_inside():
+    def make():
+        w = _t([1.0, 2.0], True)
+
+        def f(x):
+            (g,) = tg.grad((w * x).sum(), [w])
+            return g * 1.0
+        return w, f
+
+    (we, fe), (wc, fc) = make(), make()
+    fc = tg.compile(fc)
+    x = _t([3.0, 4.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", tg.CompileWarning)
+        for i in range(4):
+            if i == 2:
+                we.register_hook(lambda g: g * 2.0)
+                wc.register_hook(lambda g: g * 2.0)
+            _same(fc(x), fe(x))
+
+
 # -- 20: modules that are not called --------------------------------------------------------
 
 def test_a_module_appended_to_a_module_list_is_seen_by_the_next_call():

@@ -42,7 +42,7 @@ from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from cpython.ref cimport Py_INCREF
 from libc.string cimport memcmp
 
-from tapegrad._engine cimport Device, TensorBase, VersionCounter
+from tapegrad._engine cimport Device, Node, TensorBase, VersionCounter
 
 from tapegrad import _engine
 from tapegrad import random as tg_random
@@ -171,7 +171,12 @@ cdef void _run(list steps, list slots, tuple args) except *:
             _engine.accumulate_grad(t, _engine.new_tensor(call[0], t._device), st.fresh)
             slots[st.out] = t._grad._data
         elif st.kind == K_BUMP:
-            _engine.bump_version(_target(st, args), st.fn)
+            t = <TensorBase>_target(st, args)
+            if t._vc is None:
+                t._vc = VersionCounter.__new__(VersionCounter)
+            t._vc.value += 1
+            t._vc.last_op = st.fn
+            t._vc.last_trace = None
         else:
             t = <TensorBase>_target(st, args)
             t.grad = None if n == 0 else _engine.new_tensor(call[0], t._device)
@@ -242,6 +247,7 @@ class _Recorder:
         self.steps = []                # the program being recorded
         self.effects = []              # what a check=True run could not repeat safely
         self.inner_backward = False
+        self.any_backward = False      # a backward() or tg.grad ran inside (hooks: see _record)
         self.guards = []               # (value_fn, value when recorded)
         self.eager_reason = None       # set when what ran cannot be replayed
         self.rng_cells = {}            # id(state from tg.random.get_state) -> (state, cell)
@@ -424,6 +430,7 @@ class _Recorder:
 
     @_recording_thread_only
     def backward_started(self, accumulate, create_graph):
+        self.any_backward = True
         if accumulate:
             self.inner_backward = True
             self.effects.append("a backward() that sets .grad")
@@ -736,11 +743,18 @@ class CompiledFunction:
         program.constant_outs = frozenset(s for s in program.out_slots if s in rec.const_index)
         program.guards = tuple(rec.guards) + _external_guards(rec)
         program.names_read = _tensors_named_by(self.fn)
-        if rec.eager_reason is None:     # (a program that runs eagerly runs the hooks)
-            # A hook registered later on a tensor whose .grad a replay accumulates would be
-            # skipped: such a call records again (and, the hook running, runs eagerly).
-            program.hook_watch = tuple({id(st.target): st.target for st in program.forward
-                                        if (<_Step>st).kind == K_ACCUM}.values())
+        if rec.any_backward and rec.eager_reason is None:
+            # A hook registered later on a tensor that a backward inside reaches (backward()
+            # or tg.grad) would be skipped by the replay: such a call records again (and,
+            # the hook running, runs eagerly). A program that runs eagerly runs its hooks.
+            watch = {id(t): i for i, t in enumerate(tensors) if (<TensorBase>t)._requires_grad}
+            for _, t in rec.externals:
+                if (<TensorBase>t)._requires_grad and id(t) not in watch:
+                    watch[id(t)] = t
+            for st in program.forward:
+                if (<_Step>st).kind == K_ACCUM and type((<_Step>st).target) is not int:
+                    watch.setdefault(id((<_Step>st).target), (<_Step>st).target)
+            program.hook_watch = tuple(watch.values())
         program.eager_reason = rec.eager_reason
         if rec.eager_reason is not None and self.warn_when_eager:
             warnings.warn(f"tg.compile({getattr(self.fn, '__qualname__', self.fn)}): "
@@ -856,9 +870,9 @@ cdef object _stale_externals(_Program program, tuple tensors):
                     f"function reads from outside")
     for x in program.hook_watch:
         tb = <TensorBase>(tensors[<Py_ssize_t>x] if type(x) is int else x)
-        if tb._hooks:
+        if tb._hooks or (tb._node is not None and tb._node.hooks):
             return (f"a hook was registered on a tensor (shape {tuple(tb._data.shape)}) "
-                    f"whose .grad the function accumulates")
+                    f"that a backward inside the function reaches")
     for value_fn, value in program.guards:
         now = value_fn()
         if now != value:

@@ -2431,8 +2431,3 @@ cdef inline void _bump(TensorBase t, str op_name) except *:
         # tg.compile replays the bump on the tensor from outside that shares vc, so that
         # a graph outside that saved the old value raises as it would eagerly.
         _TRACER.bumped(t, op_name)
-
-
-def bump_version(TensorBase t, str op_name):
-    """Count an in-place write to t's storage (tg.compile's replay of a recorded write)."""
-    _bump(t, op_name)
