@@ -713,6 +713,7 @@ class CompiledFunction:
         rec = _Recorder(tensors)
         with _recording(rec):
             out = self.fn(*args, **kwargs)
+        inner_any_backward = rec.any_backward     # (the hidden backward below sets it too)
         outs, rebuild = _flatten(out)
         program = _Program(rec, key, name)
         program.rebuild = rebuild
@@ -743,7 +744,7 @@ class CompiledFunction:
         program.constant_outs = frozenset(s for s in program.out_slots if s in rec.const_index)
         program.guards = tuple(rec.guards) + _external_guards(rec)
         program.names_read = _tensors_named_by(self.fn)
-        if rec.any_backward and rec.eager_reason is None:
+        if inner_any_backward and rec.eager_reason is None:
             # A hook registered later on a tensor that a backward inside reaches (backward()
             # or tg.grad) would be skipped by the replay: such a call records again (and,
             # the hook running, runs eagerly). A program that runs eagerly runs its hooks.
