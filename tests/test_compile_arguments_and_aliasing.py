@@ -369,3 +369,106 @@ def test_a_weight_read_directly_and_replaced_is_seen_by_the_next_call():
     compiled(x), compiled(x)
     emb.weight = tg.nn.Parameter(tg.ones((2, 3)) * 3.0)
     _same(compiled(x), plain(x))
+
+
+# -- found by tests/test_compile_fuzz.py ----------------------------------------------------
+
+def test_an_in_place_op_on_an_intermediate_in_grad_mode_replays_on_the_new_values():
+    # _inplace's copy of the old value (mul_ saves it) was made outside the recording, so
+    # every replay read the first call's copy.
+    w = _t([1.0, 2.0], True)
+
+    def f(x):
+        h = x * w
+        h.mul_(0.5)
+        return h
+
+    compiled = tg.compile(f)
+    for k in (1.0, 2.0, 3.0):
+        runs = []
+        for fn in (f, compiled):
+            w.grad = None
+            out = fn(_t([k, -k]))
+            out.sum().backward()
+            runs.append((out, w.grad))
+        _same(runs[1][0], runs[0][0])
+        _same(runs[1][1], runs[0][1])
+
+
+def test_an_in_place_op_that_gives_an_outside_tensor_a_grad_fn_runs_eagerly():
+    w = _t([1.0, 2.0], True)
+
+    def f(x):
+        x[0] = w[1]                          # grad mode on: x now has a grad_fn
+        return x * 3.0
+
+    compiled = tg.compile(f)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", tg.CompileWarning)
+        for k in (1.0, 2.0, 3.0):
+            runs = []
+            for fn in (f, compiled):
+                w.grad = None
+                x = _t([k, k])
+                out = fn(x)
+                out.sum().backward()
+                runs.append((out, x, x.requires_grad, x.grad_fn is None, w.grad))
+            for a, b in zip(*runs):
+                if isinstance(a, tg.Tensor):
+                    _same(b, a)
+                else:
+                    assert a == b
+
+
+def test_outputs_of_a_step_that_ran_backward_inside_require_grad_like_eager():
+    def make():
+        w = _t([1.0, 2.0], True)
+
+        def step(x):
+            w.grad = None
+            loss = (w * x).sum()
+            loss.backward()
+            return loss
+        return step
+
+    eager, compiled = make(), tg.compile(make())
+    for _ in range(3):
+        le, lc = eager(_t([1.0, 1.0])), compiled(_t([1.0, 1.0]))
+        _same(lc, le)
+        assert (lc.requires_grad, lc.is_leaf) == (le.requires_grad, le.is_leaf) == (True, False)
+        for loss in (le, lc):
+            with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+                loss.backward()
+
+
+@pytest.mark.parametrize("make_opt", [
+    lambda ps: tg.optim.SGD(ps, lr=0.1, momentum=0.9),
+    lambda ps: tg.optim.Adam(ps, lr=0.1, capturable=True),
+])
+def test_an_optimizer_whose_state_is_emptied_again_creates_it_again(make_opt):
+    def make():
+        w = _t([1.0, -2.0], True)
+        opt = make_opt([w])
+        empty = opt.state_dict()
+
+        def step(x):
+            opt.zero_grad()
+            (w * w * x).sum().backward()
+            opt.step()
+            return w * 1.0
+        return w, opt, empty, step
+
+    (we, oe, ee, se), (wc, oc, ec, sc) = make(), make()
+    sc = tg.compile(sc)
+    for i in range(7):
+        if i == 4:                           # resume from a checkpoint taken before step 1
+            oe.load_state_dict(ee)
+            oc.load_state_dict(ec)
+        _same(sc(_t([1.0, 0.5])), se(_t([1.0, 0.5])))
+        _same(wc, we)
+        sde, sdc = oe.state_dict()["state"], oc.state_dict()["state"]
+        assert sdc.keys() == sde.keys()
+        for k in sde:
+            assert sdc[k].keys() == sde[k].keys()
+            for name in sde[k]:
+                _same(np.asarray(sdc[k][name]), np.asarray(sde[k][name]))

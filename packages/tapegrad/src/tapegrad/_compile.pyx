@@ -250,10 +250,16 @@ class _Recorder:
         self.any_backward = False      # a backward() or tg.grad ran inside (hooks: see _record)
         self.guards = []               # (value_fn, value when recorded)
         self.eager_reason = None       # set when what ran cannot be replayed
+        self.once_reason = None        # set when this recording must not be kept (record_once)
         self.rng_cells = {}            # id(state from tg.random.get_state) -> (state, cell)
         self.thread = get_ident()      # only this thread's calls belong to the recording
         self.arg_of_slot = {}          # argument slot -> index of the (first) argument
         self.alias_candidates = []     # (weakref of a tensor, argument index): see slot()
+        # (tensor, its node, requires_grad) for the arguments and tensors from outside, as
+        # first seen: an in-place op that records re-points a tensor's graph (x[0] = w[1]
+        # with grad on makes x a non-leaf), which a replay cannot do to a caller's tensor.
+        self.graph_before = [(t, (<TensorBase>t)._node, (<TensorBase>t)._requires_grad)
+                             for t in arg_tensors]
         for i, t in enumerate(arg_tensors):
             arr = (<TensorBase>t)._data
             if id(arr) not in self.slot_of:
@@ -291,6 +297,8 @@ class _Recorder:
         if tensor is not None and id(arr) not in self.created_ids:
             s = self._new_slot(arr)
             self.externals.append((s, tensor))
+            self.graph_before.append(
+                (tensor, (<TensorBase>tensor)._node, (<TensorBase>tensor)._requires_grad))
             return s
         # A constant that the function writes into gets a copy of its value just before
         # the first write (see write()), so every replay starts from that value. Copying
@@ -389,6 +397,11 @@ class _Recorder:
         self._step(K_WRITE, fn, items, None, None, None, device)
         if any(s == e for e, _ in self.externals) or any(s == a for a, _ in self.arg_slots):
             self.effects.append("an in-place write into a tensor from outside")
+            if owner is not None and not any(t is owner for t, _, _ in self.graph_before):
+                # (first seen through _inplace's stand-in for it; the write comes before
+                # the op re-points owner's graph)
+                self.graph_before.append((owner, (<TensorBase>owner)._node,
+                                          (<TensorBase>owner)._requires_grad))
 
     @_recording_thread_only
     def created(self, arr, device):
@@ -423,6 +436,11 @@ class _Recorder:
                 f"a tensor hook ({getattr(hook, '__qualname__', type(hook).__name__)}) ran "
                 f"while it recorded; hooks are Python code a replay would skip (for example "
                 f"DistributedDataParallel's all-reduce), so this signature runs eagerly")
+
+    @_recording_thread_only
+    def once(self, reason):
+        if self.once_reason is None:
+            self.once_reason = reason
 
     @_recording_thread_only
     def guard(self, value_fn):
@@ -511,6 +529,8 @@ cdef class _Program:
     cdef public tuple out_versions  # per output: its version when it recorded; None if all 0
     cdef public tuple alias_guard   # ((tensor, argument index), ...) aliased when recorded
     cdef public tuple hook_watch    # tensors (or argument indices) whose .grad is accumulated
+    cdef public tuple spent_needs   # outputs that require grad through a graph the function
+                                    # backpropagated itself (no backward program)
     cdef public frozenset constant_outs
     cdef public list forward, backward
     cdef public bint inner_backward
@@ -527,7 +547,7 @@ cdef class _Program:
         self.grad_inputs = ()
         self.inner_backward = rec.inner_backward
         self.out_from = self.out_versions = None
-        self.alias_guard = self.hook_watch = ()
+        self.alias_guard = self.hook_watch = self.spent_needs = ()
 
     def describe(self):
         fwd = [(<_Step>s).describe() for s in self.forward]
@@ -719,7 +739,8 @@ class CompiledFunction:
         program.rebuild = rebuild
         program.out_slots = tuple(rec.slot((<TensorBase>o)._data, o) for o in outs)
         program.out_devices = tuple((<TensorBase>o)._device for o in outs)
-        aliased = tuple((ref(), k) for ref, k in rec.alias_candidates if ref() is not None)
+        aliased = tuple((ref(), k) for ref, k in rec.alias_candidates if ref() is not None
+                        and not any(ref() is o for o in outs))   # (outputs: see below)
         if aliased:
             program.alias_guard = aliased
             if rec.eager_reason is None:
@@ -729,10 +750,20 @@ class CompiledFunction:
                     f"(a call like f(w.detach()) where the code reads w): a replay could not "
                     f"tell the two apart, so calls that alias them run eagerly")
         _outputs_as_eager(rec, program, outs, tensors)
+        for t, node, rg in rec.graph_before:
+            if rec.eager_reason is None and ((<TensorBase>t)._node is not node
+                                             or (<TensorBase>t)._requires_grad != rg):
+                rec.eager_reason = (
+                    f"an in-place op recorded into the graph of a tensor from outside (shape "
+                    f"{tuple(t.shape)}; x[0] = w[1] or x.mul_(w) with grad mode on): it now has "
+                    f"another grad_fn, which a replay cannot give a caller's tensor, so this "
+                    f"signature runs eagerly")
         needs = [i for i, o in enumerate(outs) if (<TensorBase>o)._requires_grad
                  and (program.out_from is None or program.out_from[i] is None)]
         if key[0] and needs and not rec.inner_backward and rec.eager_reason is None:
             _record_backward(rec, program, outs, needs, tensors)
+        elif key[0] and needs and rec.inner_backward:
+            program.spent_needs = tuple(needs)
         program.constants = tuple((s, v) for s, v, p in rec.constants if p is None)
         program.mutable_constants = tuple((s, p) for s, v, p in rec.constants if p is not None)
         program.externals = tuple(rec.externals)
@@ -767,6 +798,8 @@ class CompiledFunction:
         _plan_frees(program.forward, set(program.out_slots) | set(program.keep_after_forward))
         if program.backward is not None:
             _plan_frees(program.backward, {k for k in program.grad_slots if k is not None})
+        if rec.once_reason is not None:
+            return out            # ran eagerly; the next such call records again
         variants = self._cache.setdefault(key, [])
         variants.insert(0, program)
         if len(variants) > _MAX_VARIANTS:
@@ -1125,11 +1158,26 @@ cdef object _replay(_Program program, tuple args, tuple tensors, bint grad_on):
         needed = tuple([outs[i] for i in program.needs])
         mask = (True,) * len(grad_inputs)
         _engine.attach_function_node(program.name, ctx, _backward_fn, grad_inputs, needed, mask)
+    elif program.spent_needs and grad_on:
+        # NOTE: eagerly these outputs require grad, through a graph the function itself
+        # backpropagated (loss.backward() inside): they keep that look, and a backward
+        # through them raises (eager raises too, unless the inner backward retained it).
+        _engine.attach_function_node(program.name, _ReplayCtx(program, None, (), ()),
+                                     _spent_backward, (),
+                                     tuple([outs[i] for i in program.spent_needs]), ())
     if program.rebuild is None:
         return outs[0]
     if program.rebuild == "none":
         return None
     return program.rebuild(outs)
+
+
+def _spent_backward(ctx, *grads):
+    raise RuntimeError(
+        f"Trying to backward through the graph a second time: '{ctx.program.name}' ran "
+        f"backward() over it inside the compiled function, and a replay keeps nothing for "
+        f"another one (even where that backward had retain_graph=True). Call the function "
+        f"uncompiled to backpropagate its outputs again")
 
 
 def _backward_fn(ctx, *grads):
@@ -1231,6 +1279,15 @@ def _external_guards(rec):
         for fn in provider(tensors, fns):
             out.append((fn, fn()))
     return tuple(out)
+
+
+def record_once(reason):
+    """Keep no recording of the call running now (if one records): library code calls it
+    where it changes Python state that a replay would not change, such as an optimizer
+    putting new state tensors into its state dict on its first step."""
+    tracer = _engine.get_tracer()
+    if tracer is not None:
+        tracer.once(reason)
 
 
 def compile_guard(value_fn):

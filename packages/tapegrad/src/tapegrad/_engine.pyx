@@ -2395,7 +2395,15 @@ cdef object _inplace(TensorBase self, str op_name, tuple others, dict params):
             f"in a graph; use an out-of-place op")
     op = _lookup(op_name)
     saves_self = op.saves_input(0)
-    shadow = _new_tensor(self._device.copy(self._data) if saves_self else self._data, self._device)
+    if saves_self:
+        old = self._device.copy(self._data)
+        if _TRACER is not None:
+            # NOTE: a kernel like any other for tg.compile: unrecorded, a replay would read
+            # the copy the recording made (the first call's value) instead of making one.
+            _TRACER.kernel(self._device.copy, (self._data,), None, old, self._device, (self,))
+    else:
+        old = self._data
+    shadow = _new_tensor(old, self._device)
     shadow._node = self._node
     shadow._output_nr = self._output_nr
     shadow._requires_grad = self._requires_grad
