@@ -228,7 +228,10 @@ def test_a_returned_parameter_is_the_parameter_itself():
 
     compiled = tg.compile(f)
     for _ in range(3):
-        y, p = compiled(_t([3.0, 4.0]))
+        with warnings.catch_warnings():
+            # w is reached by x * w's gradient too: eagerly, see the next test
+            warnings.simplefilter("ignore", tg.CompileWarning)
+            y, p = compiled(_t([3.0, 4.0]))
         assert p is w
         with pytest.raises(RuntimeError, match="leaf"):
             p += 5.0
@@ -236,6 +239,28 @@ def test_a_returned_parameter_is_the_parameter_itself():
         (y.sum() + (p * p).sum()).backward()
         _same(w.grad, np.array([3.0 + 2.0, 4.0 + 4.0]))
         _same(w, np.array([1.0, 2.0]))
+
+
+def test_a_returned_argument_that_other_outputs_reach_sums_its_gradient_like_eager():
+    # eager sums x's three gradient terms in the engine's order; a replay returning x
+    # itself would add the program's two first (found by tests/test_compile_fuzz.py)
+    def f(x):
+        return x * x, x
+
+    compiled = tg.compile(f)
+    rng = np.random.default_rng(5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", tg.CompileWarning)
+        for _ in range(4):
+            v = rng.standard_normal((2, 3))
+            grads = []
+            for fn in (f, compiled):
+                x = _t(v, True)
+                h, y = fn(x)
+                assert y is x
+                (h.sum() + y.sum()).backward()
+                grads.append(x.grad)
+            _same(grads[1], grads[0])
 
 
 def test_an_output_written_in_place_inside_has_the_eager_version():
@@ -472,3 +497,54 @@ def test_an_optimizer_whose_state_is_emptied_again_creates_it_again(make_opt):
             assert sdc[k].keys() == sde[k].keys()
             for name in sde[k]:
                 _same(np.asarray(sdc[k][name]), np.asarray(sde[k][name]))
+
+
+def test_a_replay_that_writes_into_a_tensor_sharing_the_arguments_version_counter():
+    # recorded with a plain argument, then called with w.detach(): the write into w
+    # counts on the argument's version too, so abs's saved input is stale, as eagerly
+    def make():
+        w = tg.tensor(np.arange(6.0).reshape(2, 3), requires_grad=True)
+
+        def f(x):
+            a = abs(x)
+            with tg.no_grad():
+                w[0] = x[1]
+            return a
+        return w, f
+
+    (we, fe), (wc, fc) = make(), make()
+    fc = tg.compile(fc)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", tg.CompileWarning)
+        for call in range(4):
+            seen = []
+            for w, fn in ((we, fe), (wc, fc)):
+                x = w.detach().requires_grad_() if call in (1, 3) else \
+                    tg.tensor(np.full((2, 3), call + 2.0), requires_grad=True)
+                try:
+                    fn(x).sum().backward()
+                    error = None
+                except RuntimeError as exc:
+                    error = "modified by an in-place operation" in str(exc)
+                seen.append((error, x._version, w._version))
+                _same(w, we)
+            assert seen[0] == seen[1]
+            assert seen[0][0] == (True if call in (1, 3) else None)
+
+
+def test_a_closed_over_tensor_first_read_through_its_detach_still_gets_its_gradient():
+    w = _t([1.0, 2.0], True)
+
+    def f(x):
+        return (w.detach() * x + w).sum()
+
+    compiled = tg.compile(f)
+    for k in (1.0, 2.0, 3.0):
+        runs = []
+        for fn in (f, compiled):
+            w.grad = None
+            out = fn(_t([k, k]))
+            out.backward()
+            runs.append((out, w.grad))
+        _same(runs[1][0], runs[0][0])
+        _same(runs[1][1], runs[0][1])

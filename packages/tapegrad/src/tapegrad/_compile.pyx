@@ -254,6 +254,7 @@ class _Recorder:
         self.rng_cells = {}            # id(state from tg.random.get_state) -> (state, cell)
         self.thread = get_ident()      # only this thread's calls belong to the recording
         self.arg_of_slot = {}          # argument slot -> index of the (first) argument
+        self.ext_of_slot = {}          # external slot -> the tensors read over its array
         self.alias_candidates = []     # (weakref of a tensor, argument index): see slot()
         # (tensor, its node, requires_grad) for the arguments and tensors from outside, as
         # first seen: an in-place op that records re-points a tensor's graph (x[0] = w[1]
@@ -291,14 +292,15 @@ class _Recorder:
         """The slot of an array a step reads; registers an array seen for the first time."""
         s = self.slot_of.get(id(arr))
         if s is not None:
-            if tensor is not None and s in self.arg_of_slot:
-                self._note_alias(s, tensor)
+            if tensor is not None:
+                if s in self.arg_of_slot:
+                    self._note_alias(s, tensor)
+                elif s in self.ext_of_slot:
+                    self._add_external(s, tensor)
             return s
         if tensor is not None and id(arr) not in self.created_ids:
             s = self._new_slot(arr)
-            self.externals.append((s, tensor))
-            self.graph_before.append(
-                (tensor, (<TensorBase>tensor)._node, (<TensorBase>tensor)._requires_grad))
+            self._add_external(s, tensor)
             return s
         # A constant that the function writes into gets a copy of its value just before
         # the first write (see write()), so every replay starts from that value. Copying
@@ -309,11 +311,26 @@ class _Recorder:
         self.constants.append([s, arr, None])
         return s
 
+    def _add_external(self, s, tensor):
+        # NOTE: every tensor read from outside over this array gets an entry, not just the
+        # first: in `w.detach() + w` the detached one comes first, and w (which needs the
+        # gradient) would otherwise be no external at all.
+        seen = self.ext_of_slot.setdefault(s, [])
+        for t in seen:
+            if t is tensor:
+                return
+        seen.append(tensor)
+        self.externals.append((s, tensor))
+        self.graph_before.append(
+            (tensor, (<TensorBase>tensor)._node, (<TensorBase>tensor)._requires_grad))
+
     def _note_alias(self, s, tensor):
         # NOTE: another tensor over an argument's array: a tensor made inside (a.detach())
         # or one from outside that the caller aliased (cf(w.detach()) while the code reads
-        # w). A replay could not tell which, so _record checks, once the function has
-        # returned, which of these are still alive (those made inside are gone).
+        # w, or w.detach() inside). A replay could not tell which, so _record checks, once
+        # the function has returned, which of these are still alive (those made inside
+        # are gone) and, if the argument is itself a view (detach() or a reshape of
+        # something outside), treats it as aliased whatever was read.
         for a in self.arg_tensors:
             if a is tensor:
                 return
@@ -529,6 +546,8 @@ cdef class _Program:
     cdef public tuple out_versions  # per output: its version when it recorded; None if all 0
     cdef public tuple alias_guard   # ((tensor, argument index), ...) aliased when recorded
     cdef public tuple hook_watch    # tensors (or argument indices) whose .grad is accumulated
+    cdef public object vc_partition  # programs that write outside tensors: which of the
+                                     # arguments and outside tensors shared a version counter
     cdef public tuple spent_needs   # outputs that require grad through a graph the function
                                     # backpropagated itself (no backward program)
     cdef public frozenset constant_outs
@@ -548,6 +567,7 @@ cdef class _Program:
         self.inner_backward = rec.inner_backward
         self.out_from = self.out_versions = None
         self.alias_guard = self.hook_watch = self.spent_needs = ()
+        self.vc_partition = None
 
     def describe(self):
         fwd = [(<_Step>s).describe() for s in self.forward]
@@ -739,16 +759,21 @@ class CompiledFunction:
         program.rebuild = rebuild
         program.out_slots = tuple(rec.slot((<TensorBase>o)._data, o) for o in outs)
         program.out_devices = tuple((<TensorBase>o)._device for o in outs)
-        aliased = tuple((ref(), k) for ref, k in rec.alias_candidates if ref() is not None
-                        and not any(ref() is o for o in outs))   # (outputs: see below)
+        aliased = []
+        for ref, k in rec.alias_candidates:
+            t = ref()
+            if t is not None and not any(t is o for o in outs):   # (outputs: see below)
+                aliased.append((t, k))
+            elif (<TensorBase>tensors[k])._is_view:
+                aliased.append((None, k))       # guarded: while argument k is a view
         if aliased:
-            program.alias_guard = aliased
+            program.alias_guard = tuple(aliased)
             if rec.eager_reason is None:
                 rec.eager_reason = (
-                    f"argument {aliased[0][1]} shares its array with a tensor (shape "
-                    f"{tuple(aliased[0][0].shape)}) that the function reads from outside "
-                    f"(a call like f(w.detach()) where the code reads w): a replay could not "
-                    f"tell the two apart, so calls that alias them run eagerly")
+                    f"argument {aliased[0][1]} shares its array with another tensor that the "
+                    f"function reads (a call like f(w.detach()) where the code reads w): a "
+                    f"replay could not tell the two apart, so calls that alias them run "
+                    f"eagerly")
         _outputs_as_eager(rec, program, outs, tensors)
         for t, node, rg in rec.graph_before:
             if rec.eager_reason is None and ((<TensorBase>t)._node is not node
@@ -762,6 +787,7 @@ class CompiledFunction:
                  and (program.out_from is None or program.out_from[i] is None)]
         if key[0] and needs and not rec.inner_backward and rec.eager_reason is None:
             _record_backward(rec, program, outs, needs, tensors)
+            _check_passthrough_grads(rec, program, outs, tensors)
         elif key[0] and needs and rec.inner_backward:
             program.spent_needs = tuple(needs)
         program.constants = tuple((s, v) for s, v, p in rec.constants if p is None)
@@ -791,6 +817,8 @@ class CompiledFunction:
         if rec.eager_reason is not None and self.warn_when_eager:
             warnings.warn(f"tg.compile({getattr(self.fn, '__qualname__', self.fn)}): "
                           f"{rec.eager_reason}", CompileWarning, stacklevel=3)
+        if any((<_Step>st).kind == K_BUMP for st in program.forward):
+            program.vc_partition = _vc_partition(tensors, program.externals)
         program.nslots = rec.nslots
         program.first_effect = next((i for i, st in enumerate(program.forward)
                                      if (<_Step>st).kind != K_KERNEL), len(program.forward))
@@ -894,14 +922,40 @@ cdef tuple _call_key(tuple args, dict kwargs, bint grad_on):
                                   None if aliases is None else tuple(aliases))
 
 
+cdef tuple _vc_partition(tuple tensors, tuple externals):
+    """Per argument and tensor from outside, the first of them that shares its version
+    counter. NOTE: a program that writes into one of them saw writes to the others that
+    share its counter (a detach(), a view) count on theirs: a replay on another sharing
+    would check the versions of what its backward reads against the wrong counts."""
+    cdef list vcs = [(<TensorBase>t)._vc for t in tensors]
+    cdef Py_ssize_t i, j, n
+    for _, t in externals:
+        vcs.append((<TensorBase>t)._vc)
+    n = len(vcs)
+    out = [0] * n
+    for i in range(n):
+        out[i] = i
+        if vcs[i] is not None:
+            for j in range(i):
+                if vcs[j] is vcs[i]:
+                    out[i] = j
+                    break
+    return tuple(out)
+
+
 cdef object _stale_externals(_Program program, tuple tensors):
     """Why a closed-over tensor or a guarded value no longer matches the recording, or None."""
     cdef TensorBase tb
     cdef Py_ssize_t k
     for t, k in program.alias_guard:
-        if (<TensorBase>t)._data is not (<TensorBase>tensors[k])._data:
+        if (not (<TensorBase>tensors[k])._is_view if t is None else
+                (<TensorBase>t)._data is not (<TensorBase>tensors[k])._data):
             return (f"argument {k} no longer shares its array with a tensor that the "
                     f"function reads from outside")
+    if program.vc_partition is not None and \
+            _vc_partition(tensors, program.externals) != program.vc_partition:
+        return ("which arguments and tensors from outside share a version counter changed "
+                "(one is a detach() or a view of another), and the function writes into one")
     for x in program.hook_watch:
         tb = <TensorBase>(tensors[<Py_ssize_t>x] if type(x) is int else x)
         if tb._hooks or (tb._node is not None and tb._node.hooks):
@@ -1009,6 +1063,28 @@ def _outputs_as_eager(rec, _Program program, tuple outs, tuple tensors):
         program.out_from = tuple(out_from)
     if any(versions):
         program.out_versions = tuple(versions)
+
+
+def _check_passthrough_grads(rec, _Program program, tuple outs, tuple tensors):
+    """An output returned as an argument or outside tensor that the other outputs'
+    gradients reach too: eagerly its gradients are summed in the engine's order with
+    the others (g_x + g1 + g2), a replay sums the program's part first (g1 + g2), which
+    can differ in the last bit. Such a signature runs eagerly."""
+    if program.out_from is None:
+        return
+    for i, src in enumerate(program.out_from):
+        if src is None or src[0] == "out" or not (<TensorBase>outs[i])._requires_grad:
+            continue
+        for spec, g in zip(program.grad_inputs, program.grad_slots):
+            if g is not None and ((type(spec) is int and spec == src[1]) if src[0] == "arg"
+                                  else spec is src[1]):
+                if rec.eager_reason is None:
+                    rec.eager_reason = (
+                        f"output {i} is a tensor from outside (or an argument) returned as it "
+                        f"is, which the other outputs' gradients reach too: a replay would sum "
+                        f"its gradients in another order than eager, so this signature runs "
+                        f"eagerly")
+                return
 
 
 def _flatten(out):
