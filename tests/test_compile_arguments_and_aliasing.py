@@ -548,3 +548,30 @@ def test_a_closed_over_tensor_first_read_through_its_detach_still_gets_its_gradi
             runs.append((out, w.grad))
         _same(runs[1][0], runs[0][0])
         _same(runs[1][1], runs[0][1])
+
+
+def test_an_argument_aliasing_a_tensor_read_through_its_detach_inside():
+    # recorded with f(w.detach()): the code's w.detach() reads the argument's array, and
+    # a replay with another argument read that one where eager reads w
+    w = _t([1.0, 2.0])
+
+    def f(x):
+        x.add_(0.5)
+        return w.detach() * 3.0
+
+    compiled = tg.compile(f)
+    we = _t([1.0, 2.0])
+
+    def eager(x):
+        x.add_(0.5)
+        return we.detach() * 3.0
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", tg.CompileWarning)
+        for call in range(4):
+            outs = []
+            for fn, v in ((eager, we), (compiled, w)):
+                x = v.detach() if call == 0 else _t([10.0, 20.0])
+                outs.append(fn(x))
+            _same(outs[1], outs[0])
+            _same(w, we)
