@@ -546,8 +546,9 @@ cdef class _Program:
     cdef public tuple out_versions  # per output: its version when it recorded; None if all 0
     cdef public tuple alias_guard   # ((tensor, argument index), ...) aliased when recorded
     cdef public tuple hook_watch    # tensors (or argument indices) whose .grad is accumulated
-    cdef public object vc_partition  # programs that write outside tensors: which of the
-                                     # arguments and outside tensors shared a version counter
+    cdef public bint writes_outside  # the forward counts writes on outside tensors' versions
+    cdef public object vc_partition  # then: which of the arguments and outside tensors
+                                     # shared a version counter (None: none did)
     cdef public tuple spent_needs   # outputs that require grad through a graph the function
                                     # backpropagated itself (no backward program)
     cdef public frozenset constant_outs
@@ -818,6 +819,7 @@ class CompiledFunction:
             warnings.warn(f"tg.compile({getattr(self.fn, '__qualname__', self.fn)}): "
                           f"{rec.eager_reason}", CompileWarning, stacklevel=3)
         if any((<_Step>st).kind == K_BUMP for st in program.forward):
+            program.writes_outside = True
             program.vc_partition = _vc_partition(tensors, program.externals)
         program.nslots = rec.nslots
         program.first_effect = next((i for i, st in enumerate(program.forward)
@@ -922,25 +924,35 @@ cdef tuple _call_key(tuple args, dict kwargs, bint grad_on):
                                   None if aliases is None else tuple(aliases))
 
 
-cdef tuple _vc_partition(tuple tensors, tuple externals):
+cdef object _vc_partition(tuple tensors, tuple externals):
     """Per argument and tensor from outside, the first of them that shares its version
-    counter. NOTE: a program that writes into one of them saw writes to the others that
-    share its counter (a detach(), a view) count on theirs: a replay on another sharing
-    would check the versions of what its backward reads against the wrong counts."""
-    cdef list vcs = [(<TensorBase>t)._vc for t in tensors]
+    counter; None when none share one. NOTE: a program that writes into one of them saw
+    writes to the others that share its counter (a detach(), a view) count on theirs: a
+    replay on another sharing would check the versions of what its backward reads
+    against the wrong counts."""
     cdef Py_ssize_t i, j, n
+    cdef bint any_view = False
+    for t in tensors:
+        any_view = any_view or (<TensorBase>t)._is_view
+    for _, t in externals:
+        any_view = any_view or (<TensorBase>t)._is_view
+    if not any_view:          # only a view (detach(), reshape, ...) shares a counter
+        return None
+    cdef list vcs = [(<TensorBase>t)._vc for t in tensors]
     for _, t in externals:
         vcs.append((<TensorBase>t)._vc)
     n = len(vcs)
     out = [0] * n
+    shared = False
     for i in range(n):
         out[i] = i
         if vcs[i] is not None:
             for j in range(i):
                 if vcs[j] is vcs[i]:
                     out[i] = j
+                    shared = True
                     break
-    return tuple(out)
+    return tuple(out) if shared else None
 
 
 cdef object _stale_externals(_Program program, tuple tensors):
@@ -952,7 +964,7 @@ cdef object _stale_externals(_Program program, tuple tensors):
                 (<TensorBase>t)._data is not (<TensorBase>tensors[k])._data):
             return (f"argument {k} no longer shares its array with a tensor that the "
                     f"function reads from outside")
-    if program.vc_partition is not None and \
+    if program.writes_outside and \
             _vc_partition(tensors, program.externals) != program.vc_partition:
         return ("which arguments and tensors from outside share a version counter changed "
                 "(one is a detach() or a view of another), and the function writes into one")
