@@ -200,8 +200,9 @@ def test_an_optimizer_from_tg_optim_inside_the_step(make_opt, replays):
         for pe, pc in zip(eager, mine):
             _same(pc, pe)
     assert compiled.cache_info().hits == replays
-    # one program per state of the optimizer it met (kept, for values that come back)
-    assert compiled.cache_info().size == compiled.cache_info().misses
+    # one program per state of the optimizer it met (kept, for values that come back),
+    # but for the first: it created the optimizer's state, which a replay would not
+    assert compiled.cache_info().size == compiled.cache_info().misses - 1
 
 
 def test_a_value_recorded_under_changes_every_call_warns_once_after_eight_recordings():
@@ -215,7 +216,7 @@ def test_a_value_recorded_under_changes_every_call_warns_once_after_eight_record
 
     compiled = tg.compile(step)
     x, y = _batch(0)
-    for _ in range(8):
+    for _ in range(9):                          # the first (it creates the state) is not kept
         compiled(x, y)
     with pytest.warns(tg.CompileWarning, match="more than 8 times.*capturable=True"):
         compiled(x, y)

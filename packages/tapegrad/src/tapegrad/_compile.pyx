@@ -42,7 +42,7 @@ from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from cpython.ref cimport Py_INCREF
 from libc.string cimport memcmp, memcpy
 
-from tapegrad._engine cimport Device, TensorBase, VersionCounter
+from tapegrad._engine cimport Device, Node, TensorBase, VersionCounter
 
 from tapegrad import _engine
 from tapegrad import random as tg_random
@@ -65,6 +65,7 @@ DEF K_WRITE = 1       # fn(dst, ...): an in-place write (device.copyto, device.s
 DEF K_ACCUM = 2       # accumulate slots[args[0]] into target.grad the way backward() does
 DEF K_SETGRAD = 3     # target.grad = None, or a tensor over slots[args[0]]
 DEF K_CALL = 4        # fn(): state outside the slots (the random generators' states)
+DEF K_BUMP = 5        # count an in-place write (fn: the op's name) on target's version
 
 
 @cython.final
@@ -87,7 +88,7 @@ cdef class _Step:
     def describe(self):
         name = getattr(self.fn, "__name__", None) or type(self.fn).__name__
         return {0: "kernel", 1: "write", 2: "accumulate_grad", 3: "set_grad",
-                4: "call"}[self.kind], name
+                4: "call", 5: "bump_version"}[self.kind], name
 
 
 cdef inline object _kw(_Step st, list slots):
@@ -169,6 +170,13 @@ cdef void _run(list steps, list slots, tuple args) except *:
             t = <TensorBase>_target(st, args)
             _engine.accumulate_grad(t, _engine.new_tensor(call[0], t._device), st.fresh)
             slots[st.out] = t._grad._data
+        elif st.kind == K_BUMP:
+            t = <TensorBase>_target(st, args)
+            if t._vc is None:
+                t._vc = VersionCounter.__new__(VersionCounter)
+            t._vc.value += 1
+            t._vc.last_op = st.fn
+            t._vc.last_trace = None
         else:
             t = <TensorBase>_target(st, args)
             t.grad = None if n == 0 else _engine.new_tensor(call[0], t._device)
@@ -239,16 +247,28 @@ class _Recorder:
         self.steps = []                # the program being recorded
         self.effects = []              # what a check=True run could not repeat safely
         self.inner_backward = False
+        self.any_backward = False      # a backward() or tg.grad ran inside (hooks: see _record)
         self.guards = []               # (value_fn, value when recorded)
         self.eager_reason = None       # set when what ran cannot be replayed
+        self.once_reason = None        # set when this recording must not be kept (record_once)
         self.rng_cells = {}            # id(state from tg.random.get_state) -> (state, cell)
         self.rng_steps = set()         # ids of the steps that seed, save or restore generators
         self.hidden_backward = False   # while _record_backward runs its placeholder backward
         self.thread = get_ident()      # only this thread's calls belong to the recording
+        self.arg_of_slot = {}          # argument slot -> index of the (first) argument
+        self.ext_of_slot = {}          # external slot -> the tensors read over its array
+        self.alias_candidates = []     # (weakref of a tensor, argument index): see slot()
+        # (tensor, its node, requires_grad) for the arguments and tensors from outside, as
+        # first seen: an in-place op that records re-points a tensor's graph (x[0] = w[1]
+        # with grad on makes x a non-leaf), which a replay cannot do to a caller's tensor.
+        self.graph_before = [(t, (<TensorBase>t)._node, (<TensorBase>t)._requires_grad)
+                             for t in arg_tensors]
         for i, t in enumerate(arg_tensors):
             arr = (<TensorBase>t)._data
             if id(arr) not in self.slot_of:
-                self.arg_slots.append((self._new_slot(arr), i))
+                s = self._new_slot(arr)
+                self.arg_slots.append((s, i))
+                self.arg_of_slot[s] = i
 
     def _watch(self, arr):
         key = id(arr)
@@ -274,10 +294,15 @@ class _Recorder:
         """The slot of an array a step reads; registers an array seen for the first time."""
         s = self.slot_of.get(id(arr))
         if s is not None:
+            if tensor is not None:
+                if s in self.arg_of_slot:
+                    self._note_alias(s, tensor)
+                elif s in self.ext_of_slot:
+                    self._add_external(s, tensor)
             return s
         if tensor is not None and id(arr) not in self.created_ids:
             s = self._new_slot(arr)
-            self.externals.append((s, tensor))
+            self._add_external(s, tensor)
             return s
         # A constant that the function writes into gets a copy of its value just before
         # the first write (see write()), so every replay starts from that value. Copying
@@ -287,6 +312,34 @@ class _Recorder:
         self.const_index[s] = len(self.constants)
         self.constants.append([s, arr, None])
         return s
+
+    def _add_external(self, s, tensor):
+        # NOTE: every tensor read from outside over this array gets an entry, not just the
+        # first: in `w.detach() + w` the detached one comes first, and w (which needs the
+        # gradient) would otherwise be no external at all.
+        seen = self.ext_of_slot.setdefault(s, [])
+        for t in seen:
+            if t is tensor:
+                return
+        seen.append(tensor)
+        self.externals.append((s, tensor))
+        self.graph_before.append(
+            (tensor, (<TensorBase>tensor)._node, (<TensorBase>tensor)._requires_grad))
+
+    def _note_alias(self, s, tensor):
+        # NOTE: another tensor over an argument's array: a tensor made inside (a.detach())
+        # or one from outside that the caller aliased (cf(w.detach()) while the code reads
+        # w, or w.detach() inside). A replay could not tell which, so _record checks, once
+        # the function has returned, which of these are still alive (those made inside
+        # are gone) and, if the argument is itself a view (detach() or a reshape of
+        # something outside), treats it as aliased whatever was read.
+        for a in self.arg_tensors:
+            if a is tensor:
+                return
+        for ref, _ in self.alias_candidates:
+            if ref() is tensor:
+                return
+        self.alias_candidates.append((weakref.ref(tensor), self.arg_of_slot[s]))
 
     def _is_array(self, obj, device):
         return type(obj) is (<Device>device).array_type or isinstance(obj, np.ndarray)
@@ -363,6 +416,11 @@ class _Recorder:
         self._step(K_WRITE, fn, items, None, None, None, device)
         if any(s == e for e, _ in self.externals) or any(s == a for a, _ in self.arg_slots):
             self.effects.append("an in-place write into a tensor from outside")
+            if owner is not None and not any(t is owner for t, _, _ in self.graph_before):
+                # (first seen through _inplace's stand-in for it; the write comes before
+                # the op re-points owner's graph)
+                self.graph_before.append((owner, (<TensorBase>owner)._node,
+                                          (<TensorBase>owner)._requires_grad))
 
     @_recording_thread_only
     def created(self, arr, device):
@@ -410,14 +468,39 @@ class _Recorder:
         return self.hidden_backward
 
     @_recording_thread_only
+    def once(self, reason):
+        if self.once_reason is None:
+            self.once_reason = reason
+
+    @_recording_thread_only
     def guard(self, value_fn):
         self.guards.append((value_fn, value_fn()))
 
     @_recording_thread_only
     def backward_started(self, accumulate, create_graph):
+        self.any_backward = True
         if accumulate:
             self.inner_backward = True
             self.effects.append("a backward() that sets .grad")
+
+    @_recording_thread_only
+    def bumped(self, t, op_name):
+        """An in-place write counted on t's version: a replay counts it on the tensor from
+        outside (an argument, or one read by reference) that shares t's version counter;
+        tensors made inside are made afresh by each replay."""
+        vc = (<TensorBase>t)._vc
+        target = None
+        for i, a in enumerate(self.arg_tensors):
+            if (<TensorBase>a)._vc is vc:
+                target = i
+                break
+        else:
+            for _, e in self.externals:
+                if (<TensorBase>e)._vc is vc:
+                    target = e
+                    break
+        if target is not None:
+            self._step(K_BUMP, op_name, (), None, None, None, None, target=target)
 
     @_recording_thread_only
     def grad_accumulated(self, t, g, fresh, result):
@@ -471,12 +554,21 @@ cdef class _Program:
     cdef public tuple arg_slots, grad_inputs, out_slots, out_devices, needs, seed_slots
     cdef public tuple grad_slots, constants, mutable_constants, externals, ext_guard
     cdef public tuple effects, guards, keep_after_forward, names_read
+    cdef public tuple out_from      # per output: None (a slot), or ("arg", i), ("ext", t)
+                                    # or ("out", k): that very tensor; None if all are slots
+    cdef public tuple out_versions  # per output: its version when it recorded; None if all 0
+    cdef public tuple alias_guard   # ((tensor, argument index), ...) aliased when recorded
+    cdef public tuple hook_watch    # tensors (or argument indices) whose .grad is accumulated
+    cdef public bint writes_outside  # the forward counts writes on outside tensors' versions
+    cdef public object vc_partition  # then: which of the arguments and outside tensors
+                                     # shared a version counter (None: none did)
+    cdef public tuple spent_needs   # outputs that require grad through a graph the function
+                                    # backpropagated itself (no backward program)
     cdef public frozenset constant_outs
     cdef public list forward, backward
     cdef public bint inner_backward
     cdef public bint restore_rng          # save the generators first: a fallback gives back draws
     cdef public object eager_reason
-    cdef public object spent_node         # see Note: [outputs of a function that ran its own backward]
     cdef public Py_ssize_t nslots
     cdef public Py_ssize_t first_effect   # forward steps before this one only compute
 
@@ -488,6 +580,9 @@ cdef class _Program:
         self.backward = None
         self.grad_inputs = ()
         self.inner_backward = rec.inner_backward
+        self.out_from = self.out_versions = None
+        self.alias_guard = self.hook_watch = self.spent_needs = ()
+        self.vc_partition = None
 
     def describe(self):
         fwd = [(<_Step>s).describe() for s in self.forward]
@@ -524,10 +619,13 @@ cdef double _bits_float(unsigned long long bits):
     return d
 
 
-cdef object _describe_value(object v):
+cdef object _describe_value(object v, list tensors):
+    """v's part of the cache key; the tensors in it are appended to `tensors` (in key
+    order), since each is an argument that a replay reads afresh."""
     cdef TensorBase t
     if isinstance(v, TensorBase):
         t = <TensorBase>v
+        tensors.append(v)
         return ("tensor", t._data.shape, t._data.dtype, t._device.name, t._requires_grad)
     # NOTE: a number is baked into the program, so the key must tell apart any two that
     # can give different results: True / 1 / 1.0 (the type name is in the key), and -0.0
@@ -542,7 +640,10 @@ cdef object _describe_value(object v):
     if isinstance(v, (bool, int, str, bytes, type(None))):
         return ("value", type(v).__name__, v)
     if isinstance(v, (tuple, list)):
-        return (type(v).__name__,) + tuple(_describe_value(x) for x in v)
+        parts = [type(v).__name__]
+        for x in v:
+            parts.append(_describe_value(x, tensors))
+        return tuple(parts)
     try:
         hash(v)
     except TypeError:
@@ -658,7 +759,7 @@ class CompiledFunction:
         program = why = None
         if variants is not None:
             for candidate in variants:
-                stale = _stale_externals(candidate)
+                stale = _stale_externals(candidate, tensors)
                 if stale is None:
                     program, why = candidate, None
                     break
@@ -718,6 +819,7 @@ class CompiledFunction:
         rec = _Recorder(tensors)
         with _recording(rec):
             out = self.fn(*args, **kwargs)
+        inner_any_backward = rec.any_backward     # (the hidden backward below sets it too)
         outs, rebuild = _flatten(out)
         if _engine.is_grad_enabled() != key[0]:
             # The function switched grad mode for its caller (tg.set_grad_enabled(b) called
@@ -729,14 +831,39 @@ class CompiledFunction:
         program.rebuild = rebuild
         program.out_slots = tuple(rec.slot((<TensorBase>o)._data, o) for o in outs)
         program.out_devices = tuple((<TensorBase>o)._device for o in outs)
+        aliased = []
+        for ref, k in rec.alias_candidates:
+            t = ref()
+            if t is not None and not any(t is o for o in outs):   # (outputs: see below)
+                aliased.append((t, k))
+            elif (<TensorBase>tensors[k])._is_view:
+                aliased.append((None, k))       # guarded: while argument k is a view
+        if aliased:
+            program.alias_guard = tuple(aliased)
+            if rec.eager_reason is None:
+                rec.eager_reason = (
+                    f"argument {aliased[0][1]} shares its array with another tensor that the "
+                    f"function reads (a call like f(w.detach()) where the code reads w): a "
+                    f"replay could not tell the two apart, so calls that alias them run "
+                    f"eagerly")
+        _outputs_as_eager(rec, program, outs, tensors)
+        for t, node, rg in rec.graph_before:
+            if rec.eager_reason is None and ((<TensorBase>t)._node is not node
+                                             or (<TensorBase>t)._requires_grad != rg):
+                rec.eager_reason = (
+                    f"an in-place op recorded into the graph of a tensor from outside (shape "
+                    f"{tuple(t.shape)}; x[0] = w[1] or x.mul_(w) with grad mode on): it now has "
+                    f"another grad_fn, which a replay cannot give a caller's tensor, so this "
+                    f"signature runs eagerly")
         # NOTE: not the caller's grad mode: tg.enable_grad() inside a function called under
         # tg.no_grad() gives outputs that need gradients (eager gives them a graph too).
-        needs = [i for i, o in enumerate(outs) if (<TensorBase>o)._requires_grad]
-        if needs and rec.inner_backward:
-            program.spent_node = _spent_node(program.name, [outs[i] for i in needs])
-            program.needs = tuple(needs)
-        if needs and not rec.inner_backward:
+        needs = [i for i, o in enumerate(outs) if (<TensorBase>o)._requires_grad
+                 and (program.out_from is None or program.out_from[i] is None)]
+        if needs and not rec.inner_backward and rec.eager_reason is None:
             _record_backward(rec, program, outs, needs, tensors)
+            _check_passthrough_grads(rec, program, outs, tensors)
+        elif needs and rec.inner_backward:
+            program.spent_needs = tuple(needs)
         program.constants = tuple((s, v) for s, v, p in rec.constants if p is None)
         program.mutable_constants = tuple((s, p) for s, v, p in rec.constants if p is not None)
         program.externals = tuple(rec.externals)
@@ -746,12 +873,27 @@ class CompiledFunction:
         program.effects = tuple(dict.fromkeys(rec.effects))
         # A constant returned as an output is copied per call: the caller may write into it.
         program.constant_outs = frozenset(s for s in program.out_slots if s in rec.const_index)
-        program.guards = tuple(rec.guards)
+        program.guards = tuple(rec.guards) + _external_guards(rec)
         program.names_read = _tensors_named_by(self.fn)
+        if inner_any_backward and rec.eager_reason is None:
+            # A hook registered later on a tensor that a backward inside reaches (backward()
+            # or tg.grad) would be skipped by the replay: such a call records again (and,
+            # the hook running, runs eagerly). A program that runs eagerly runs its hooks.
+            watch = {id(t): i for i, t in enumerate(tensors) if (<TensorBase>t)._requires_grad}
+            for _, t in rec.externals:
+                if (<TensorBase>t)._requires_grad and id(t) not in watch:
+                    watch[id(t)] = t
+            for st in program.forward:
+                if (<_Step>st).kind == K_ACCUM and type((<_Step>st).target) is not int:
+                    watch.setdefault(id((<_Step>st).target), (<_Step>st).target)
+            program.hook_watch = tuple(watch.values())
         program.eager_reason = rec.eager_reason
         if rec.eager_reason is not None and self.warn_when_eager:
             warnings.warn(f"tg.compile({getattr(self.fn, '__qualname__', self.fn)}): "
                           f"{rec.eager_reason}", CompileWarning, stacklevel=3)
+        if any((<_Step>st).kind == K_BUMP for st in program.forward):
+            program.writes_outside = True
+            program.vc_partition = _vc_partition(tensors, program.externals)
         program.nslots = rec.nslots
         # Seeding, saving and restoring generators are not writes that forbid an eager
         # rerun: a fallback puts the generators back as they were before the replay.
@@ -768,6 +910,8 @@ class CompiledFunction:
         _plan_frees(program.forward, set(program.out_slots) | set(program.keep_after_forward))
         if program.backward is not None:
             _plan_frees(program.backward, {k for k in program.grad_slots if k is not None})
+        if rec.once_reason is not None:
+            return out            # ran eagerly; the next such call records again
         variants = self._cache.setdefault(key, [])
         variants.insert(0, program)
         if len(variants) > _MAX_VARIANTS:
@@ -837,9 +981,16 @@ cdef tuple _call_key(tuple args, dict kwargs, bint grad_on):
             if converted is None:
                 converted = list(args)
             converted[i] = a
-        parts[i] = _describe_value(a)
-        if isinstance(a, TensorBase):
-            tensors.append(a)
+        parts[i] = _describe_value(a, tensors)
+    # NOTE: tensors passed by keyword or inside a tuple/list are arguments too, in key
+    # order (keywords sorted): left out, the recording would read them as closed-over
+    # tensors and every replay would use the first call's objects.
+    kw = ()
+    if kwargs:
+        kw = []
+        for k in sorted(kwargs):
+            kw.append((k, _describe_value(kwargs[k], tensors)))
+        kw = tuple(kw)
     if converted is not None:
         args = tuple(converted)
     aliases = None
@@ -851,15 +1002,59 @@ cdef tuple _call_key(tuple args, dict kwargs, bint grad_on):
                     aliases = []
                 aliases.append((i, j))
                 break
-    kw = () if not kwargs else tuple(sorted((k, _describe_value(v)) for k, v in kwargs.items()))
     return args, tuple(tensors), (grad_on, tuple(parts), kw,
                                   None if aliases is None else tuple(aliases))
 
 
-cdef object _stale_externals(_Program program):
+cdef object _vc_partition(tuple tensors, tuple externals):
+    """Per argument and tensor from outside, the first of them that shares its version
+    counter; None when none share one. NOTE: a program that writes into one of them saw
+    writes to the others that share its counter (a detach(), a view) count on theirs: a
+    replay on another sharing would check the versions of what its backward reads
+    against the wrong counts."""
+    cdef Py_ssize_t i, j, n
+    cdef bint any_view = False
+    for t in tensors:
+        any_view = any_view or (<TensorBase>t)._is_view
+    for _, t in externals:
+        any_view = any_view or (<TensorBase>t)._is_view
+    if not any_view:          # only a view (detach(), reshape, ...) shares a counter
+        return None
+    cdef list vcs = [(<TensorBase>t)._vc for t in tensors]
+    for _, t in externals:
+        vcs.append((<TensorBase>t)._vc)
+    n = len(vcs)
+    out = [0] * n
+    shared = False
+    for i in range(n):
+        out[i] = i
+        if vcs[i] is not None:
+            for j in range(i):
+                if vcs[j] is vcs[i]:
+                    out[i] = j
+                    shared = True
+                    break
+    return tuple(out) if shared else None
+
+
+cdef object _stale_externals(_Program program, tuple tensors):
     """Why a closed-over tensor or a guarded value no longer matches the recording, or None."""
     cdef TensorBase tb
     cdef Py_ssize_t k
+    for t, k in program.alias_guard:
+        if (not (<TensorBase>tensors[k])._is_view if t is None else
+                (<TensorBase>t)._data is not (<TensorBase>tensors[k])._data):
+            return (f"argument {k} no longer shares its array with a tensor that the "
+                    f"function reads from outside")
+    if program.writes_outside and \
+            _vc_partition(tensors, program.externals) != program.vc_partition:
+        return ("which arguments and tensors from outside share a version counter changed "
+                "(one is a detach() or a view of another), and the function writes into one")
+    for x in program.hook_watch:
+        tb = <TensorBase>(tensors[<Py_ssize_t>x] if type(x) is int else x)
+        if tb._hooks or (tb._node is not None and tb._node.hooks):
+            return (f"a hook was registered on a tensor (shape {tuple(tb._data.shape)}) "
+                    f"that a backward inside the function reaches")
     for value_fn, value in program.guards:
         now = value_fn()
         if _guard_changed(now, value):
@@ -924,6 +1119,73 @@ def _tensors_named_by(fn):
             if isinstance(value, TensorBase):
                 out.append((name, None, namespace, value))
     return tuple(out)
+
+
+def _outputs_as_eager(rec, _Program program, tuple outs, tuple tensors):
+    """Make the replay's outputs what eager returns: an argument, a tensor read from
+    outside, or an earlier output returned as it is is returned as that very tensor
+    (eager returns that object, with its version and leaf status); an output that is a
+    view of one of those (x.reshape, w.T) shares its version counter and view status,
+    which a fresh tensor could not, so such a signature runs eagerly; an output written
+    in place inside gets the version it had."""
+    cdef TensorBase o
+    n = len(outs)
+    out_from = [None] * n
+    versions = [0] * n
+    outside = [(("arg", j), a) for j, a in enumerate(tensors)] + \
+              [(("ext", e), e) for _, e in rec.externals]
+    for i in range(n):
+        o = <TensorBase>outs[i]
+        for src, x in outside:
+            if x is o:
+                out_from[i] = src
+                break
+        else:
+            for k in range(i):
+                if outs[k] is o:
+                    out_from[i] = ("out", k)
+                    break
+        if out_from[i] is not None:
+            continue
+        versions[i] = _version(o)
+        if o._vc is None or rec.eager_reason is not None:
+            continue
+        if any((<TensorBase>x)._vc is o._vc for _, x in outside):
+            what = "an argument or of a tensor read from outside"
+        elif any((<TensorBase>x)._vc is o._vc for x in outs[:i]):
+            what = "another output"
+        else:
+            continue
+        rec.eager_reason = (
+            f"output {i} is a view of {what} (x.reshape(...), w.T, x.detach()), and a "
+            f"replay's fresh output could not share its version counter and view status, "
+            f"so this signature runs eagerly")
+    if any(x is not None for x in out_from):
+        program.out_from = tuple(out_from)
+    if any(versions):
+        program.out_versions = tuple(versions)
+
+
+def _check_passthrough_grads(rec, _Program program, tuple outs, tuple tensors):
+    """An output returned as an argument or outside tensor that the other outputs'
+    gradients reach too: eagerly its gradients are summed in the engine's order with
+    the others (g_x + g1 + g2), a replay sums the program's part first (g1 + g2), which
+    can differ in the last bit. Such a signature runs eagerly."""
+    if program.out_from is None or program.backward is None:   # (None: recording it raised)
+        return
+    for i, src in enumerate(program.out_from):
+        if src is None or src[0] == "out" or not (<TensorBase>outs[i])._requires_grad:
+            continue
+        for spec, g in zip(program.grad_inputs, program.grad_slots):
+            if g is not None and ((type(spec) is int and spec == src[1]) if src[0] == "arg"
+                                  else spec is src[1]):
+                if rec.eager_reason is None:
+                    rec.eager_reason = (
+                        f"output {i} is a tensor from outside (or an argument) returned as it "
+                        f"is, which the other outputs' gradients reach too: a replay would sum "
+                        f"its gradients in another order than eager, so this signature runs "
+                        f"eagerly")
+                return
 
 
 def _flatten(out):
@@ -1061,11 +1323,18 @@ cdef object _replay(_Program program, tuple args, tuple tensors, bint grad_on):
                               f"value, may differ)")
         raise
     for i in range(n):
+        if program.out_from is not None and program.out_from[i] is not None:
+            kind, src = program.out_from[i]
+            outs[i] = tensors[src] if kind == "arg" else outs[src] if kind == "out" else src
+            continue
         s = program.out_slots[i]
         arr = slots[s]
         if program.constant_outs and s in program.constant_outs:
             arr = _copy_array(arr)
-        outs[i] = _engine.new_tensor(arr, program.out_devices[i])
+        outs[i] = t = _engine.new_tensor(arr, program.out_devices[i])
+        if program.out_versions is not None and program.out_versions[i]:
+            t._vc = VersionCounter.__new__(VersionCounter)
+            t._vc.value = program.out_versions[i]
     if program.backward is not None:
         grad_inputs = _grad_inputs(program, tensors)
         keep = [None] * program.nslots
@@ -1082,12 +1351,13 @@ cdef object _replay(_Program program, tuple args, tuple tensors, bint grad_on):
         needed = tuple([outs[i] for i in program.needs])
         mask = (True,) * len(grad_inputs)
         _engine.attach_function_node(program.name, ctx, _backward_fn, grad_inputs, needed, mask)
-    elif program.spent_node is not None:
-        for i, k in enumerate(program.needs):
-            t = <TensorBase>outs[k]
-            t._node = program.spent_node
-            t._output_nr = i
-            t._requires_grad = True
+    elif program.spent_needs:
+        # NOTE: eagerly these outputs require grad, through a graph the function itself
+        # backpropagated (loss.backward() inside): they keep that look, and a backward
+        # through them raises (eager raises too, unless the inner backward retained it).
+        _engine.attach_function_node(program.name, _ReplayCtx(program, None, (), ()),
+                                     _spent_backward, (),
+                                     tuple([outs[i] for i in program.spent_needs]), ())
     if program.rebuild is None:
         return outs[0]
     if program.rebuild == "none":
@@ -1095,27 +1365,12 @@ cdef object _replay(_Program program, tuple args, tuple tensors, bint grad_on):
     return program.rebuild(outs)
 
 
-# Note: [outputs of a function that ran its own backward]
-# A training step that calls loss.backward() inside and returns loss: eagerly, loss keeps
-# requires_grad and a grad_fn whose graph that backward consumed, so a second backward
-# through it raises. A replay has no graph to give it; it gets this node instead (one per
-# program, shared by every replay: nothing flows through it), so it looks like the eager
-# result and a backward through it raises. (Eagerly, a backward inside with
-# retain_graph=True would allow a second one: here it is refused, never run wrong.)
-
-def _spent_node(name, outs):
-    stand_ins = tuple(_engine.new_tensor((<TensorBase>o)._data, (<TensorBase>o)._device)
-                      for o in outs)
-    return _engine.attach_function_node(name, None, functools.partial(_spent_backward, name),
-                                        (), stand_ins, ())
-
-
-def _spent_backward(name, ctx, *grads):
+def _spent_backward(ctx, *grads):
     raise RuntimeError(
-        f"Trying to backward through the graph a second time: {name} ran backward() itself, "
-        f"which consumed the graph of what it returned. (Through a tg.compile'd function this "
-        f"holds even if that backward had retain_graph=True: call it uncompiled to "
-        f"backpropagate twice.)")
+        f"Trying to backward through the graph a second time: '{ctx.program.name}' ran "
+        f"backward() over it inside the compiled function, and a replay keeps nothing for "
+        f"another one (even where that backward had retain_graph=True). Call the function "
+        f"uncompiled to backpropagate its outputs again")
 
 
 def _backward_fn(ctx, *grads):
@@ -1194,6 +1449,38 @@ def compile(fn=None, *, cache_size=1024, explain=False, check=False):
     if fn is None:
         return lambda f: CompiledFunction(f, cache_size, explain, check)
     return CompiledFunction(fn, cache_size, explain, check)
+
+
+_EXTERNAL_GUARDS = []
+
+
+def add_external_guard(provider):
+    """Register `provider(tensors, guard_fns) -> [value_fn, ...]`: when a function has
+    recorded, it gets the tensors the recording read from outside and the value functions
+    guarded already, and returns more to guard (tg.nn: the modules holding those tensors,
+    so that a weight read without calling its module and then replaced is noticed)."""
+    _EXTERNAL_GUARDS.append(provider)
+
+
+def _external_guards(rec):
+    if not _EXTERNAL_GUARDS or not rec.externals:
+        return ()
+    tensors = tuple(t for _, t in rec.externals)
+    fns = tuple(fn for fn, _ in rec.guards)
+    out = []
+    for provider in _EXTERNAL_GUARDS:
+        for fn in provider(tensors, fns):
+            out.append((fn, fn()))
+    return tuple(out)
+
+
+def record_once(reason):
+    """Keep no recording of the call running now (if one records): library code calls it
+    where it changes Python state that a replay would not change, such as an optimizer
+    putting new state tensors into its state dict on its first step."""
+    tracer = _engine.get_tracer()
+    if tracer is not None:
+        tracer.once(reason)
 
 
 def compile_guard(value_fn):

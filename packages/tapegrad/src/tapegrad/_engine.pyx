@@ -2671,3 +2671,7 @@ cdef inline void _bump(TensorBase t, str op_name) except *:
     vc.value += 1
     vc.last_op = op_name
     vc.last_trace = traceback.extract_stack() if _anomaly_on() else None
+    if _TRACER is not None:
+        # tg.compile replays the bump on the tensor from outside that shares vc, so that
+        # a graph outside that saved the old value raises as it would eagerly.
+        _TRACER.bumped(t, op_name)

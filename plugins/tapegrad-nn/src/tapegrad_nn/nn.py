@@ -35,6 +35,7 @@ import weakref
 
 import numpy as np
 import tapegrad as tg
+from tapegrad._compile import add_external_guard
 
 from . import functional
 from .functional import REDUCTIONS
@@ -151,10 +152,11 @@ class Module:
         return self.forward(*args, **kwargs)
 
     def _compiled_state(self):
-        """Training mode, and how many times an attribute of this module (a parameter,
-        buffer, sub-module or plain value) was set to another object or removed (every
-        such write goes through __setattr__, _put or _unregister, which count it)."""
-        return self.training, self.__dict__.get("_entries_version", 0)
+        """Training mode, and when an attribute of this module or of any module below it
+        (a parameter, buffer, sub-module or plain value) was last set to another object or
+        removed (every such write goes through __setattr__, _put or _unregister, which
+        count it). See Note: [tg.compile's module guard]."""
+        return self.training, _subtree_stamp(self)
 
     # -- registration --------------------------------------------------------------------
     def __setattr__(self, name, value):
@@ -562,12 +564,80 @@ def _put(module, name, value):
     """Set parameter, buffer or sub-module `name` (already registered) to `value`."""
     module.__dict__[name] = value
     _count_entry_change(module)
+    if isinstance(value, tg.Tensor):
+        _note_owner(value, module)
+
+
+# Note: [tg.compile's module guard]
+# A recording reads the parameter objects it saw. A module's guard (Module._compiled_state)
+# makes the next call record again when an entry of the module *or of any module below
+# it* changed: the modules a forward reads without calling them (a ModuleList it iterates,
+# `self.emb.weight` read for weight tying) are below a module it calls. Each change takes
+# a stamp from one global clock; a subtree's stamp is the largest below it, so it grows
+# on any change there, and it is recomputed only when the clock moved (O(1) per guard
+# otherwise). A tensor the function reads straight from a module that it does not call
+# at all (`x @ emb.weight.T` in a plain function) adds that module's guard when it
+# records (_module_guards_for, via tg.compile's add_external_guard).
+_ENTRY_CLOCK = [0]
 
 
 def _count_entry_change(module):
     # Read by Module._compiled_state: tg.compile records again after such a change.
     d = module.__dict__
     d["_entries_version"] = d.get("_entries_version", 0) + 1
+    _ENTRY_CLOCK[0] += 1
+    d["_entries_stamp"] = _ENTRY_CLOCK[0]
+
+
+def _subtree_stamp(module):
+    d = module.__dict__
+    clock = _ENTRY_CLOCK[0]
+    cached = d.get("_subtree_stamp")
+    if cached is not None and cached[0] == clock:
+        return cached[1]
+    stamp = max(m.__dict__.get("_entries_stamp", 0) for m in module.modules())
+    d["_subtree_stamp"] = (clock, stamp)
+    return stamp
+
+
+# id(tensor) -> (weak reference to it, [weak references to the modules holding it]).
+_OWNERS: dict[int, tuple] = {}
+
+
+def _note_owner(t, module):
+    key = id(t)
+    entry = _OWNERS.get(key)
+    if entry is None or entry[0]() is not t:
+        def forget(ref, key=key):
+            if key in _OWNERS and _OWNERS[key][0] is ref:
+                del _OWNERS[key]
+        entry = _OWNERS[key] = (weakref.ref(t, forget), [])
+    if not any(r() is module for r in entry[1]):
+        entry[1].append(weakref.ref(module))
+
+
+def _module_guards_for(tensors, guard_fns):
+    """The guards of the modules that hold `tensors` (read from outside by a recording)
+    and whose subtree no guard in `guard_fns` covers already."""
+    covered = set()
+    for fn in guard_fns:
+        m = getattr(fn, "__self__", None)
+        if isinstance(m, Module) and getattr(fn, "__func__", None) is Module._compiled_state:
+            covered.update(id(x) for x in m.modules())
+    out = []
+    for t in tensors:
+        entry = _OWNERS.get(id(t))
+        if entry is None or entry[0]() is not t:
+            continue
+        for ref in entry[1]:
+            m = ref()
+            if m is not None and id(m) not in covered:
+                covered.update(id(x) for x in m.modules())
+                out.append(m._compiled_state)
+    return out
+
+
+add_external_guard(_module_guards_for)
 
 
 def _check_new_name(module, name, what):

@@ -36,6 +36,7 @@ import math
 
 import numpy as np
 import tapegrad as tg
+from tapegrad._compile import record_once
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "required"]
 
@@ -265,10 +266,14 @@ class Optimizer:
             return closure()
 
     def _compile_key(self):
+        # NOTE: the parameters and state tensors by identity (id(): a recording holds them,
+        # so their ids cannot be reused while it lives): load_state_dict puts new state
+        # tensors in, which a replay recorded with the old ones would keep updating.
         groups = tuple(tuple((k, repr(v)) for k, v in sorted(g.items()) if k != "params")
                        for g in self.param_groups)
-        params = tuple((p.grad is None,
-                        tuple((k, v if isinstance(v, (int, float, bool)) else type(v).__name__)
+        params = tuple((id(p), p.grad is None,
+                        tuple((k, v if isinstance(v, (int, float, bool)) else
+                               (type(v).__name__, id(v)))
                               for k, v in sorted(self.state.get(p, {}).items())))
                        for g in self.param_groups for p in g["params"])
         return groups, params
@@ -396,6 +401,14 @@ def _step_count(step, capturable, p):
     return int(step.item()) if isinstance(step, tg.Tensor) else int(step)
 
 
+def _state_created():
+    # NOTE: under tg.compile, a replay of this step would not put the new state tensors
+    # into self.state (Python state), and the step would replay again whenever the state
+    # is empty again (load_state_dict of an early checkpoint, state.clear()): such a
+    # recording is not kept, the next call records with the state in place.
+    record_once("the optimizer created its per-parameter state")
+
+
 def _copy(t):
     """A new tensor equal to `t`, on its device (run under no_grad)."""
     out = tg.zeros_like(t)
@@ -473,6 +486,7 @@ class SGD(Optimizer):
                         state = self.state.setdefault(p, {})
                         buf = state.get("momentum_buffer")
                         if buf is None:
+                            _state_created()
                             buf = state["momentum_buffer"] = _copy(g)
                         else:
                             buf.mul_(momentum).add_(g * (1.0 - dampening))
@@ -572,6 +586,7 @@ class Adam(Optimizer):
                 for p, g in self._params_with_grad(group):
                     state = self.state.setdefault(p, {})
                     if not state:
+                        _state_created()
                         state["step"] = 0
                         state["exp_avg"] = tg.zeros_like(p)
                         state["exp_avg_sq"] = tg.zeros_like(p)
@@ -603,6 +618,7 @@ class Adam(Optimizer):
                     if amsgrad:
                         v_max = state.get("max_exp_avg_sq")
                         if v_max is None:       # amsgrad switched on after some steps
+                            _state_created()
                             v_max = state["max_exp_avg_sq"] = _copy(v)
                         else:
                             v_max[...] = tg.maximum(v_max, v)
