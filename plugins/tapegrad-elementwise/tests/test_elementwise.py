@@ -383,7 +383,7 @@ def test_clip_takes_tensor_bounds_that_need_no_grad():
 def test_clip_refuses_a_tensor_bound_that_requires_grad(call):
     x = tg.tensor([0.0, 1.0, 2.0], requires_grad=True)
     b = tg.tensor([0.5, 0.5, 0.5], requires_grad=True)
-    with pytest.raises(TypeError, match="clip: .*requires grad.*tg.where"):
+    with pytest.raises(TypeError, match="clip: keyword argument 'a_m..' is a tensor that requires grad"):
         call(x, b)
     with tg.no_grad():
         np.testing.assert_array_equal(call(x, b).numpy(), call(x.numpy(), b.numpy()))

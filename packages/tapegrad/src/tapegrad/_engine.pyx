@@ -959,6 +959,8 @@ cdef object _apply_arrays(Op op, tuple inputs, PyObject** in_argv, dict kwargs, 
         in_argv = tapegrad_tuple_items(inputs)
     if device is None:
         device = _DEFAULT_DEVICE
+    if kwargs and _grad_enabled():
+        _check_params_need_no_grad(op, kwargs)
 
     kernel = op.kernels.get(device.name)
     if kernel is None:
@@ -1000,6 +1002,18 @@ cdef object _apply_arrays(Op op, tuple inputs, PyObject** in_argv, dict kwargs, 
         elif _is_complex_array(out):
             raise _complex_error(op, _tuple_of(in_argv, n) if inputs is None else inputs, out)
     return t
+
+
+cdef void _check_params_need_no_grad(Op op, dict kwargs) except *:
+    """Keyword arguments are parameters: no gradient flows into them. A tensor there that
+    requires grad (tg.clip(x, a_min=lo)) would silently lose its gradient, on every device."""
+    for key, value in kwargs.items():
+        if isinstance(value, TensorBase) and (<TensorBase>value)._requires_grad:
+            raise TypeError(
+                f"{op.name}: keyword argument '{key}' is a tensor that requires grad, but "
+                f"keyword arguments are parameters that get no gradient, so its gradient "
+                f"would be silently lost; pass {key}.detach(), or write the computation with "
+                f"ops that differentiate it")
 
 
 cdef inline bint _is_complex_array(object arr):

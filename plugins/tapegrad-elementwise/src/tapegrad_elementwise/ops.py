@@ -65,26 +65,17 @@ def _relu_kernel(x):
 
 
 def _clip_kernel(x, a_min=None, a_max=None):
-    return np.clip(x, _clip_bound(a_min, "a_min"), _clip_bound(a_max, "a_max"))
+    return np.clip(x, _clip_bound(a_min), _clip_bound(a_max))
 
 
-def _clip_bound(b, name):
+def _clip_bound(b):
     """A bound as the kernel can pass it to NumPy. NOTE: a Tensor bound reaching np.clip
-    would dispatch back to tg.clip without end; its value is used, but a bound that
-    requires grad is refused: bounds are parameters, their gradient would be dropped."""
-    if not isinstance(b, tg.Tensor):
-        return b
-    if b.requires_grad and tg.is_grad_enabled():
-        raise TypeError(
-            f"clip: {name} is a tensor that requires grad, but clip's bounds are not "
-            f"differentiable; for a differentiable bound (torch.clamp's gradient) write "
-            f"tg.where(x < lo, lo, x) / tg.where(x > hi, hi, x), or pass {name}.detach()")
-    return np.asarray(b)
+    would dispatch back to tg.clip without end, so its array is used. (A bound that
+    requires grad never gets here: the engine refuses tensor parameters that require grad,
+    whose gradient would be lost; for torch.clamp's gradient to a bound write
+    tg.where(x < lo, lo, x).)"""
+    return np.asarray(b) if isinstance(b, tg.Tensor) else b
 
-
-# ---------------------------------------------------------------------------------------
-# Gradient rules longer than one expression
-# ---------------------------------------------------------------------------------------
 
 def _multiply_vjp(g, ans, x, y):
     return (g * y if _needs_grad(x) else None,
