@@ -416,6 +416,40 @@ def test_a_constant_read_by_the_segment_modified_in_place_is_detected(weights):
             y.sum().backward()
 
 
+def test_a_constant_that_no_op_saved_modified_in_place_is_detected(weights):
+    # x + c saves nothing, so only the rerun reads c again: with c changed it recomputed
+    # tanh's result from the new c and gave a silently wrong gradient (the plain run keeps
+    # the tanh it computed, and is right).
+    w, _ = weights
+    c = tg.random.randn(3, 4)
+    x = tg.random.randn(3, 4, requires_grad=True)
+    plain = tg.tanh(x + c) @ w
+    y = tg.checkpoint(lambda h: tg.tanh(h + c) @ w, x)
+    expected = 1.0 - tg.tanh(x + c).detach().numpy() ** 2     # d tanh(x + c) / dx, old c
+    c += 1.0
+    plain.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), expected * w.detach().numpy().sum(axis=1),
+                               rtol=1e-12)
+    with pytest.raises(RuntimeError, match="modified by an in-place operation.*'add'"):
+        y.sum().backward()
+
+
+def test_a_constant_the_segment_makes_and_modifies_itself_is_fine(weights):
+    w, _ = weights
+    x = tg.random.randn(3, 4, requires_grad=True)
+
+    def segment(h):
+        buf = tg.zeros((3, 4))
+        out = tg.tanh(h + buf)
+        buf += 1.0                    # its own constant, made again by the rerun
+        return out @ w
+
+    tg.checkpoint(segment, x).sum().backward()
+    checkpointed, x.grad = x.grad.numpy().copy(), None
+    segment(x).sum().backward()
+    np.testing.assert_array_equal(checkpointed, x.grad.numpy())
+
+
 def test_a_parameter_modified_after_the_backward_is_fine(weights):
     w, b = weights
     x = tg.random.randn(3, 4, requires_grad=True)

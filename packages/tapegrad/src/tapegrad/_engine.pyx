@@ -153,6 +153,8 @@ cdef object _grad_lock = threading.Lock()   # guards read-modify-write of .grad
 cdef object _MISS_HANDLER = None        # called once when a name is not in the table
 cdef object _TRACER = None              # tg.compile's recorder while a thread records, else None
 cdef unsigned long _TRACER_THREAD = 0   # the thread it listens to (PyThread_get_thread_ident)
+cdef dict _READ_LOGS = {}               # thread ident -> list: constants read (see log_reads)
+cdef Py_ssize_t _n_read_logs = 0        # len(_READ_LOGS): the hot path's one test
 cdef dict _NO_PARAMS = {}               # shared, never mutated: calls without parameters
 
 cdef tuple _python_scalars = (float, int, bool, complex, np.generic)
@@ -206,6 +208,32 @@ def devices_table():
 cdef inline bint _traced():
     """Whether this thread records: the first test is the whole cost when none does."""
     return _TRACER is not None and PyThread_get_thread_ident() == _TRACER_THREAD
+
+
+def log_reads(log):
+    """While `log` (a list; None to stop) is set for the calling thread, every op appends
+    (weakref to the tensor, version counter, version, op name, input index, shape, dtype)
+    for each input that is a constant: a tensor that is a leaf and does not require grad.
+    tg.checkpoint's rerun reads those again, so it checks they were not modified in place
+    since. Returns the previous log of this thread."""
+    global _n_read_logs
+    key = PyThread_get_thread_ident()
+    previous = _READ_LOGS.pop(key, None)
+    if log is not None:
+        _READ_LOGS[key] = log
+    _n_read_logs = len(_READ_LOGS)
+    return previous
+
+
+cdef void _log_read(Op op, Py_ssize_t i, TensorBase t) except *:
+    cdef VersionCounter vc
+    if t._node is not None or t._requires_grad:
+        return
+    log = _READ_LOGS.get(PyThread_get_thread_ident())
+    if log is not None:
+        vc = _get_vc(t)
+        log.append((weakref.ref(t), vc, vc.value, op.name, i, tuple(t._data.shape),
+                    t._data.dtype))
 
 
 def set_tracer(tracer):
@@ -911,6 +939,8 @@ cdef object _apply_arrays(Op op, tuple inputs, PyObject** in_argv, dict kwargs, 
         a = <object>in_argv[i]
         if isinstance(a, TensorBase):
             t = <TensorBase>a
+            if _n_read_logs:
+                _log_read(op, i, t)
         elif type(a) is float or isinstance(a, _python_scalars):
             Py_INCREF(a)
             if arrays is None:

@@ -102,7 +102,7 @@ class _Segment:
     are saved on the ctx, the parameters referenced weakly."""
 
     __slots__ = ("fn", "spec", "n_inputs", "needs", "params", "param_versions", "read",
-                 "out_meta", "rng_state", "outputs", "ctx")
+                 "constants_read", "out_meta", "rng_state", "outputs", "ctx")
 
     def call(self, inputs):
         args, kwargs = _fill(self.spec, inputs)
@@ -127,7 +127,10 @@ class _Segment:
                     f"{p.shape}, {p.dtype}) is at version {p._version}; the checkpointed "
                     f"forward read it at version {version}, and rerunning it now would use "
                     f"the new value. Modify it after backward(), or out of place.")
-        for vc, version, op, i, shape, dtype in self.read:
+        # NOTE: a constant the segment made itself is gone by now (or, if it lives on,
+        # is made anew by the rerun): only tensors still alive are read again.
+        constants = [(vc, *rest) for ref, vc, *rest in self.constants_read if ref() is not None]
+        for vc, version, op, i, shape, dtype in self.read + constants:
             if vc.value != version:
                 raise RuntimeError(
                     f"one of the values needed for gradient computation has been modified by "
@@ -209,7 +212,14 @@ def checkpoint(fn, *args, preserve_rng_state=True, **kwargs):
     seg.rng_state = tg.random.get_state() if preserve_rng_state else None
     stand_ins = [t.detach().requires_grad_() if need else t
                  for t, need in zip(inputs, seg.needs)]
-    result = seg.call(stand_ins)
+    constants_read: list = []
+    outer_log = _engine.log_reads(constants_read)
+    try:
+        result = seg.call(stand_ins)
+    finally:
+        _engine.log_reads(outer_log)
+        if outer_log is not None:          # a checkpoint inside another one: it reads them too
+            outer_log.extend(constants_read)
     outputs: list = []
     out_spec = _flatten(result, outputs)
     params, read = _walk_forward(outputs, stand_ins)
@@ -218,6 +228,7 @@ def checkpoint(fn, *args, preserve_rng_state=True, **kwargs):
     seg.params = tuple(weakref.ref(p) for p in params)
     seg.param_versions = tuple(p._version for p in params)
     seg.read = read
+    seg.constants_read = constants_read
     seg.out_meta = tuple((o.shape, o.dtype) for o in outputs)
     seg.outputs = outputs
     try:
@@ -235,8 +246,8 @@ def _walk_forward(outputs, stand_ins) -> tuple[list, list]:
 
     NOTE: the rerun must read what the forward read. Parameters and saved values (a
     closure's constant that matmul saved) are version-checked before it
-    (_Segment.check_unmodified); a constant that no op saved and that is modified in place
-    is not seen (the engine keeps no record of it)."""
+    (_Segment.check_unmodified), and so are the constants the forward read (logged by the
+    engine while it ran: _engine.log_reads), whether an op saved them or not."""
     own = {id(t) for t in stand_ins}
     found, found_ids, seen, stack = [], set(), set(), []
     read = []
