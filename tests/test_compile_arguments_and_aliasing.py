@@ -368,6 +368,36 @@ def test_a_module_appended_to_a_module_list_is_seen_by_the_next_call():
     assert compiled(x).shape == (1, 3)
 
 
+def test_a_module_list_iterated_by_a_plain_function_and_appended_to_is_seen():
+    tg.manual_seed(0)
+    layers = tg.nn.ModuleList([tg.nn.Linear(2, 2)])
+
+    def f(x):
+        for layer in layers:               # the ModuleList itself is never called
+            x = layer(x)
+        return x
+
+    compiled = tg.compile(f)
+    x = _t([[1.0, -1.0]])
+    compiled(x), compiled(x)
+    layers.append(tg.nn.Linear(2, 2))
+    _same(compiled(x), f(x))
+
+
+def test_a_sub_module_replaced_in_a_module_that_is_not_called_is_seen():
+    tg.manual_seed(0)
+    model = tg.nn.Sequential(tg.nn.Linear(2, 2), tg.nn.Tanh())
+
+    def f(x):
+        return model[0](x)                 # model is never called, model[0] is
+
+    compiled = tg.compile(f)
+    x = _t([[1.0, -1.0]])
+    compiled(x), compiled(x)
+    model[0] = tg.nn.Linear(2, 2)
+    _same(compiled(x), f(x))
+
+
 def test_a_weight_read_directly_and_replaced_is_seen_by_the_next_call():
     class Tied(tg.nn.Module):
         def __init__(self):
