@@ -605,3 +605,23 @@ def test_an_argument_aliasing_a_tensor_read_through_its_detach_inside():
                 outs.append(fn(x))
             _same(outs[1], outs[0])
             _same(w, we)
+
+
+def test_a_detach_of_an_argument_made_and_written_inside_still_replays():
+    # a tensor made inside over an argument's array is not an alias from outside: the
+    # call replays (no CompileWarning), and equals eager
+    def f(x):
+        d = x.detach()
+        with tg.no_grad():
+            d[0] = 5.0
+        return x * 2.0
+
+    compiled = tg.compile(f)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", tg.CompileWarning)
+        for k in (1.0, 2.0, 3.0):
+            xe, xc = _t([k, k]), _t([k, k])
+            _same(compiled(xc), f(xe))
+            _same(xc, xe)
+            assert xc._version == xe._version
+    assert compiled.cache_info().hits == 2

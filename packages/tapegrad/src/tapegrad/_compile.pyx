@@ -256,11 +256,13 @@ class _Recorder:
         self.arg_of_slot = {}          # argument slot -> index of the (first) argument
         self.ext_of_slot = {}          # external slot -> the tensors read over its array
         self.alias_candidates = []     # (weakref of a tensor, argument index): see slot()
-        # (tensor, its node, requires_grad) for the arguments and tensors from outside, as
-        # first seen: an in-place op that records re-points a tensor's graph (x[0] = w[1]
-        # with grad on makes x a non-leaf), which a replay cannot do to a caller's tensor.
-        self.graph_before = [(t, (<TensorBase>t)._node, (<TensorBase>t)._requires_grad)
-                             for t in arg_tensors]
+        # (weakref of a tensor, its node, requires_grad) for the arguments and tensors from
+        # outside, as first seen: an in-place op that records re-points a tensor's graph
+        # (x[0] = w[1] with grad on makes x a non-leaf), which a replay cannot do to a
+        # caller's tensor. (Weak: a tensor made inside must die, see _note_alias.)
+        self.graph_before = []
+        for t in arg_tensors:
+            self._note_graph(t)
         for i, t in enumerate(arg_tensors):
             arr = (<TensorBase>t)._data
             if id(arr) not in self.slot_of:
@@ -321,8 +323,14 @@ class _Recorder:
                 return
         seen.append(tensor)
         self.externals.append((s, tensor))
-        self.graph_before.append(
-            (tensor, (<TensorBase>tensor)._node, (<TensorBase>tensor)._requires_grad))
+        self._note_graph(tensor)
+
+    def _note_graph(self, tensor):
+        for ref, _, _ in self.graph_before:
+            if ref() is tensor:
+                return
+        self.graph_before.append((weakref.ref(tensor), (<TensorBase>tensor)._node,
+                                  (<TensorBase>tensor)._requires_grad))
 
     def _note_alias(self, s, tensor):
         # NOTE: another tensor over an argument's array: a tensor made inside (a.detach())
@@ -414,11 +422,10 @@ class _Recorder:
         self._step(K_WRITE, fn, items, None, None, None, device)
         if any(s == e for e, _ in self.externals) or any(s == a for a, _ in self.arg_slots):
             self.effects.append("an in-place write into a tensor from outside")
-            if owner is not None and not any(t is owner for t, _, _ in self.graph_before):
+            if owner is not None:
                 # (first seen through _inplace's stand-in for it; the write comes before
                 # the op re-points owner's graph)
-                self.graph_before.append((owner, (<TensorBase>owner)._node,
-                                          (<TensorBase>owner)._requires_grad))
+                self._note_graph(owner)
 
     @_recording_thread_only
     def created(self, arr, device):
@@ -776,8 +783,9 @@ class CompiledFunction:
                     f"replay could not tell the two apart, so calls that alias them run "
                     f"eagerly")
         _outputs_as_eager(rec, program, outs, tensors)
-        for t, node, rg in rec.graph_before:
-            if rec.eager_reason is None and ((<TensorBase>t)._node is not node
+        for ref, node, rg in rec.graph_before:
+            t = ref()
+            if t is not None and rec.eager_reason is None and ((<TensorBase>t)._node is not node
                                              or (<TensorBase>t)._requires_grad != rg):
                 rec.eager_reason = (
                     f"an in-place op recorded into the graph of a tensor from outside (shape "
