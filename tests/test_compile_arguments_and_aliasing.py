@@ -625,3 +625,31 @@ def test_a_detach_of_an_argument_made_and_written_inside_still_replays():
             _same(xc, xe)
             assert xc._version == xe._version
     assert compiled.cache_info().hits == 2
+
+
+def test_zero_grad_without_set_to_none_in_a_compiled_step_zeroes_the_current_grads():
+    # the .grad that zero_grad(set_to_none=False) zeroes was baked in at record time: the
+    # replays zeroed the first call's object and backward accumulated onto the live one
+    def make():
+        tg.manual_seed(0)
+        model = tg.nn.Linear(3, 2)
+        opt = tg.optim.SGD(model.parameters(), lr=0.1)
+
+        def step(x):
+            opt.zero_grad(set_to_none=False)
+            loss = model(x).sum()
+            loss.backward()
+            opt.step()
+            return loss
+        return model, step
+
+    (me, se), (mc, sc) = make(), make()
+    sc = tg.compile(sc)
+    for i in range(5):
+        x = tg.ones((2, 3)) * (i + 1.0)
+        _same(sc(x), se(x))
+        for pc, pe in zip(mc.parameters(), me.parameters()):
+            _same(pc, pe)
+            _same(pc.grad, pe.grad)
+            assert pc.grad._version == pe.grad._version
+    assert sc.cache_info().hits == 3

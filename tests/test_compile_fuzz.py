@@ -32,12 +32,9 @@ import os
 import warnings
 
 import numpy as np
-import pytest
 import tapegrad as tg
-
-hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 EXAMPLES = int(os.environ.get("TAPEGRAD_FUZZ_EXAMPLES", "3000"))   # ~10 s here
 SHAPE = (2, 3)
@@ -90,7 +87,8 @@ program = st.fixed_dictionaries({
     "x_grad": st.booleans(),
     "kw": st.booleans(),
     "pair": st.booleans(),
-    "inner_step": st.sampled_from([None, None, "sgd", "sgd_plain", "adam", "adam_plain"]),
+    "inner_step": st.sampled_from([None, None, "sgd", "sgd_plain", "sgd_keep", "adam",
+                                   "adam_plain"]),
     "returns": st.lists(st.integers(0, 15), min_size=1, max_size=2),
     "tuple_out": st.booleans(),
     "scale_changes": st.booleans(),
@@ -116,6 +114,7 @@ class World:
             None: lambda: None,
             "sgd": lambda: tg.optim.SGD(params, lr=0.1, momentum=0.9),
             "sgd_plain": lambda: tg.optim.SGD(params, lr=0.1),
+            "sgd_keep": lambda: tg.optim.SGD(params, lr=0.1, momentum=0.5),
             "adam": lambda: tg.optim.Adam(params, lr=0.1, capturable=True),
             "adam_plain": lambda: tg.optim.Adam(params, lr=0.1),
         }[spec["inner_step"]]()
@@ -139,7 +138,7 @@ def _make_fn(spec, world):
         if spec["inner_step"] is not None:
             loss = sum((o.sum() for o in outs), tg.zeros(()))
             if loss.requires_grad:
-                world.opt.zero_grad()
+                world.opt.zero_grad(set_to_none=spec["inner_step"] != "sgd_keep")
                 loss.backward()
                 world.opt.step()
             return loss
@@ -327,4 +326,5 @@ def test_compiled_calls_equal_eager_calls_bit_for_bit(spec):
                 continue
             if key == "outs" and e["error"] is not None and c["error"] is not None:
                 continue     # raised in the call or in its backward (item 27: timing)
-            assert c[key] == e[key], f"call {call}: {key} differs: eager {e[key]!r}, compiled {c[key]!r}"
+            assert c[key] == e[key], \
+                f"call {call}: {key} differs: eager {e[key]!r}, compiled {c[key]!r}"

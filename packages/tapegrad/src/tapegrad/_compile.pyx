@@ -106,7 +106,27 @@ cdef inline object _kw(_Step st, list slots):
 cdef object _target(_Step st, tuple args):
     if type(st.target) is int:
         return args[<int>st.target]
+    if type(st.target) is _GradOf:
+        return (<_GradOf>st.target).get(args)
     return st.target
+
+
+@cython.final
+cdef class _GradOf:
+    """The current .grad of a tensor (an argument index, or a tensor from outside): what a
+    replay reads where the recording read a .grad that was there before the call."""
+    cdef readonly object of
+    cdef readonly tuple shape      # the .grad's shape and dtype when it recorded
+    cdef readonly object dtype
+
+    def __init__(self, of, grad):
+        self.of = of
+        self.shape = tuple((<TensorBase>grad)._data.shape)
+        self.dtype = (<TensorBase>grad)._data.dtype
+
+    cdef object get(self, tuple args):
+        t = args[<Py_ssize_t>self.of] if type(self.of) is int else self.of
+        return (<TensorBase>t)._grad
 
 
 class ReplayShapeError(RuntimeError):
@@ -255,6 +275,8 @@ class _Recorder:
         self.thread = get_ident()      # only this thread's calls belong to the recording
         self.arg_of_slot = {}          # argument slot -> index of the (first) argument
         self.ext_of_slot = {}          # external slot -> the tensors read over its array
+        self.grad_of = {}              # id(array of a .grad read) -> the tensor it is the grad of
+        self.grad_externals = []       # (slot, _GradOf): a .grad from before the call
         self.alias_candidates = []     # (weakref of a tensor, argument index): see slot()
         # (weakref of a tensor, its node, requires_grad) for the arguments and tensors from
         # outside, as first seen: an in-place op that records re-points a tensor's graph
@@ -301,6 +323,12 @@ class _Recorder:
                     self._add_external(s, tensor)
             return s
         if tensor is not None and id(arr) not in self.created_ids:
+            owner = self.grad_of.get(id(arr))
+            if owner is not None and (<TensorBase>owner)._grad is tensor:
+                # p.grad read before the backward that replaces it: read afresh
+                s = self._new_slot(arr)
+                self.grad_externals.append((s, _GradOf(self._spec_of(owner), tensor)))
+                return s
             s = self._new_slot(arr)
             self._add_external(s, tensor)
             return s
@@ -312,6 +340,18 @@ class _Recorder:
         self.const_index[s] = len(self.constants)
         self.constants.append([s, arr, None])
         return s
+
+    def _spec_of(self, tensor):
+        """An argument's index, else the tensor (registered as read from outside)."""
+        for i, a in enumerate(self.arg_tensors):
+            if a is tensor:
+                return i
+        self.slot((<TensorBase>tensor)._data, tensor)
+        return tensor
+
+    @_recording_thread_only
+    def grad_read(self, t):
+        self.grad_of[id((<TensorBase>(<TensorBase>t)._grad)._data)] = t
 
     def _add_external(self, s, tensor):
         # NOTE: every tensor read from outside over this array gets an entry, not just the
@@ -493,6 +533,12 @@ class _Recorder:
                 if (<TensorBase>e)._vc is vc:
                     target = e
                     break
+            else:
+                for _, g in self.grad_externals:
+                    cur = (<_GradOf>g).get(tuple(self.arg_tensors))
+                    if cur is not None and (<TensorBase>cur)._vc is vc:
+                        target = g
+                        break
         if target is not None:
             self._step(K_BUMP, op_name, (), None, None, None, None, target=target)
 
@@ -553,6 +599,7 @@ cdef class _Program:
     cdef public tuple out_versions  # per output: its version when it recorded; None if all 0
     cdef public tuple alias_guard   # ((tensor, argument index), ...) aliased when recorded
     cdef public tuple hook_watch    # tensors (or argument indices) whose .grad is accumulated
+    cdef public tuple grad_externals  # ((slot, _GradOf), ...): .grad read from before the call
     cdef public bint writes_outside  # the forward counts writes on outside tensors' versions
     cdef public object vc_partition  # then: which of the arguments and outside tensors
                                      # shared a version counter (None: none did)
@@ -576,6 +623,7 @@ cdef class _Program:
         self.out_from = self.out_versions = None
         self.alias_guard = self.hook_watch = self.spent_needs = ()
         self.vc_partition = None
+        self.grad_externals = ()
 
     def describe(self):
         fwd = [(<_Step>s).describe() for s in self.forward]
@@ -589,6 +637,8 @@ cdef list _initial_slots(_Program program, tuple args):
         slots[slot] = (<TensorBase>args[i])._data
     for slot, t in program.externals:
         slots[slot] = (<TensorBase>t)._data
+    for slot, g in program.grad_externals:
+        slots[slot] = (<TensorBase>(<_GradOf>g).get(args))._data
     for slot, value in program.constants:
         slots[slot] = value
     for slot, pristine in program.mutable_constants:
@@ -802,6 +852,7 @@ class CompiledFunction:
         program.constants = tuple((s, v) for s, v, p in rec.constants if p is None)
         program.mutable_constants = tuple((s, p) for s, v, p in rec.constants if p is not None)
         program.externals = tuple(rec.externals)
+        program.grad_externals = tuple(rec.grad_externals)
         program.ext_guard = tuple(((<TensorBase>t)._data.shape, (<TensorBase>t)._data.dtype,
                                    (<TensorBase>t)._device, bool((<TensorBase>t)._requires_grad))
                                   for _, t in rec.externals)
@@ -976,6 +1027,12 @@ cdef object _stale_externals(_Program program, tuple tensors):
             _vc_partition(tensors, program.externals) != program.vc_partition:
         return ("which arguments and tensors from outside share a version counter changed "
                 "(one is a detach() or a view of another), and the function writes into one")
+    for slot, g in program.grad_externals:
+        cur = (<_GradOf>g).get(tensors)
+        if cur is None or (<TensorBase>cur)._data.shape != (<_GradOf>g).shape or \
+                (<TensorBase>cur)._data.dtype != (<_GradOf>g).dtype:
+            return ("a .grad that the function reads before its backward is None now, or of "
+                    "another shape or dtype")
     for x in program.hook_watch:
         tb = <TensorBase>(tensors[<Py_ssize_t>x] if type(x) is int else x)
         if tb._hooks or (tb._node is not None and tb._node.hooks):
