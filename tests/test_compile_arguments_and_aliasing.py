@@ -653,3 +653,22 @@ def test_zero_grad_without_set_to_none_in_a_compiled_step_zeroes_the_current_gra
             _same(pc.grad, pe.grad)
             assert pc.grad._version == pe.grad._version
     assert sc.cache_info().hits == 3
+
+
+def test_an_output_that_is_a_view_of_a_tensor_made_inside_refuses_in_place_writes():
+    # (found by tests/test_compile_fuzz.py) eagerly abs(x).T is a view in a graph, so
+    # `y += 1` raises; a replay's output must not accept it silently
+    def f(x):
+        return abs(x).T
+
+    compiled = tg.compile(f)
+    for _ in range(3):
+        errors = []
+        for fn in (f, compiled):
+            y = fn(_t([[1.0, -2.0]], True))
+            try:
+                y += 1.0
+                errors.append(None)
+            except RuntimeError:
+                errors.append(RuntimeError)
+        assert errors[0] is errors[1] is RuntimeError

@@ -597,6 +597,7 @@ cdef class _Program:
     cdef public tuple out_from      # per output: None (a slot), or ("arg", i), ("ext", t)
                                     # or ("out", k): that very tensor; None if all are slots
     cdef public tuple out_versions  # per output: its version when it recorded; None if all 0
+    cdef public tuple out_views     # per output: a view (of a tensor made inside); None if none
     cdef public tuple alias_guard   # ((tensor, argument index), ...) aliased when recorded
     cdef public tuple hook_watch    # tensors (or argument indices) whose .grad is accumulated
     cdef public tuple grad_externals  # ((slot, _GradOf), ...): .grad read from before the call
@@ -620,7 +621,7 @@ cdef class _Program:
         self.backward = None
         self.grad_inputs = ()
         self.inner_backward = rec.inner_backward
-        self.out_from = self.out_versions = None
+        self.out_from = self.out_versions = self.out_views = None
         self.alias_guard = self.hook_watch = self.spent_needs = ()
         self.vc_partition = None
         self.grad_externals = ()
@@ -1108,6 +1109,7 @@ def _outputs_as_eager(rec, _Program program, tuple outs, tuple tensors):
     n = len(outs)
     out_from = [None] * n
     versions = [0] * n
+    views = [False] * n
     outside = [(("arg", j), a) for j, a in enumerate(tensors)] + \
               [(("ext", e), e) for _, e in rec.externals]
     for i in range(n):
@@ -1124,6 +1126,7 @@ def _outputs_as_eager(rec, _Program program, tuple outs, tuple tensors):
         if out_from[i] is not None:
             continue
         versions[i] = _version(o)
+        views[i] = o._is_view
         if o._vc is None or rec.eager_reason is not None:
             continue
         if any((<TensorBase>x)._vc is o._vc for _, x in outside):
@@ -1140,6 +1143,8 @@ def _outputs_as_eager(rec, _Program program, tuple outs, tuple tensors):
         program.out_from = tuple(out_from)
     if any(versions):
         program.out_versions = tuple(versions)
+    if any(views):
+        program.out_views = tuple(views)
 
 
 def _check_passthrough_grads(rec, _Program program, tuple outs, tuple tensors):
@@ -1295,6 +1300,8 @@ cdef object _replay(_Program program, tuple args, tuple tensors, bint grad_on):
         if program.out_versions is not None and program.out_versions[i]:
             t._vc = VersionCounter.__new__(VersionCounter)
             t._vc.value = program.out_versions[i]
+        if program.out_views is not None and program.out_views[i]:
+            t._is_view = True          # (in-place writes into it in a graph raise, as eagerly)
     if program.backward is not None and grad_on:
         grad_inputs = _grad_inputs(program, tensors)
         keep = [None] * program.nslots
