@@ -8,8 +8,9 @@ without grad mode), setitem, reductions, random draws, pure hooks, detach, a tin
 module, and optionally a backward and an optimizer step (SGD with momentum, or
 Adam(capturable=True)) inside. Its arguments come positionally, by keyword and inside a
 tuple; a Python float argument changes between calls. Between and after calls the caller
-does what users do: registers a hook, replaces a weight, resumes the optimizer from a
-state dict, calls under no_grad, passes a detached closed-over tensor as the argument,
+does what users do: registers a hook, replaces a weight, appends to a ModuleList, switches
+train/eval, changes the learning rate or Dropout's p, resumes the optimizer from a state
+dict, calls under no_grad, passes a detached closed-over tensor as the argument,
 backpropagates through the outputs, writes into an output, and backpropagates a graph
 built before the call that saved a tensor the call may write.
 
@@ -72,6 +73,7 @@ instruction = st.one_of(
     st.tuples(st.just("detach"), reg),
     st.tuples(st.just("module"), reg),
     st.tuples(st.just("layers"), reg),
+    st.tuples(st.just("dropout"), reg),
     st.tuples(st.just("kwscale"), reg),
     st.tuples(st.just("nograd_unary"), st.sampled_from(sorted(UNARY)), reg),
     st.tuples(st.just("tg_grad"), reg),
@@ -79,6 +81,7 @@ instruction = st.one_of(
 
 outside_action = st.sampled_from([
     "hook_w", "replace_weight", "load_state", "alias_arg", "no_grad_call", "append_layer",
+    "eval_mode", "train_mode", "lr_change", "dropout_p",
     "write_output", "write_output_no_grad", "outside_graph", "nothing", "nothing",
 ])
 
@@ -109,6 +112,7 @@ class World:
         tg.manual_seed(0)
         self.model = tg.nn.Linear(3, 3)
         self.layers = tg.nn.ModuleList([tg.nn.Linear(3, 3)])      # iterated, not called
+        self.drop = tg.nn.Dropout(0.5)
         params = [self.w] + list(self.model.parameters())
         self.opt = {
             None: lambda: None,
@@ -188,6 +192,8 @@ def _execute(ins, regs, world, scale):
         for layer in world.layers:
             t = layer(t)
         regs.append(t)
+    elif kind == "dropout":
+        regs.append(world.drop(r(ins[1])))
     elif kind == "kwscale":
         regs.append(r(ins[1]) * scale)
     elif kind == "nograd_unary":
@@ -264,6 +270,16 @@ def _run(spec, compiled):
         todo = actions.get(call, set())
         if "hook_w" in todo:
             world.w.register_hook(lambda g: world.log.append(1) or g * 0.5)
+        if "eval_mode" in todo:
+            world.model.eval()
+            world.drop.eval()
+        if "train_mode" in todo:
+            world.model.train()
+            world.drop.train()
+        if "lr_change" in todo and world.opt is not None:
+            world.opt.param_groups[0]["lr"] = 0.05 * (call + 1)
+        if "dropout_p" in todo:
+            world.drop.p = 0.25
         if "append_layer" in todo:
             tg.manual_seed(call)
             world.layers.append(tg.nn.Linear(3, 3))
