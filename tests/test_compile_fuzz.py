@@ -37,7 +37,7 @@ import tapegrad as tg
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-EXAMPLES = int(os.environ.get("TAPEGRAD_FUZZ_EXAMPLES", "3000"))   # ~10 s here
+EXAMPLES = int(os.environ.get("TAPEGRAD_FUZZ_EXAMPLES", "3000"))   # ~20 s here
 SHAPE = (2, 3)
 CALLS = 5
 
