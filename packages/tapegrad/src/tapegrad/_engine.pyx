@@ -2292,6 +2292,10 @@ cdef class TensorBase:
 
     @property
     def grad(self):
+        if _TRACER is not None and self._grad is not None:
+            # tg.compile: a .grad read before the backward that replaces it (zero_grad(
+            # set_to_none=False)) must be read afresh by a replay, not baked in.
+            _TRACER.grad_read(self)
         return self._grad
 
     @grad.setter

@@ -564,7 +564,7 @@ def _put(module, name, value):
     """Set parameter, buffer or sub-module `name` (already registered) to `value`."""
     module.__dict__[name] = value
     _count_entry_change(module)
-    if isinstance(value, tg.Tensor):
+    if isinstance(value, (tg.Tensor, Module)):
         _note_owner(value, module)
 
 
@@ -576,8 +576,9 @@ def _put(module, name, value):
 # a stamp from one global clock; a subtree's stamp is the largest below it, so it grows
 # on any change there, and it is recomputed only when the clock moved (O(1) per guard
 # otherwise). A tensor the function reads straight from a module that it does not call
-# at all (`x @ emb.weight.T` in a plain function) adds that module's guard when it
-# records (_module_guards_for, via tg.compile's add_external_guard).
+# at all (`x @ emb.weight.T`, or `for layer in layers:` over a ModuleList, in a plain
+# function) adds the guard of the outermost module holding it when it records
+# (_module_guards_for, via tg.compile's add_external_guard).
 _ENTRY_CLOCK = [0]
 
 
@@ -600,7 +601,8 @@ def _subtree_stamp(module):
     return stamp
 
 
-# id(tensor) -> (weak reference to it, [weak references to the modules holding it]).
+# id(tensor or module) -> (weak reference to it, [weak references to the modules holding
+# it]). NOTE: a deepcopy of a module is not in it, so its guard covers only its own subtree.
 _OWNERS: dict[int, tuple] = {}
 
 
@@ -616,9 +618,32 @@ def _note_owner(t, module):
         entry[1].append(weakref.ref(module))
 
 
+def _owners_of(obj):
+    entry = _OWNERS.get(id(obj))
+    if entry is None or entry[0]() is not obj:
+        return []
+    return [m for m in (r() for r in entry[1]) if m is not None]
+
+
+def _roots_of(obj):
+    """The outermost modules that hold `obj` (a tensor or a module), through any chain."""
+    roots, seen, todo = [], set(), _owners_of(obj)
+    while todo:
+        m = todo.pop()
+        if id(m) in seen:
+            continue
+        seen.add(id(m))
+        up = _owners_of(m)
+        if up:
+            todo.extend(up)
+        else:
+            roots.append(m)
+    return roots
+
+
 def _module_guards_for(tensors, guard_fns):
-    """The guards of the modules that hold `tensors` (read from outside by a recording)
-    and whose subtree no guard in `guard_fns` covers already."""
+    """The guards of the outermost modules that hold `tensors` (read from outside by a
+    recording) and whose subtree no guard in `guard_fns` covers already."""
     covered = set()
     for fn in guard_fns:
         m = getattr(fn, "__self__", None)
@@ -626,12 +651,8 @@ def _module_guards_for(tensors, guard_fns):
             covered.update(id(x) for x in m.modules())
     out = []
     for t in tensors:
-        entry = _OWNERS.get(id(t))
-        if entry is None or entry[0]() is not t:
-            continue
-        for ref in entry[1]:
-            m = ref()
-            if m is not None and id(m) not in covered:
+        for m in _roots_of(t):
+            if id(m) not in covered:
                 covered.update(id(x) for x in m.modules())
                 out.append(m._compiled_state)
     return out
