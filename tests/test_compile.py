@@ -745,3 +745,60 @@ def test_a_step_that_runs_its_own_backward_returns_a_loss_like_eager():
             with pytest.raises(RuntimeError, match="backward through the graph a second time"):
                 loss.backward()
     assert compiled.cache_info().hits == 2
+
+
+class _BranchOnGrad(tg.Function):
+    """A backward whose ops depend on the gradient's values (Python control flow)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * 1.0
+
+    @staticmethod
+    def backward(ctx, g):
+        return (g * 2.0,) if float(g.numpy().sum()) > 0 else (g * 3.0,)
+
+
+def test_a_function_whose_backward_branches_on_the_gradient_runs_eagerly():
+    # Replays used to replay the kernels of the branch the recording took: gradient
+    # [-2, -2] for a negative seed where eager gives [-3, -3] (a silent wrong gradient).
+    calls = []
+
+    class Logged(_BranchOnGrad):
+        @staticmethod
+        def backward(ctx, g):
+            calls.append(g.tolist())
+            return _BranchOnGrad.backward(ctx, g)
+
+    compiled = tg.compile(lambda x: Logged.apply(x))
+    for k, sign in enumerate((1.0, -1.0, -1.0)):
+        x = tg.tensor([1.0, 2.0], requires_grad=True)
+        if k == 0:
+            with pytest.warns(tg.CompileWarning, match="backward of tg.Function 'Logged'"):
+                y = compiled(x)
+        else:
+            y = compiled(x)
+        y.backward(tg.tensor([sign, sign]))
+        assert x.grad.tolist() == ([2.0, 2.0] if sign > 0 else [-3.0, -3.0])
+    # the user's backward saw only the real gradients (no placeholder from the recording)
+    assert calls == [[1.0, 1.0], [-1.0, -1.0], [-1.0, -1.0]]
+
+
+def test_a_function_that_declares_its_backward_replayable_is_replayed():
+    class Scale(tg.Function):
+        replay_backward = True
+
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2.0
+
+        @staticmethod
+        def backward(ctx, g):
+            return (g * 2.0,)
+
+    compiled = tg.compile(lambda x: Scale.apply(x).sum())
+    for k in range(3):
+        x = tg.tensor([1.0, float(k)], requires_grad=True)
+        compiled(x).backward()
+        assert x.grad.tolist() == [2.0, 2.0]
+    assert compiled.cache_info().hits == 2

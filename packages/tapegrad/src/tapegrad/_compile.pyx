@@ -520,6 +520,23 @@ class _Recorder:
             self.once_reason = reason
 
     @_recording_thread_only
+    def function_backward(self, name, ctx):
+        """A tg.Function's backward is about to run. Unless its class says it runs the
+        same ops whatever the gradient's values (replay_backward), a replay of its kernels
+        could take the wrong branch: the signature runs eagerly, and the hidden backward
+        stops here, before the user's code sees its placeholder gradients."""
+        if getattr(ctx, "_replay_backward", True):
+            return
+        if self.eager_reason is None:
+            self.eager_reason = (
+                f"the backward of tg.Function '{name}' is Python that may depend on the "
+                f"gradient's values, which a replay would not see (set replay_backward = True "
+                f"on the class if it runs the same ops whatever they are), so this signature "
+                f"runs eagerly")
+        if self.hidden_backward:
+            raise RuntimeError(self.eager_reason)
+
+    @_recording_thread_only
     def guard(self, value_fn):
         self.guards.append((value_fn, value_fn()))
 

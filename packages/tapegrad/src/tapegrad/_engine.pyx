@@ -1514,6 +1514,8 @@ cdef class FunctionNode(Node):
             if grads[k] is None:
                 shape, dtype, dev = self.out_meta[k]
                 grads[k] = _new_tensor((<Device>dev).zeros(shape, dtype), dev)
+        if _traced():
+            _TRACER.function_backward(self.name, self.ctx)   # tg.compile may refuse it
         try:
             res = self.backward_fn(self.ctx, *grads)
         except Exception as exc:

@@ -609,6 +609,8 @@ class NotTwiceDifferentiable(Function):
     only connect it to what the gradient depends on, so differentiating the gradient
     reaches it."""
 
+    replay_backward = True          # it raises, whatever the values
+
     @staticmethod
     def forward(ctx, grad, op_name, *sources):
         ctx.op_name = op_name

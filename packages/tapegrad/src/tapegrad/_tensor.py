@@ -175,6 +175,8 @@ def _carries_float(result):
 
 
 class _ToDevice(Function):
+    replay_backward = True          # a transfer back, whatever the values
+
     @staticmethod
     def forward(ctx, x, device):
         ctx.source = x.device

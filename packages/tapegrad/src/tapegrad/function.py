@@ -64,7 +64,15 @@ class Function:
     >>> x = tg.tensor([3.0], requires_grad=True)
     >>> Triple.apply(x).backward(); x.grad.item()
     3.0
+
+    ``replay_backward``: whether tg.compile may record ``backward`` once and replay its
+    kernels with other gradients. False by default: ``backward`` is Python that may branch
+    on the gradient's values, so a compiled function whose graph runs it runs eagerly
+    (with a ``tg.CompileWarning``). Set it True on a class whose ``backward`` runs the same
+    ops whatever the values (as the registered ops' rules do).
     """
+
+    replay_backward = False
 
     @staticmethod
     def forward(ctx, *args, **kwargs):
@@ -88,6 +96,7 @@ class Function:
                         f"positionally (backward returns one gradient per positional "
                         f"argument), or .detach() it")
         ctx = FunctionCtx(needs)
+        ctx._replay_backward = cls.replay_backward
         token = GRAD_ENABLED.set(False)
         try:
             out = cls.forward(ctx, *args, **kwargs)

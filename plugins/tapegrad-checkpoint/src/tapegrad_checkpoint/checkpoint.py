@@ -145,6 +145,10 @@ class Checkpoint(tg.Function):
     parameters it reached), outputs (its tensor results). See Note: [how a checkpoint is
     recorded]."""
 
+    # Its backward reruns the segment and backpropagates through it with registered ops:
+    # what it runs does not depend on the gradient's values, so tg.compile replays it.
+    replay_backward = True
+
     @staticmethod
     def forward(ctx, seg, *tensors):
         ctx.segment = seg
