@@ -23,6 +23,8 @@ def test_replay_forward_and_backward_with_the_core_alone():
 
 def test_a_tg_function_inside_is_recorded_with_its_backward():
     class Double(tg.Function):
+        replay_backward = True      # (the default, False, runs such a signature eagerly)
+
         @staticmethod
         def forward(ctx, x):
             return x + x
@@ -36,6 +38,7 @@ def test_a_tg_function_inside_is_recorded_with_its_backward():
         x = tg.ones(3, requires_grad=True)
         f(x).backward(tg.ones(3))
         np.testing.assert_array_equal(x.grad.numpy(), np.full(3, 2.0))
+    assert f.cache_info().hits == 1
 
 
 def test_guards_record_again():
