@@ -716,10 +716,11 @@ def stack_nested(a):
 cdef object _to_constant(object a, Op op, Py_ssize_t i):
     """Wrap a non-tensor, non-scalar input (ndarray, list) as a tensor: a constant, unless
     it is a list that holds tensors."""
-    if isinstance(a, (list, tuple)) and _holds_tensor(a):
-        # NOTE: np.asarray would read the tensors' values and silently drop their graph
-        # (tg.mean([x, x + 2])); stacked, they keep it. Only lists pay this walk.
-        return _stack_nested(a)
+    # NOTE: np.asarray would read the tensors' values and silently drop their graph
+    # (tg.mean([x, x + 2])); stacked, they keep it. Only lists pay this walk.
+    stacked = stack_nested(a)
+    if stacked is not None:
+        return stacked
     if isinstance(a, np.ndarray) or isinstance(a, (list, tuple)):
         arr = _DEFAULT_DEVICE.asarray(a)
         return _new_tensor(arr, _DEFAULT_DEVICE)
@@ -980,7 +981,7 @@ cdef object _apply_arrays(Op op, tuple inputs, PyObject** in_argv, dict kwargs, 
                     scalar_type = -2
             else:
                 scalar_type = -2
-        if t._view_parent is not None and t._view_epoch != t._vc.graph_epoch and _grad_enabled():
+        if _is_stale_view(t) and _grad_enabled():
             _refresh_view(t)
         if t._requires_grad and (op._all_diff or (op.differentiable is not None and i in op.differentiable)):
             needs_grad = True
@@ -2294,7 +2295,7 @@ cdef class TensorBase:
 
     @property
     def grad(self):
-        if _TRACER is not None and self._grad is not None:
+        if self._grad is not None and _traced():
             # tg.compile: a .grad read before the backward that replaces it (zero_grad(
             # set_to_none=False)) must be read afresh by a replay, not baked in.
             _TRACER.grad_read(self)
@@ -2721,7 +2722,7 @@ cdef inline void _bump(TensorBase t, str op_name) except *:
     vc.value += 1
     vc.last_op = op_name
     vc.last_trace = traceback.extract_stack() if _anomaly_on() else None
-    if _TRACER is not None:
+    if _traced():
         # tg.compile replays the bump on the tensor from outside that shares vc, so that
         # a graph outside that saved the old value raises as it would eagerly.
         _TRACER.bumped(t, op_name)
