@@ -995,7 +995,8 @@ cdef object _apply_arrays(Op op, tuple inputs, PyObject** in_argv, dict kwargs, 
 
     kernel = op.kernels.get(device.name)
     if kernel is None:
-        raise RuntimeError(
+        # NotImplementedError (a RuntimeError) as PyTorch's "not implemented for 'CUDA'".
+        raise NotImplementedError(
             f"{op.name}: no kernel for device '{device.name}' (kernels registered for: "
             f"{', '.join(sorted(op.kernels)) or 'none'}); a plugin adds one with "
             f"registry.register_kernel('{op.name}', '{device.name}', fn)")
