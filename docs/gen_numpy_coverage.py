@@ -11,6 +11,7 @@ plugins and NumPy are installed):
     python docs/gen_numpy_coverage.py
 """
 
+import functools
 import importlib.util
 import inspect
 import sys
@@ -26,14 +27,27 @@ QUALIFIED = {"numpy": "np.", "linalg": "np.linalg."}
 TG_QUALIFIED = {"numpy": "tg.", "linalg": "tg.linalg."}
 
 
-def load_list():
-    """The module docs/numpy_coverage.py (the list and its categories)."""
-    spec = importlib.util.spec_from_file_location("tapegrad_docs_numpy_coverage",
-                                                  ROOT / "docs" / "numpy_coverage.py")
+def _load(filename, name):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "docs" / filename)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def load_list():
+    """The module docs/numpy_coverage.py (the list and its categories)."""
+    return _load("numpy_coverage.py", "tapegrad_docs_numpy_coverage")
+
+
+@functools.lru_cache(maxsize=None)
+def _gen_ops():
+    return _load("gen_ops.py", "tapegrad_docs_gen_ops")
+
+
+def markdown_inline(text):
+    """`text` as Markdown prose (docs/gen_ops.py's escaping: x**2, a_min, <name>)."""
+    return _gen_ops().markdown_inline(text)
 
 
 # -- what NumPy has ----------------------------------------------------------------------
@@ -237,7 +251,8 @@ def signature_difference(np_obj, tg_obj):
         if numpys in NUMPY_ONLY:
             break
         numpys = SAME_PARAMETER.get(numpys, numpys)
-        if i < inputs or mine.lower() == numpys.lower() or (mine in ARRAY_NAMES and numpys in ARRAY_NAMES):
+        same = mine.lower() == numpys.lower()
+        if i < inputs or same or (mine in ARRAY_NAMES and numpys in ARRAY_NAMES):
             continue
         return (f"positional parameter {i} is {mine!r}, NumPy's is {numpys!r} "
                 f"(tapegrad: ({', '.join(tg_names)}), NumPy: ({', '.join(np_names)}))")
@@ -320,7 +335,7 @@ def render(coverage, names=None, provided=None, differences=None):
                    "NumPy's (checked by the test):\n\n")
         for ns in NAMESPACES:
             for name, why in sorted(differences.get(ns, {}).items()):
-                out.append(f"- `{TG_QUALIFIED[ns]}{name}`: {why}\n")
+                out.append(f"- `{TG_QUALIFIED[ns]}{name}`: {markdown_inline(why)}\n")
         out.append("\n")
 
     if any(planned.get(ns) for ns in NAMESPACES):
@@ -337,7 +352,8 @@ def render(coverage, names=None, provided=None, differences=None):
         out.append(f"\n## {category[0].upper() + category[1:]}\n")
         for _c, title, reason, group in groups:
             listed_names = "; ".join(_names(ns, group[ns]) for ns in NAMESPACES if group.get(ns))
-            out.append(f"\n### {title}\n\n{reason}\n\n{listed_names}.\n")
+            out.append(f"\n### {markdown_inline(title)}\n\n{markdown_inline(reason)}\n\n"
+                       f"{listed_names}.\n")
     return "".join(out)
 
 
@@ -345,7 +361,8 @@ def main():
     coverage = load_list()
     wrong = problems(coverage)
     if wrong:
-        sys.exit("docs/numpy_coverage.py does not match NumPy and tapegrad:\n- " + "\n- ".join(wrong))
+        sys.exit("docs/numpy_coverage.py does not match NumPy and tapegrad:\n- "
+                 + "\n- ".join(wrong))
     PAGE.write_text(render(coverage))
     names = public_names()
     print(f"wrote {PAGE.relative_to(ROOT)}: {sum(map(len, names.values()))} NumPy functions")

@@ -63,7 +63,7 @@ _CODE = re.compile(r"(`+)(.+?)\1")
 _MARKDOWN = re.compile(r"([\\*_\[\]|])")
 
 
-def _markdown_cell(text):
+def markdown_inline(text):
     """One paragraph of plain text as a table cell: whitespace collapsed, Markdown's
     special characters escaped outside code spans (the docs write x**2, a_min, [0, 1],
     |x|, x <= 0), code spans kept as they are."""
@@ -233,17 +233,17 @@ def rows(tg, cuda):
             table.append((cell, "op", _differentiable_op_inputs(entry),
                           _yes(entry.twice_differentiable) if differentiable else "—",
                           _yes(entry.jvp is not None) if differentiable else "—",
-                          _yes(name in cuda), _markdown_cell(entry.doc)))
+                          _yes(name in cuda), markdown_inline(entry.doc)))
         elif isinstance(entry.fn, Op):         # a second name for an op (clone = copy)
             op = entry.fn
             table.append((cell, f"function (the op `{op.name}`)", _differentiable_op_inputs(op),
                           _yes(op.twice_differentiable) if op.vjp is not None else "—",
                           _yes(op.jvp is not None) if op.vjp is not None else "—",
-                          _yes(op.name in cuda), _markdown_cell(op.doc)))
+                          _yes(op.name in cuda), markdown_inline(op.doc)))
         else:
             table.append((cell, "function", _differentiable_function_inputs(entry),
                           "composed", "composed", "composed",
-                          _markdown_cell(_first_paragraph(entry.fn.__doc__))))
+                          markdown_inline(_first_paragraph(entry.fn.__doc__))))
     return out
 
 

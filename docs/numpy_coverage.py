@@ -63,137 +63,141 @@ GROUPS = [
                   packbits right_shift unpackbits""".split()}),
     ("no derivative", "Boolean predicates",
      "The result is boolean, so its derivative is zero wherever it exists. tapegrad has the "
-     "comparisons, tg.logical_and/or/not and (issue 14) tg.isnan/isinf/isfinite because "
-     "masks feed tg.where; compute these on t.numpy() (or compose them from those) and use "
-     "the mask the same way.",
+     "comparisons, `tg.logical_and`/`or`/`not` and (issue 14) `tg.isnan`/`isinf`/`isfinite` "
+     "because masks feed `tg.where`; compute these on `t.numpy()` (or compose them from "
+     "those) and use the mask the same way.",
      {"numpy": """allclose array_equal array_equiv isclose iscomplex isin isneginf isposinf
                   isreal logical_xor""".split()}),
     ("no derivative", "Indices, counts and sorting orders",
      "Integer results (positions, counts, bins, orders): piecewise constant in the values. "
-     "Compute them with NumPy on t.numpy() and index the tensor with the result: indexing "
-     "(t[idx], tg.take_along_axis) is differentiable.",
+     "Compute them with NumPy on `t.numpy()` and index the tensor with the result: indexing "
+     "(`t[idx]`, `tg.take_along_axis`) is differentiable.",
      {"numpy": """argpartition argwhere bincount count_nonzero diag_indices diag_indices_from
                   digitize flatnonzero indices ix_ lexsort mask_indices nanargmax nanargmin
                   nonzero ravel_multi_index searchsorted tril_indices tril_indices_from
                   triu_indices triu_indices_from unravel_index""".split()}),
     ("no derivative", "Histograms",
-     "Counts per bin are piecewise constant in the data (density=True too); the edges "
-     "histogram_bin_edges derives from the data's range are used as constants.",
+     "Counts per bin are piecewise constant in the data (`density=True` too); the edges "
+     "`histogram_bin_edges` derives from the data's range are used as constants.",
      {"numpy": "histogram histogram2d histogram_bin_edges histogramdd".split()}),
     ("no derivative", "Set operations",
      "Which elements survive depends on exact equality of values, so the result's shape "
-     "changes under a perturbation that breaks a tie; as torch.unique, no gradient is "
+     "changes under a perturbation that breaks a tie; as `torch.unique`, no gradient is "
      "defined. To differentiate through the selected values, index the tensor with the "
-     "positions NumPy returns (np.unique(..., return_index=True)).",
+     "positions NumPy returns (`np.unique(..., return_index=True)`).",
      {"numpy": """intersect1d setdiff1d setxor1d union1d unique unique_all unique_counts
                   unique_inverse unique_values""".split()}),
     ("no derivative", "Types, shapes, storage and plans",
      "They answer a question about dtypes, shapes, storage or evaluation order (a Python "
-     "value, or einsum_path's contraction plan), not compute an array. A Tensor has .shape, "
-     ".ndim, .size and .dtype.",
+     "value, or `einsum_path`'s contraction plan), not compute an array. A Tensor has "
+     "`.shape`, `.ndim`, `.size` and `.dtype`.",
      {"numpy": """broadcast_shapes can_cast common_type einsum_path isdtype iscomplexobj
                   isfortran isrealobj isscalar issubdtype iterable may_share_memory
                   min_scalar_type mintypecode ndim promote_types result_type shape
                   shares_memory size typename""".split()}),
     ("no derivative", "Arrays made from shapes, lengths and index grids",
      "No array input to differentiate: they build an array from a shape, a length or a "
-     "function of integer indices (empty's values are undefined; the windows bartlett, "
-     "blackman, hamming and hanning are functions of an integer length). tg.zeros, tg.ones, "
-     "tg.full, tg.eye, tg.arange and tg.linspace make tensors; for the rest, "
-     "tg.tensor(np.<function>(...)).",
+     "function of integer indices (`empty`'s values are undefined; the windows `bartlett`, "
+     "`blackman`, `hamming` and `hanning` are functions of an integer length). `tg.zeros`, "
+     "`tg.ones`, `tg.full`, `tg.eye`, `tg.arange` and `tg.linspace` make tensors; for the "
+     "rest, `tg.tensor(np.<function>(...))`.",
      {"numpy": """bartlett blackman empty empty_like fromfunction hamming hanning identity
                   mgrid ogrid tri""".split()}),
     ("no derivative", "Index expressions",
      "They build index tuples (slices), not arrays; their result indexes a tensor as it "
-     "indexes an array (t[np.s_[1:, ::2]]).",
+     "indexes an array (`t[np.s_[1:, ::2]]`).",
      {"numpy": "index_exp s_".split()}),
 
     # -- not supported yet --------------------------------------------------------------
     ("not supported yet", "Complex numbers (issue 18)",
      "Complex arguments or results: tapegrad is real-only until issue 18 (complex tensors "
-     "and tg.fft), which adds real, imag, conj/conjugate, angle and real_if_close. "
-     "sort_complex returns complex values; roots of a real polynomial are complex in "
-     "general (eigenvalues of the companion matrix).",
+     "and `tg.fft`), which adds `real`, `imag`, `conj`/`conjugate`, `angle` and "
+     "`real_if_close`. `sort_complex` returns complex values; roots of a real polynomial are "
+     "complex in general (eigenvalues of the companion matrix).",
      {"numpy": "angle conj conjugate imag real real_if_close roots sort_complex".split()}),
     ("not supported yet", "Other spellings of tapegrad ops",
      "Each is another name (the NumPy 2 array-API spelling, or a legacy or special-purpose "
      "variant) for an op tapegrad has or issue 14 adds, and is not in issue 14's lists: "
-     "acos, acosh, asin, asinh, atan, atan2, atanh are tg.arccos ... tg.arctan2; concat is "
-     "tg.concatenate; permute_dims is tg.transpose; pow and float_power are tg.power (on "
-     "float64 input for float_power); fabs is tg.abs; positive is +t; fix is tg.trunc; "
-     "rollaxis is tg.moveaxis; matrix_transpose is tg.swapaxes(x, -1, -2); "
-     "cumulative_sum and cumulative_prod are tg.cumsum and tg.cumprod (without "
-     "include_initial). Each is a one-line alias once its target exists.",
+     "`acos`, `acosh`, `asin`, `asinh`, `atan`, `atan2`, `atanh` are `tg.arccos` ... "
+     "`tg.arctan2`; `concat` is `tg.concatenate`; `permute_dims` is `tg.transpose`; `pow` and "
+     "`float_power` are `tg.power` (on float64 input for `float_power`); `fabs` is `tg.abs`; "
+     "`positive` is `+t`; `fix` is `tg.trunc`; `rollaxis` is `tg.moveaxis`; "
+     "`matrix_transpose` is `tg.swapaxes(x, -1, -2)`; `cumulative_sum` and `cumulative_prod` "
+     "are `tg.cumsum` and `tg.cumprod` (without `include_initial`). Each is a one-line alias "
+     "once its target exists.",
      {"numpy": """acos acosh asin asinh atan atan2 atanh concat cumulative_prod cumulative_sum
                   fabs fix float_power matrix_transpose permute_dims positive pow
                   rollaxis""".split()}),
     ("not supported yet", "NaN-ignoring functions beyond issue 14's",
-     "Issue 14 adds nansum, nanmean, nanvar and nanstd; these follow the same pattern (the "
-     "plain op on tg.where(tg.isnan(x), neutral, x), nan for an all-nan slice as NumPy) but "
+     "Issue 14 adds `nansum`, `nanmean`, `nanvar` and `nanstd`; these follow the same pattern "
+     "(the plain op on `tg.where(tg.isnan(x), neutral, x)`, nan for an all-nan slice as NumPy) but "
      "are not in its lists.",
      {"numpy": """nancumprod nancumsum nanmax nanmedian nanmin nanpercentile nanprod
                   nanquantile""".split()}),
     ("not supported yet", "Selection and assembly",
      "Gathers, scatters and concatenations of input values: differentiable, not in issue "
-     "14's lists. Compose meanwhile: compress and extract are boolean indexing t[mask]; "
-     "select and piecewise are nested tg.where; choose is tg.take_along_axis; block is "
-     "tg.concatenate of tg.concatenate; meshgrid and broadcast_arrays are tg.broadcast_to; "
-     "rot90 is tg.flip of tg.swapaxes; diagflat is tg.diag(tg.ravel(v), k); unstack is "
-     "tg.split then tg.squeeze; partition's values are tg.sort's; delete and insert are "
-     "indexing and tg.concatenate; resize and trim_zeros are indexing with positions NumPy "
+     "14's lists. Compose meanwhile: `compress` and `extract` are boolean indexing "
+     "`t[mask]`; `select` and `piecewise` are nested `tg.where`; `choose` is "
+     "`tg.take_along_axis`; `block` is `tg.concatenate` of `tg.concatenate`; `meshgrid` and "
+     "`broadcast_arrays` are `tg.broadcast_to`; `rot90` is `tg.flip` of `tg.swapaxes`; "
+     "`diagflat` is `tg.diag(tg.ravel(v), k)`; `unstack` is `tg.split` then `tg.squeeze`; "
+     "`partition`'s values are `tg.sort`'s; `delete` and `insert` are indexing and "
+     "`tg.concatenate`; `resize` and `trim_zeros` are indexing with positions NumPy "
      "computes.",
      {"numpy": """block broadcast_arrays choose compress delete diagflat extract insert
                   meshgrid partition piecewise resize rot90 select trim_zeros
                   unstack""".split()}),
     ("not supported yet", "Products",
-     "Differentiable, not in issue 14's lists; all are tg.einsum contractions: vdot is "
-     "tg.dot of the flattened operands (real input), vecdot, matvec and vecmat contract the "
-     "last axis; cross is products of components (x[..., 1] * y[..., 2] - ...).",
+     "Differentiable, not in issue 14's lists; all are `tg.einsum` contractions: `vdot` is "
+     "`tg.dot` of the flattened operands (real input), `vecdot`, `matvec` and `vecmat` "
+     "contract the last axis; `cross` is products of components "
+     "(`x[..., 1] * y[..., 2] - ...`).",
      {"numpy": "cross matvec vdot vecdot vecmat".split()}),
     ("not supported yet", "Statistics, signals and numerics",
-     "Differentiable, not in issue 14's lists. Compose meanwhile: cov and corrcoef are "
-     "tg.mean and a matrix product; convolve and correlate (1-D) are "
-     "tg.scipy.signal.convolve (issue 14's tapegrad-scipy; flip the kernel for correlate); "
-     "trapezoid and ediff1d are tg.diff (issue 14) and a sum; interp is piecewise linear "
-     "(np.searchsorted for the segment, then tensor arithmetic); unwrap adds multiples of "
-     "2 pi that NumPy computes (gradient 1 where it exists); i0 is tg.scipy.special.i0 "
-     "(issue 14); ldexp(x1, x2) is x1 * 2.0 ** x2; divmod is tg.floor_divide and tg.mod, "
-     "modf is x - tg.trunc(x) and tg.trunc(x) (issue 14); logspace, geomspace and vander "
-     "are tg.power of tg.linspace or of x; kaiser is differentiable in beta (through i0).",
+     "Differentiable, not in issue 14's lists. Compose meanwhile: `cov` and `corrcoef` are "
+     "`tg.mean` and a matrix product; `convolve` and `correlate` (1-D) are "
+     "`tg.scipy.signal.convolve` (issue 14's tapegrad-scipy; flip the kernel for "
+     "`correlate`); `trapezoid` and `ediff1d` are `tg.diff` (issue 14) and a sum; `interp` is "
+     "piecewise linear (`np.searchsorted` for the segment, then tensor arithmetic); `unwrap` "
+     "adds multiples of 2 pi that NumPy computes (gradient 1 where it exists); `i0` is "
+     "`tg.scipy.special.i0` (issue 14); `ldexp(x1, x2)` is `x1 * 2.0 ** x2`; `divmod` is "
+     "`tg.floor_divide` and `tg.mod`, `modf` is `x - tg.trunc(x)` and `tg.trunc(x)` (issue "
+     "14); `logspace`, `geomspace` and `vander` are `tg.power` of `tg.linspace` or of `x`; "
+     "`kaiser` is differentiable in `beta` (through `i0`).",
      {"numpy": """convolve corrcoef correlate cov divmod ediff1d geomspace i0 interp kaiser
                   ldexp logspace modf trapezoid unwrap vander""".split()}),
     ("not supported yet", "In-place writers",
      "They modify their first argument and return None. tapegrad records writes as "
-     "t[index] = value (setitem, differentiable), and issue 14 adds the functional "
-     "tg.put_along_axis; functional forms of these are not planned yet.",
+     "`t[index] = value` (`setitem`, differentiable), and issue 14 adds the functional "
+     "`tg.put_along_axis`; functional forms of these are not planned yet.",
      {"numpy": "copyto fill_diagonal place put putmask".split()}),
     ("not supported yet", "Legacy polynomial functions",
-     "Differentiable in the coefficients (polyval is Horner's rule in tapegrad ops: "
-     "p[0] * x + p[1], times x, ...), but NumPy calls this API legacy (numpy.polynomial "
-     "supersedes it) and no issue plans it yet.",
+     "Differentiable in the coefficients (`polyval` is Horner's rule in tapegrad ops: "
+     "`p[0] * x + p[1]`, times `x`, ...), but NumPy calls this API legacy "
+     "(`numpy.polynomial` supersedes it) and no issue plans it yet.",
      {"numpy": "poly polyadd polyder polydiv polyfit polyint polymul polysub polyval".split()}),
-    ("not supported yet", "np.linalg's array-API duplicates of top-level functions",
-     "tg.linalg (issue 14) mirrors np.linalg's own functions; these array-API duplicates of "
-     "top-level ones are not in its lists: use tg.matmul, tg.outer, tg.tensordot, and "
-     "tg.trace / tg.diagonal with axis1=-2, axis2=-1 (np.linalg's versions work on the last "
-     "two axes), tg.einsum for cross and vecdot, tg.swapaxes(x, -1, -2) for "
-     "matrix_transpose.",
+    ("not supported yet", "`np.linalg`'s array-API duplicates of top-level functions",
+     "`tg.linalg` (issue 14) mirrors `np.linalg`'s own functions; these array-API duplicates "
+     "of top-level ones are not in its lists: use `tg.matmul`, `tg.outer`, `tg.tensordot`, "
+     "and `tg.trace` / `tg.diagonal` with `axis1=-2, axis2=-1` (`np.linalg`'s versions work "
+     "on the last two axes), `tg.einsum` for `cross` and `vecdot`, `tg.swapaxes(x, -1, -2)` "
+     "for `matrix_transpose`.",
      {"linalg": """cross diagonal matmul matrix_transpose outer tensordot trace
                    vecdot""".split()}),
     ("not supported yet", "Array-API norms",
-     "tg.linalg.norm (issue 14) computes both, with ord= and axis= (a pair of axes for "
+     "`tg.linalg.norm` (issue 14) computes both, with `ord=` and `axis=` (a pair of axes for "
      "matrix norms).",
      {"linalg": "matrix_norm vector_norm".split()}),
     ("not supported yet", "Tensor inverse and solve",
      "Differentiable (inv and solve of the operand reshaped to a matrix), not in issue 14's "
-     "lists: reshape and use tg.linalg.inv / tg.linalg.solve.",
+     "lists: reshape and use `tg.linalg.inv` / `tg.linalg.solve`.",
      {"linalg": "tensorinv tensorsolve".split()}),
 
     # -- out of scope -------------------------------------------------------------------
     ("out of scope", "Input and output",
      "Reading and writing files, buffers and other libraries' arrays is NumPy's job: load "
-     "with NumPy, then tg.tensor(...). tg.save / tg.load store tensors and state dicts "
-     "(.npz, never pickle).",
+     "with NumPy, then `tg.tensor(...)`. `tg.save` / `tg.load` store tensors and state dicts "
+     "(`.npz`, never pickle).",
      {"numpy": """from_dlpack frombuffer fromfile fromiter fromregex fromstring genfromtxt
                   loadtxt savetxt savez savez_compressed""".split()}),
     ("out of scope", "Printing, configuration and build information",
@@ -206,20 +210,20 @@ GROUPS = [
                   test""".split(),
       "linalg": ["test"]}),
     ("out of scope", "Dates and business days",
-     "datetime64 and timedelta64 values; tapegrad tensors hold floats, integers and "
+     "`datetime64` and `timedelta64` values; tapegrad tensors hold floats, integers and "
      "booleans.",
      {"numpy": """busday_count busday_offset datetime_as_string datetime_data is_busday
                   isnat""".split()}),
     ("out of scope", "Conversion, memory layout and array subclasses",
-     "Conversions to an ndarray (or the np.matrix subclass) with a given memory layout, "
-     "subclass or flags. tg.tensor and tg.asarray make tensors; a tensor's memory layout is "
+     "Conversions to an ndarray (or the `np.matrix` subclass) with a given memory layout, "
+     "subclass or flags. `tg.tensor` and `tg.asarray` make tensors; a tensor's memory layout is "
      "not part of its API.",
      {"numpy": """array asanyarray asarray_chkfinite ascontiguousarray asfortranarray
                   asmatrix bmat require""".split()}),
     ("out of scope", "Python-function wrappers and iterators",
      "They call a Python function per slice or per element, or iterate over arrays: write "
      "the function with tapegrad ops on the whole tensor instead (tapegrad's ops broadcast "
-     "and take axis=).",
+     "and take `axis=`).",
      {"numpy": "apply_along_axis apply_over_axes frompyfunc nested_iters".split()}),
     ("out of scope", "Floating-point representation",
      "The spacing between floats (ULP), the next representable number and the "
@@ -235,17 +239,17 @@ GROUPS = [
 # ---------------------------------------------------------------------------------------
 SIGNATURE_DIFFERENCES = {
     "numpy": {
-        "eye": "tg.eye(n, m, dtype, ...) has no k (diagonal offset) as its third "
-               "parameter: tg.eye(3, 3, 1) raises TypeError (1 is not a dtype). A core "
+        "eye": "`tg.eye(n, m, dtype, ...)` has no `k` (diagonal offset) as its third "
+               "parameter: `tg.eye(3, 3, 1)` raises TypeError (1 is not a dtype). A core "
                "creation function; not a silent wrong result.",
-        "linspace": "tg.linspace(start, stop, num, dtype, ...) has no endpoint (nor "
-                    "retstep) as its fourth parameter: tg.linspace(0, 1, 5, False) raises "
+        "linspace": "`tg.linspace(start, stop, num, dtype, ...)` has no `endpoint` (nor "
+                    "`retstep`) as its fourth parameter: `tg.linspace(0, 1, 5, False)` raises "
                     "TypeError (False is not a dtype). A core creation function.",
-        "save": "tg.save(obj, path) stores a tensor or a state dict (.npz, tapegrad's "
-                "serialization), a different function from np.save(file, arr): the order "
-                "of object and path is PyTorch's torch.save.",
-        "load": "tg.load(path, device=...) reads what tg.save wrote (never a pickle); "
-                "np.load's mmap_mode and allow_pickle do not apply.",
+        "save": "`tg.save(obj, path)` stores a tensor or a state dict (`.npz`, tapegrad's "
+                "serialization), a different function from `np.save(file, arr)`: the order "
+                "of object and path is PyTorch's `torch.save`.",
+        "load": "`tg.load(path, device=...)` reads what `tg.save` wrote (never a pickle); "
+                "`np.load`'s `mmap_mode` and `allow_pickle` do not apply.",
     },
     "linalg": {},
 }

@@ -64,6 +64,7 @@ def test_cuda_column_names_only_registered_ops_and_matches_a_gpu_registry():
 
 
 def test_markdown_cells_escape_outside_code_and_keep_code():
-    assert GEN._markdown_cell("e**x at [0, 1], |x|, a_min <= x") == \
+    assert GEN.markdown_inline("e**x at [0, 1], |x|, a_min <= x") == \
         r"e\*\*x at \[0, 1\], \|x\|, a\_min &lt;= x"
-    assert GEN._markdown_cell("as `np.clip(a, a_min)`,\n  `a|b`") == "as `np.clip(a, a_min)`, `a|b`"
+    assert GEN.markdown_inline("as `np.clip(a, a_min)`,\n  `a|b`") == \
+        "as `np.clip(a, a_min)`, `a|b`"
