@@ -9,6 +9,10 @@ tapegrad gains a function, run (in the environment where tapegrad, all of its fi
 plugins and NumPy are installed):
 
     python docs/gen_numpy_coverage.py
+
+``python docs/gen_numpy_coverage.py --planned`` writes nothing: it says which names of
+PLANNED_BY_ISSUE_14 are provided now and which are not (the step when issue 14's parts
+are merged and that section is emptied).
 """
 
 import functools
@@ -321,7 +325,10 @@ def render(coverage, names=None, provided=None, differences=None):
                                         if c == category) for ns in NAMESPACES}))
     rows.append(("NumPy's public functions", {ns: len(names[ns]) for ns in NAMESPACES}))
     summary = "\n".join(f"| {what} | {n['numpy']} | {n['linalg']} |" for what, n in rows)
-    out = [HEADER.format(version=np.__version__, summary=summary)]
+    # The minor version only: a patch release does not change NumPy's names, and the page
+    # must not go stale for one.
+    version = ".".join(np.__version__.split(".")[:2])
+    out = [HEADER.format(version=version, summary=summary)]
 
     out.append("\n## Provided\n\n")
     for ns in NAMESPACES:
@@ -357,8 +364,27 @@ def render(coverage, names=None, provided=None, differences=None):
     return "".join(out)
 
 
-def main():
+def planned_report(coverage):
+    """What ``--planned`` prints: of PLANNED_BY_ISSUE_14, what is provided now (delete it
+    there) and what is not (move it to a group with its reason)."""
+    lines = []
+    for ns in NAMESPACES:
+        planned = coverage.PLANNED_BY_ISSUE_14.get(ns, [])
+        have = [n for n in planned if tapegrad_object(ns, n) is not None]
+        lacking = [n for n in planned if n not in have]
+        lines.append(f"{QUALIFIED[ns]}* provided now (delete from PLANNED_BY_ISSUE_14): "
+                     f"{' '.join(have) or '-'}")
+        lines.append(f"{QUALIFIED[ns]}* still missing (move to a group, with why): "
+                     f"{' '.join(lacking) or '-'}")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
     coverage = load_list()
+    if argv == ["--planned"]:
+        print(planned_report(coverage))
+        return
     wrong = problems(coverage)
     if wrong:
         sys.exit("docs/numpy_coverage.py does not match NumPy and tapegrad:\n- "

@@ -37,8 +37,8 @@ Every op and function that tapegrad and its first-party plugins register, by the
 (family) that defines it, generated from the registry by `docs/gen_ops.py` (a test fails
 when this page is out of date). The last column is each op's own documentation: what it
 computes and, where the derivative does not exist somewhere (a kink, a tie, a
-discontinuity), the value tapegrad's gradient takes there, which follows PyTorch's
-convention. Which of NumPy's functions are here and why the others are not:
+discontinuity), the value tapegrad's gradient takes there (PyTorch's convention, unless
+the text says otherwise). Which of NumPy's functions are here and why the others are not:
 [NumPy coverage](numpy-coverage.md).
 
 - **kind**: *op* (a kernel per device and one gradient rule, checked by the contract kit)
@@ -105,8 +105,14 @@ def cuda_kernels():
         raise RuntimeError(f"docs/gen_ops.py needs tapegrad-cuda installed (for the cuda "
                            f"column; no GPU needed): {exc}") from exc
     # NOTE: table() only binds wrappers; nothing touches the device (None here) until a
-    # kernel runs, so no GPU and no PyCUDA are needed.
-    return frozenset(CudaKernels(None).table())
+    # kernel runs, so no GPU and no PyCUDA are needed. Keep it that way.
+    try:
+        return frozenset(CudaKernels(None).table())
+    except Exception as exc:  # noqa: BLE001 - say what broke and where
+        raise RuntimeError(
+            f"docs/gen_ops.py reads the cuda column from tapegrad_cuda.kernels."
+            f"CudaKernels(None).table(), which must not touch the device: it raised "
+            f"{type(exc).__name__}: {exc}") from exc
 
 
 def _namespaces(tg):

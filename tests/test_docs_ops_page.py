@@ -40,6 +40,12 @@ def test_every_first_party_op_and_function_is_on_the_page():
         assert f"| `tg.{name}`" not in page, f"third-party {name} is on the page"
 
 
+def test_every_plugin_of_the_repository_is_a_family_of_the_page():
+    # A plugin missing from tapegrad._plugins._FIRST_PARTY would silently drop off the page.
+    plugins = {p.name for p in (ROOT / "plugins").iterdir() if (p / "pyproject.toml").is_file()}
+    assert plugins <= set(GEN.families()), sorted(plugins - set(GEN.families()))
+
+
 def test_rows_say_what_the_registry_says():
     page = GEN.render()
     row = next(line for line in page.splitlines() if line.startswith("| `tg.abs` |"))

@@ -117,6 +117,14 @@ def test_signature_difference_compares_parameters_past_the_inputs(np_fn, tg_sig,
     assert (got is None) if why is None else (why in got), got
 
 
+def test_planned_report_splits_provided_from_missing():
+    class List:
+        PLANNED_BY_ISSUE_14 = {"numpy": ["exp", "hanning"], "linalg": []}
+    report = GEN.planned_report(List)
+    assert "np.* provided now (delete from PLANNED_BY_ISSUE_14): exp\n" in report
+    assert "np.* still missing (move to a group, with why): hanning" in report
+
+
 def test_numpy_coverage_page_is_current():
     committed = (ROOT / "docs" / "numpy-coverage.md").read_text()
     assert committed == GEN.render(COVERAGE, NAMES, PROVIDED), (
