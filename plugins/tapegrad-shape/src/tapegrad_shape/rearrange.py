@@ -51,7 +51,7 @@ triu, flip, fliplr, flipud, put_along_axis) is composed of ops and runs wherever
 tensor([[3., 4., 6.],
         [0., 5., 9.]], grad_fn=<cumsum>)
 >>> tg.sort(x).sum(0).tolist()
-[1.0, 6.0, 7.0]
+[1.0, 6.0, 8.0]
 >>> tg.pad(x, 1, mode="edge").shape
 (4, 5)
 >>> (tg.roll(x, 1, axis=1) * tg.tensor([1., 2., 3.])).sum().backward()
@@ -100,6 +100,13 @@ def _host(value):
 def _constant(array, like):
     """A host array (a mask, an index) as a constant tensor on `like`'s device."""
     return tg.asarray(array, device=like.device)
+
+
+def _int(value, name, op):
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{op}: {name} must be an int, got {value!r}") from None
 
 
 def _lead(ax):
@@ -165,19 +172,20 @@ def _cumprod_vjp(g, ans, a, axis=None, *, dtype=None):
 # Sorting: sort, argsort
 # ---------------------------------------------------------------------------------------
 
-def _no_order(op, order):
+def _no_order(order):
     if order is not None:
-        raise ValueError(f"{op}: order= names fields of a structured array, which tapegrad "
-                         f"tensors are not; pass order=None")
+        # (the engine prefixes a kernel's errors with the op's name and inputs)
+        raise ValueError("order= names fields of a structured array, which tapegrad tensors "
+                         "are not; pass order=None")
 
 
 def _sort_kernel(a, axis=-1, kind=None, order=None, *, stable=None):
-    _no_order("sort", order)
+    _no_order(order)
     return np.sort(a, axis=axis, kind=kind, stable=stable)
 
 
 def _argsort_kernel(a, axis=-1, kind=None, order=None, *, stable=None):
-    _no_order("argsort", order)
+    _no_order(order)
     return np.argsort(a, axis=axis, kind=kind, stable=stable)
 
 
@@ -445,7 +453,8 @@ _PAD_KEYWORDS = {"constant": {"constant_values"}, "edge": set(),
 def pad_arguments(ndim, pad_width, mode="constant", kwargs=None):
     """Validate np.pad's arguments for a tensor of `ndim` dimensions and return
     `pad_width` as a tuple of ``(before, after)`` int pairs, one per axis (NumPy's forms:
-    an int, ``(n,)``, ``(before, after)``, or one pair per axis).
+    an int, ``(n,)``, ``(before, after)``, or one pair per axis). Raises ValueError or
+    TypeError (the engine adds the op's name and inputs to a kernel's errors).
 
     >>> pad_arguments(2, ((1, 2),))
     ((1, 2), (1, 2))
@@ -454,19 +463,19 @@ def pad_arguments(ndim, pad_width, mode="constant", kwargs=None):
     """
     if not isinstance(mode, str) or mode not in _PAD_MODES:
         raise ValueError(
-            f"pad: mode {mode!r} is not supported (tapegrad pads with {', '.join(_PAD_MODES)}; "
+            f"mode {mode!r} is not supported (tapegrad pads with {', '.join(_PAD_MODES)}; "
             f"linear_ramp, maximum, mean, median, minimum, empty and callables are not)")
     unknown = set(kwargs or ()) - _PAD_KEYWORDS[mode]
     if unknown:
-        raise ValueError(f"pad: unsupported keyword arguments for mode {mode!r}: {sorted(unknown)}")
+        raise ValueError(f"unsupported keyword arguments for mode {mode!r}: {sorted(unknown)}")
     if (kwargs or {}).get("reflect_type", "even") != "even":
-        raise ValueError(f"pad: reflect_type={kwargs['reflect_type']!r} is not supported "
+        raise ValueError(f"reflect_type={kwargs['reflect_type']!r} is not supported "
                          f"(only 'even', NumPy's default)")
     width = np.asarray(_host(pad_width))
     if width.dtype.kind not in "iu":
-        raise TypeError(f"pad: pad_width must be of integral type, got {pad_width!r}")
+        raise TypeError(f"pad_width must be of integral type, got {pad_width!r}")
     if width.size == 0 and ndim:
-        raise ValueError(f"pad: pad_width {pad_width!r} is empty")
+        raise ValueError(f"pad_width {pad_width!r} is empty")
     if width.size == 1:
         pairs = np.full((ndim, 2), int(width.reshape(())))
     elif width.size == 2 and width.shape != (2, 1):
@@ -475,11 +484,11 @@ def pad_arguments(ndim, pad_width, mode="constant", kwargs=None):
         try:
             pairs = np.broadcast_to(width, (ndim, 2))
         except ValueError:
-            raise ValueError(f"pad: pad_width of shape {width.shape} does not fit a tensor of "
+            raise ValueError(f"pad_width of shape {width.shape} does not fit a tensor of "
                              f"{ndim} dimensions (it takes an int, (before, after), or one "
                              f"(before, after) pair per axis)") from None
     if (pairs < 0).any():
-        raise ValueError(f"pad: pad_width must not be negative, got {pad_width!r}")
+        raise ValueError(f"pad_width must not be negative, got {pad_width!r}")
     return tuple((int(b), int(e)) for b, e in pairs)
 
 
@@ -647,7 +656,7 @@ def diagonal(a, offset=0, axis1=0, axis2=1):
     ax1, ax2 = _axis(axis1, x.ndim, "diagonal"), _axis(axis2, x.ndim, "diagonal")
     if ax1 == ax2:
         raise ValueError(f"diagonal: axis1 and axis2 cannot be the same (both are {ax1})")
-    rows, cols = _diagonal_index(x.shape[ax1], x.shape[ax2], operator.index(offset))
+    rows, cols = _diagonal_index(x.shape[ax1], x.shape[ax2], _int(offset, "offset", "diagonal"))
     return _ops.moveaxis(x, (ax1, ax2), (-2, -1))[..., rows, cols]
 
 
@@ -673,7 +682,7 @@ def diag(v, k=0):
     [1.0, 4.0]
     """
     x = tg.asarray(v)
-    k = operator.index(k)
+    k = _int(k, "k", "diag")
     if x.ndim == 2:
         return diagonal(x, k)
     if x.ndim != 1:
@@ -688,7 +697,7 @@ def _triangle(m, k, op, lower):
     x = tg.asarray(m)
     if x.ndim < 1:
         raise ValueError(f"{op}: needs a tensor of at least 1 dimension, got a 0-d tensor")
-    k = operator.index(k)
+    k = _int(k, "k", op)
     # NOTE: as NumPy: a mask over the last two axes (over the only one, for 1-d input,
     # which makes a 1-d input an (n, n) result), zeros of x's own dtype elsewhere.
     keep = np.tri(*x.shape[-2:], k=k if lower else k - 1, dtype=bool)
