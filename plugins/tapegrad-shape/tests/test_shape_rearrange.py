@@ -368,6 +368,11 @@ def test_put_along_axis_duplicates_follow_numpy_without_grad_and_are_refused_wit
         tg.put_along_axis(a, np.array([[0], [0]]), leaf(rand(2, 1)), 0)
     with pytest.raises(ValueError, match="more than once"):
         tg.put_along_axis(a, np.array([1, -5]), leaf([1.0, 2.0]), None)   # -5 is 1 of 6
+    with pytest.raises(ValueError, match="more than once"):         # a list of tensors
+        v = leaf([1.0, 2.0])
+        tg.put_along_axis(a, np.array([1, 1]), [v[0], v[1]], None)
+    with pytest.raises(IndexError, match="put_along_axis"):         # out of bounds first
+        tg.put_along_axis(a, np.array([[0, 3]]), leaf(rand(1, 2)), 1)
     with tg.no_grad():
         tg.put_along_axis(a, idx, leaf(vals), 1)
     tg.put_along_axis(a, idx, leaf(vals).detach(), 1)

@@ -219,7 +219,8 @@ def _along_axis_index(indices, ax, shape):
     """The advanced index that take_along_axis(arr, indices, ax) reads arr at (NumPy's
     construction: a broadcast arange for every other axis)."""
     nd = len(shape)
-    return tuple(indices if d == ax else np.arange(n).reshape((1,) * d + (-1,) + (1,) * (nd - d - 1))
+    return tuple(indices if d == ax
+                 else np.arange(n).reshape((1,) * d + (-1,) + (1,) * (nd - d - 1))
                  for d, n in enumerate(shape))
 
 
@@ -294,9 +295,12 @@ def put_along_axis(arr, indices, values, axis):
         if indices.ndim != arr.ndim:
             raise ValueError(f"put_along_axis: indices (shape {indices.shape}) and arr (shape "
                              f"{arr.shape}) must have the same number of dimensions")
+    if isinstance(values, (list, tuple)):
+        values = tg.asarray(values, device=arr.device)   # a list of tensors keeps its graph
+    out = tg._put_along_axis(arr, indices, values, axis=axis)   # raises for bad indices
     if tg.needs_grad(values) and tg.is_grad_enabled():
         _refuse_duplicate_writes(arr.shape, _host(indices), axis, values)
-    return tg._put_along_axis(arr, indices, values, axis=axis)
+    return out
 
 
 def _refuse_duplicate_writes(shape, indices, axis, values):
@@ -536,9 +540,12 @@ def _tensordot_axes(axes, nda, ndb):
         axes_a, axes_b = list(range(-n, 0)), list(range(0, n))
     else:
         axes_a, axes_b = axes
-    axes_a = [axes_a] if isinstance(axes_a, (numbers.Integral, np.integer)) else list(axes_a)
-    axes_b = [axes_b] if isinstance(axes_b, (numbers.Integral, np.integer)) else list(axes_b)
-    return [int(i) % nda if nda else int(i) for i in axes_a], [int(i) % ndb if ndb else int(i) for i in axes_b]
+    return _axis_list(axes_a, nda), _axis_list(axes_b, ndb)
+
+
+def _axis_list(axes, ndim):
+    axes = [axes] if isinstance(axes, (numbers.Integral, np.integer)) else list(axes)
+    return [int(i) % ndim if ndim else int(i) for i in axes]
 
 
 def _tensordot_kernel(a, b, axes=2):
@@ -882,7 +889,8 @@ def _register_moves(registry):
     registry.register_op(
         "pad", kernels={"cpu": _pad_kernel}, vjp=_pad_vjp, jvp=_pad_jvp,
         params=("pad_width", "mode"), save_inputs=(False,), save_ans=False, method=False,
-        samples=[tg.Sample(_rand(3), 2), tg.Sample(_rand(2, 3), ((1, 0), (2, 1)), constant_values=1.5),
+        samples=[tg.Sample(_rand(3), 2),
+                 tg.Sample(_rand(2, 3), ((1, 0), (2, 1)), constant_values=1.5),
                  tg.Sample(_rand(2, 3), (1, 2), "edge"), tg.Sample(_rand(3, 4), 2, mode="reflect"),
                  tg.Sample(_rand(3, 4), ((3, 1), (0, 5)), mode="reflect"),
                  tg.Sample(_rand(3, 4), ((1, 2), (2, 0)), mode="symmetric"),
