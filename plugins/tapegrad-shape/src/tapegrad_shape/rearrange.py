@@ -40,10 +40,12 @@ _put_along_axis          ``(arr, indices, values, axis)``: a copy of arr with
                          arguments, then calls it)
 =======================  =============================================================
 
-The gradients of pad (non-constant modes) and repeat (with an array of repeats) use the
-core shape plugin's ``_getitem_grad`` (a scatter-add with a host index), so a device needs
-that kernel too. Everything else here (outer, inner, kron, trace, diagonal, diag, tril,
-triu, flip, fliplr, flipud, put_along_axis) is composed of ops and runs wherever those do.
+What the gradients run besides these: sort's runs argsort and _take_along_axis_grad;
+pad's (non-constant modes), repeat's (an array of repeats) and diag (1-d input) run
+``_getitem_grad`` of ops.py (a scatter-add with a host index). Everything else here
+(outer, inner, kron, trace, diagonal, diag, tril, triu, flip, fliplr, flipud,
+put_along_axis) is composed of ops (getitem, where, multiply, ...) and runs wherever those
+do.
 
 >>> import tapegrad as tg
 >>> x = tg.tensor([[3., 1., 2.], [0., 5., 4.]], requires_grad=True)
