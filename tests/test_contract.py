@@ -12,7 +12,9 @@ ELEMENTWISE = ("subtract multiply divide negative power exp log sqrt abs clip ta
                "sin cos maximum minimum where equal not_equal less less_equal greater "
                "greater_equal").split()
 SHAPE = ("sum mean max min var reshape transpose flatten getitem setitem concatenate stack "
-         "split").split()
+         "split tensordot outer inner kron trace diag diagonal tril triu cumsum cumprod sort "
+         "argsort repeat tile roll flip fliplr flipud pad take take_along_axis "
+         "put_along_axis").split()
 LINALG = "matmul dot einsum".split()
 NN = ("softmax log_softmax logsumexp cross_entropy mse_loss "
       "binary_cross_entropy_with_logits").split()

@@ -45,7 +45,9 @@ _FIRST_PARTY = {
         "logical_and logical_or logical_not square"),
     "tapegrad-shape": (
         "sum mean max min var std prod argmax argmin reshape transpose flatten ravel getitem "
-        "setitem concatenate stack split squeeze expand_dims swapaxes moveaxis copy clone"),
+        "setitem concatenate stack split squeeze expand_dims swapaxes moveaxis copy clone "
+        "tensordot outer inner kron trace diag diagonal tril triu cumsum cumprod sort argsort "
+        "repeat tile roll flip fliplr flipud pad take take_along_axis put_along_axis"),
     "tapegrad-linalg": "matmul dot einsum",
     "tapegrad-nn": ("softmax log_softmax logsumexp cross_entropy mse_loss "
                     "binary_cross_entropy_with_logits linear nn optim data"),

@@ -121,8 +121,21 @@ class Tensor(TensorBase):
         target = getattr(tapegrad, func.__name__, None)
         if target is not None and (isinstance(target, _engine.Op)
                                    or func.__name__ in tapegrad.registry().functions):
+            if func.__name__ in _NUMPY_IN_PLACE:
+                # NOTE: NumPy's writes into its argument and returns None; tapegrad's
+                # returns a new tensor, so dispatching would leave the tensor unchanged.
+                raise TypeError(
+                    f"numpy.{func.__name__} modifies its argument in place; tapegrad's "
+                    f"tg.{func.__name__} returns a new tensor instead: write "
+                    f"t = tg.{func.__name__}(t, ...)")
             return target(*args, **kwargs)
         return _numpy_fallback(f"numpy.{func.__name__}", func, args, kwargs)
+
+
+# NumPy functions that write into their first argument (and return None): never
+# dispatched to a functional tapegrad function of the same name.
+_NUMPY_IN_PLACE = frozenset({"put_along_axis", "put", "place", "putmask", "copyto",
+                             "fill_diagonal"})
 
 
 def _numpy_fallback(what, func, args, kwargs):
