@@ -354,7 +354,8 @@ def register(registry, draw):
     op("exp2", np.exp2, _d_exp2, **unary_ans, samples=unary_samples(normal),
        doc="2**x, elementwise.")
     op("logaddexp", np.logaddexp, _d_logaddexp_x, _d_logaddexp_y,
-       samples=binary_samples(normal, normal) + [(np.array([-800.0, 800.0]), np.array([-801.0, 799.0]))],
+       samples=binary_samples(normal, normal)
+       + [(np.array([-800.0, 800.0]), np.array([-801.0, 799.0]))],
        doc="log(exp(x1) + exp(x2)), elementwise with NumPy broadcasting, without overflow. "
            "The gradients exp(x1 - ans) and exp(x2 - ans) never overflow either.")
     op("logaddexp2", np.logaddexp2, _d_logaddexp2_x, _d_logaddexp2_y,
@@ -398,7 +399,8 @@ def register(registry, draw):
                   doc="x rounded to `decimals` decimal places (halves to even; negative "
                       "decimals round to tens, hundreds, ...), as numpy.round. Piecewise "
                       "constant: its gradient is 0 everywhere (PyTorch's rule).")
-    registry.register_function("around", round_op, method=False, samples=[tg.Sample(draw.off_grid(3), decimals=0)])
+    registry.register_function("around", round_op, method=False,
+                               samples=[tg.Sample(draw.off_grid(3), decimals=0)])
 
     # -- remainders and integer division --------------------------------------------------
     quotient_samples = [(draw.off_grid(3, 4), draw.divisors(3, 4)),
