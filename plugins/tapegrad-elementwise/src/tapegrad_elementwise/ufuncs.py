@@ -252,7 +252,9 @@ def _round_kernel(x, decimals=0):
 
 def _nan_to_num_kernel(x, copy=True, nan=0.0, posinf=None, neginf=None):
     # NOTE: NumPy's copy=False writes into x; a tensor's value is never replaced behind
-    # its graph's back, so that form is refused rather than silently copying.
+    # its graph's back, so that form is refused rather than silently copying. `copy` is a
+    # parameter only so that positional arguments bind as NumPy's (x, copy, nan, ...); a
+    # kernel receives it only when the caller passed it.
     if not copy:
         raise ValueError("copy=False (replacing the values in place) is not supported; "
                          "use x = tg.nan_to_num(x, ...)")
