@@ -2458,22 +2458,24 @@ cdef class TensorBase:
         return _binary_op(_op_divide, "divide", other, self)
 
     def __floordiv__(self, other):
-        return _binary("floor_divide", self, other)
+        return _apply2(_lookup("floor_divide"), self, other)
 
     def __rfloordiv__(self, other):
-        return _binary("floor_divide", other, self)
+        return _apply2(_lookup("floor_divide"), other, self)
 
     def __mod__(self, other):
-        return _binary("remainder", self, other)
+        return _apply2(_lookup("remainder"), self, other)
 
     def __rmod__(self, other):
-        return _binary("remainder", other, self)
+        return _apply2(_lookup("remainder"), other, self)
 
     def __divmod__(self, other):
-        return _binary("floor_divide", self, other), _binary("remainder", self, other)
+        return (_apply2(_lookup("floor_divide"), self, other),
+                _apply2(_lookup("remainder"), self, other))
 
     def __rdivmod__(self, other):
-        return _binary("floor_divide", other, self), _binary("remainder", other, self)
+        return (_apply2(_lookup("floor_divide"), other, self),
+                _apply2(_lookup("remainder"), other, self))
 
     def __pow__(self, other, mod):
         if mod is not None:

@@ -323,7 +323,7 @@ def register(registry, draw):
     op("arctanh", np.arctanh, _d_arctanh, **unary_x, samples=unary_samples(inside(-0.8, 0.8)),
        doc="The inverse hyperbolic tangent, elementwise (±inf at ±1, nan beyond). The "
            "gradient 1/(1 - x**2) is inf at |x| == 1 (as PyTorch).")
-    op("arctan2", np.arctan2, _d_arctan2_x, _d_arctan2_y,
+    op("arctan2", np.arctan2, _d_arctan2_x, _d_arctan2_y, save_ans=False,
        samples=binary_samples(nonzero, nonzero, scalar_a=0.7, scalar_b=-1.3),
        doc="The angle of the point (x2, x1) in [-pi, pi] (arctan of x1/x2 with the "
            "quadrant from both signs), elementwise with NumPy broadcasting. The gradients "
