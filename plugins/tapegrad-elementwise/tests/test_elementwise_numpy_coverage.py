@@ -208,6 +208,24 @@ def test_gradient_flows_through_in_place_mod():
                                                                         [2.0, 2.0, -1.5]))
 
 
+def test_in_place_mod_by_a_tensor_that_requires_grad_records_the_divisor():
+    t = tg.tensor([7.5, -7.5])                    # a plain leaf: may be modified in place
+    y = tg.tensor([2.0, 2.0], requires_grad=True)
+    t %= y
+    assert t.requires_grad
+    t.backward(tg.ones(2))
+    np.testing.assert_array_equal(y.grad.numpy(), [-3.0, 4.0])     # -floor(x / y)
+
+
+def test_ndarray_on_the_left_of_mod_and_floordiv_gives_a_tensor():
+    a = np.array([7.5, -7.5])
+    y = tg.tensor([2.0, -2.0], requires_grad=True)
+    r, q = a % y, a // y
+    assert isinstance(r, tg.Tensor) and isinstance(q, tg.Tensor) and r.requires_grad
+    assert_same(r, a % np.array([2.0, -2.0]))
+    assert_same(q, a // np.array([2.0, -2.0]))
+
+
 def test_in_place_floordiv_in_a_graph_has_zero_gradient():
     x = tg.tensor([7.5, -7.5], requires_grad=True)
     z = x + 0.0
