@@ -10,7 +10,11 @@ ENTRIES = sorted(REGISTRY.ops) + sorted(REGISTRY.functions)
 
 ELEMENTWISE = ("subtract multiply divide negative power exp log sqrt abs clip tanh sigmoid relu "
                "sin cos maximum minimum where equal not_equal less less_equal greater "
-               "greater_equal").split()
+               "greater_equal tan sinh cosh arcsin arccos arctan arcsinh arccosh arctanh arctan2 "
+               "hypot sinc deg2rad radians rad2deg degrees log1p expm1 log2 log10 exp2 logaddexp "
+               "logaddexp2 reciprocal cbrt fmax fmin floor ceil trunc rint round around remainder "
+               "mod fmod floor_divide divmod copysign heaviside isnan isinf isfinite signbit "
+               "nan_to_num absolute true_divide").split()
 SHAPE = ("sum mean max min var reshape transpose flatten getitem setitem concatenate stack "
          "split tensordot outer inner kron trace diag diagonal tril triu cumsum cumprod sort "
          "argsort repeat tile roll flip fliplr flipud pad take take_along_axis "

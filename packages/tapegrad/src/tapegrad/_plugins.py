@@ -42,7 +42,11 @@ _FIRST_PARTY = {
     "tapegrad-elementwise": (
         "subtract multiply divide negative power exp log sqrt abs clip tanh sigmoid relu sin "
         "cos maximum minimum where sign equal not_equal less less_equal greater greater_equal "
-        "logical_and logical_or logical_not square"),
+        "logical_and logical_or logical_not square tan sinh cosh arcsin arccos arctan arcsinh "
+        "arccosh arctanh arctan2 hypot sinc deg2rad radians rad2deg degrees log1p expm1 log2 "
+        "log10 exp2 logaddexp logaddexp2 reciprocal cbrt fmax fmin floor ceil trunc rint round "
+        "around remainder mod fmod floor_divide divmod copysign heaviside isnan isinf isfinite "
+        "signbit nan_to_num absolute true_divide"),
     "tapegrad-shape": (
         "sum mean max min var std prod argmax argmin reshape transpose flatten ravel getitem "
         "setitem concatenate stack split squeeze expand_dims swapaxes moveaxis copy clone "

@@ -94,6 +94,11 @@ class Tensor(TensorBase):
             return out
         return _ToDevice.apply(out, dev)
 
+    def __round__(self, ndigits=None):
+        """``round(t)`` and ``round(t, ndigits)``: ``tg.round`` (halves to even), as for a
+        NumPy array."""
+        return _engine.lookup("round")(self, 0 if ndigits is None else ndigits)
+
     def cpu(self):
         """This tensor on the cpu."""
         return self.to("cpu")
@@ -114,6 +119,10 @@ class Tensor(TensorBase):
         op = _engine.ops_table().get(name)
         if op is not None and method == "__call__" and not kwargs:
             return op(*inputs)
+        if method == "__call__" and not kwargs:
+            import tapegrad     # a registered function of the ufunc's name (np.divmod)
+            if name in tapegrad.registry().functions:
+                return getattr(tapegrad, name)(*inputs)
         return _numpy_fallback(f"numpy.{ufunc.__name__}", getattr(ufunc, method), inputs, kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
