@@ -1,0 +1,4 @@
+"""stub"""
+
+def register(registry):
+    pass
