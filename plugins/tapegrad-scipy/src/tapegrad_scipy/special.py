@@ -401,7 +401,8 @@ def _register_orders(reg, draw, module):
          "polygamma(n, x): the n-th derivative of digamma (n = 0: digamma). Its derivative "
          "in x is polygamma(n + 1, x); n, an integer, is not differentiable."),
         ("iv", _iv_vjp,
-         [(1.5, pos(3, 4)), (np.array([0.0, 0.5, 2.0]), pos(2, 3)), (np.array([[1], [-2]]), pos(3))],
+         [(1.5, pos(3, 4)), (np.array([0.0, 0.5, 2.0]), pos(2, 3)),
+          (np.array([[1], [-2]]), pos(3))],
          "iv(v, x): the modified Bessel function of the first kind of real order v. Its "
          "derivative in x is (iv(v - 1, x) + iv(v + 1, x)) / 2; the order v is not "
          "differentiable (its derivative has no closed form)."),
