@@ -114,7 +114,9 @@ def _ndtri_vjp(g, ans, x):
 
 
 def _expit_vjp(g, ans, x):
-    return (g * ans * (1 - ans),)
+    # NOTE: ans * expit(-x), not ans * (1 - ans): 1 - ans is 0 for x > 37 in float64,
+    # where the derivative (about exp(-x)) is not.
+    return (g * ans * tg.expit(-x),)
 
 
 def _logit_vjp(g, ans, x):
@@ -310,7 +312,7 @@ _UNARY = (
     ("erfcinv", _erfcinv_vjp, "zero_two", "The inverse of erfc on (0, 2). Its derivative "
                                           "is -sqrt(pi)/2 exp(ans^2)."),
     ("expit", _expit_vjp, "wide", "The logistic sigmoid 1/(1 + exp(-x)). Its derivative "
-                                  "is ans (1 - ans)."),
+                                  "is expit(x) expit(-x) (accurate in both tails)."),
     ("logit", _logit_vjp, "prob", "log(x / (1 - x)) on (0, 1) (+-inf at 0 and 1, nan "
                                   "outside). Its derivative is 1/(x (1 - x))."),
     ("ndtr", _ndtr_vjp, "normal", "The standard normal CDF Phi(x). Its derivative is the "
@@ -374,7 +376,7 @@ def _register_elementwise(reg, draw, module):
     for name, vjp, kind, doc in _UNARY:
         op = reg(name, kernels={"cpu": scipy_kernel(getattr(sp, name))}, vjp=vjp,
                  jvp=diagonal_jvp(vjp), method=False,
-                 save_inputs=(name not in ("erfinv", "erfcinv", "expit", "ndtri"),),
+                 save_inputs=(name not in ("erfinv", "erfcinv", "ndtri"),),
                  save_ans=name in ("gamma", "erfinv", "erfcinv", "expit", "log_ndtr",
                                    "ndtri", "i1", "i0e", "i1e"),
                  samples=_samples(draw, kind), doc=f"scipy.special.{name}: {doc}")

@@ -210,19 +210,25 @@ def _as_tensor(v, like):
 def _mvn_logpdf(x, mean=None, cov=1):
     x = x if isinstance(x, tg.Tensor) else tg.tensor(np.asarray(x, dtype=float))
     cov = _as_tensor(cov, x)
-    d = cov.shape[0] if cov.ndim else (np.shape(mean)[-1] if mean is not None and np.ndim(mean)
-                                       else (x.shape[-1] if x.ndim else 1))
+    # SciPy's dimension: mean's size, else a matrix cov's, else 1.
+    if mean is not None:
+        d = int(np.prod(np.shape(mean)))
+    else:
+        d = cov.shape[0] if cov.ndim == 2 else 1
     if cov.ndim == 0:
         cov = cov * tg.tensor(np.eye(d, dtype=cov.dtype), device=x.device)
-    elif cov.ndim == 1:
+    elif cov.ndim == 1 and cov.shape[0] == d:
         cov = tg.reshape(cov, (1, d)) * tg.tensor(np.eye(d, dtype=cov.dtype), device=x.device)
     elif cov.ndim != 2 or cov.shape != (d, d):
-        raise ValueError(f"multivariate_normal: cov must be a number, a vector or a square "
-                         f"matrix, got shape {cov.shape}")
-    # SciPy's reading of x: a vector of length d is one point; with d == 1, a vector is N
-    # points; else the last axis holds the coordinates.
-    if d == 1 and (x.ndim == 0 or x.shape[-1] != 1):
-        x = tg.reshape(x, x.shape + (1,))
+        raise ValueError(f"multivariate_normal: cov must be a number, a vector of length "
+                         f"{d} or a ({d}, {d}) matrix for mean of size {d}, got shape "
+                         f"{cov.shape}")
+    # SciPy's reading of x: a number is one coordinate; with d == 1 a vector is N points,
+    # else one point; otherwise the last axis holds the coordinates.
+    if x.ndim == 0:
+        x = tg.reshape(x, (1,))
+    if x.ndim == 1:
+        x = tg.reshape(x, (-1, 1) if d == 1 else (1, d))
     if x.shape[-1] != d:
         raise ValueError(f"multivariate_normal: x's last axis must have length {d} to "
                          f"match cov {cov.shape}, got shape {x.shape}")
