@@ -14,10 +14,10 @@ np.linalg names), and ``_scipy_linalg_sylvester_sym``, sqrtm's gradient helper.
 >>> x = tg.scipy.linalg.solve_triangular(L, tg.tensor([2.0, 3.0]), lower=True)
 >>> x
 tensor([1., 2.], grad_fn=<...>)
->>> x.sum().backward()
->>> L.grad                                   # -L^{-T} 1 x^T, on the lower triangle
-tensor([[-0.25,  0.  ],
-        [-1.  , -2.  ]])
+>>> (x * tg.tensor([1.0, 2.0])).sum().backward()
+>>> L.grad                                   # -L^{-T} w x^T, on the lower triangle
+tensor([[ 0.5,  0. ],
+        [-2. , -4. ]])
 """
 
 import numpy as np
@@ -146,8 +146,8 @@ def _cholesky_vjp(g, ans, a, lower=False):
 def cholesky(a, lower=False, overwrite_a=False, check_finite=True):
     """``scipy.linalg.cholesky``: the factor U with a = U^T U (L with a = L L^T when
     `lower`); SciPy's default is the UPPER factor. Only that triangle of `a` is read
-    (and gets a gradient). A matrix that is not positive definite raises
-    numpy.linalg.LinAlgError (a ValueError).
+    (and gets a gradient). A matrix that is not positive definite raises a ValueError
+    naming the op (SciPy's LinAlgError, which is a ValueError).
 
     >>> import tapegrad as tg
     >>> tg.scipy.linalg.cholesky(tg.tensor([[4.0, 2.0], [2.0, 2.0]]), lower=True)

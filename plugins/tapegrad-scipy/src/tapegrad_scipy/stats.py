@@ -345,7 +345,7 @@ def register(registry):
                       [S(simplex[:, 0], pos(4)), S(simplex, pos(4))]),
         "multivariate_normal": (multivariate_normal, ("pdf", "logpdf"),
                                 [S(n(3), n(3), spd), S(n(4, 3), n(3), spd),
-                                 S(n(2, 2), None, pos(2)), S(n(5), 0.5, 2.0)]),
+                                 S(n(2, 2), n(2), pos(2)), S(n(2, 2), None, spd[:2, :2]), S(n(5), 0.5, 2.0)]),
     }
     for dist, (obj, methods, samples) in cases.items():
         diff = {"poisson": (1,), "dirichlet": None}.get(dist)
