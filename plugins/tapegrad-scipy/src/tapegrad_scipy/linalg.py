@@ -221,6 +221,7 @@ def _sqrtm_vjp(g, ans, a):
 
 def _sylvester_kernel(r, c):
     r = _symmetric_part("sylvester_sym", r)
+    c = np.broadcast_to(c, r.shape)          # C broadcasts to R's shape (like NumPy's ops)
     w, v = np.linalg.eigh(r)
     return (v @ ((v.T @ c @ v) / (w[:, None] + w[None, :])) @ v.T).astype(
         np.result_type(r, c), copy=False)
@@ -297,6 +298,7 @@ def register(registry):
             "and negative eigenvalues raise a ValueError; the symmetric part is used.")
     reg("_scipy_linalg_sylvester_sym", kernels={"cpu": _sylvester_kernel},
         vjp=_sylvester_vjp, method=False,
-        samples=[(draw.spd(3), draw.normal(3, 3))],
+        samples=[(draw.spd(3), draw.normal(3, 3)), (draw.spd(3), draw.normal(3)),
+                 (draw.spd(2), draw.normal(2, 1))],
         doc="The X with R X + X R = C for symmetric positive definite R (its symmetric "
-            "part is used), through eigh: the gradient of sqrtm.")
+            "part is used; C broadcasts to R's shape), through eigh: the gradient of sqrtm.")

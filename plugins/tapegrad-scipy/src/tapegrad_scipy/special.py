@@ -26,6 +26,7 @@ tensor([[0.25, 0.25],
 """
 
 import math
+import sys
 
 import numpy as np
 import scipy.special as sp
@@ -452,9 +453,8 @@ def _register_reductions(reg, draw):
 
 
 def register(registry):
-    """Register this module's ops (called by the plugin's hook)."""
-    import sys
-
+    """Register this module's ops (called by the plugin's hook); each op is also set as
+    this module's attribute of its SciPy name (``special.gammaln is tg.gammaln``)."""
     module = sys.modules[__name__]
     draw = Draw(seed=14)
     _register_elementwise(registry.register_op, draw, module)

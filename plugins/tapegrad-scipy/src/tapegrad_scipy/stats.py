@@ -25,6 +25,7 @@ tensor(1.5)
 import math
 
 import numpy as np
+import scipy.special as sp
 import tapegrad as tg
 
 from . import linalg
@@ -41,7 +42,6 @@ def _fn(name, *args):
     NOTE: an op on Python numbers returns a 0-d float64 tensor, which (unlike a Python
     number, NumPy's "weak" scalar) would promote a float32 x to float64."""
     if all(isinstance(a, (int, float)) for a in args):
-        import scipy.special as sp
         return float(getattr(sp, name)(*args)) if name != "log" else math.log(args[0])
     return getattr(tg, name)(*args)
 
@@ -188,10 +188,10 @@ def _dirichlet_x(x, alpha):
 
 def _dirichlet_logpdf(x, alpha):
     x = _dirichlet_x(x, alpha)
-    a = alpha if x.ndim == 1 else tg.reshape(alpha, (-1,) + (1,) * (x.ndim - 1)) \
-        if isinstance(alpha, tg.Tensor) else np.reshape(alpha, (-1,) + (1,) * (x.ndim - 1))
+    alpha = _as_tensor(alpha, x)
+    column = tg.reshape(alpha, (-1,) + (1,) * (x.ndim - 1))     # against x's first axis
     norm = tg.gammaln(tg.sum(alpha)) - tg.sum(tg.gammaln(alpha))
-    return tg.sum(tg.xlogy(a - 1, x), axis=0) + norm
+    return tg.sum(tg.xlogy(column - 1, x), axis=0) + norm
 
 
 def _dirichlet_pdf(x, alpha):
@@ -203,8 +203,16 @@ def _dirichlet_pdf(x, alpha):
 # ---------------------------------------------------------------------------------------
 
 def _as_tensor(v, like):
-    return v if isinstance(v, tg.Tensor) else tg.tensor(np.asarray(v, dtype=like.dtype),
-                                                        device=like.device)
+    """v as a constant tensor beside `like`, in NumPy's promoted dtype (a Python number
+    takes like's dtype, as NumPy's "weak" scalars do)."""
+    if isinstance(v, tg.Tensor):
+        return v
+    if isinstance(v, (int, float)):
+        dtype = like.dtype
+    else:
+        dtype = np.result_type(np.asarray(v), like.dtype)
+        dtype = dtype if dtype.kind == "f" else np.dtype(np.float64)
+    return tg.tensor(np.asarray(v, dtype=dtype), device=like.device)
 
 
 def _mvn_logpdf(x, mean=None, cov=1):
