@@ -220,3 +220,10 @@ def test_bad_axis_is_an_axis_error_naming_the_op():
 def test_non_numeric_input_is_a_type_error():
     with pytest.raises(TypeError):
         S.gammaln("a")
+
+
+def test_shapes_that_do_not_broadcast_are_a_value_error_naming_the_op():
+    with pytest.raises(ValueError, match=r"xlogy.*\(2,\).*\(3,\)"):
+        S.xlogy(tg.ones(2), tg.ones(3))
+    with pytest.raises(ValueError, match=r"jn.*\(2,\).*\(3,\)"):
+        S.jn(np.array([0, 1]), tg.ones(3))
