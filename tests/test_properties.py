@@ -72,7 +72,7 @@ BINARY = {
     "minimum": (GRID_X, GRID_Y),
 }
 # Ops of other installed plugins that are binary and elementwise (the plugin template).
-OPTIONAL_BINARY = {"logaddexp": (ANY, ANY), "special_logaddexp": (ANY, ANY)}
+OPTIONAL_BINARY = {"logaddexp": (ANY, ANY)}
 
 
 def _binary_ops():
