@@ -24,7 +24,7 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 @pytest.fixture(scope="module", autouse=True)
 def registered():
     """The ops, whether tapegrad found the entry point or not (a plain checkout)."""
-    if "erf" not in tg.registry().ops:
+    if "special_erf" not in tg.registry().ops:
         tg.register_plugin(ops, name="tapegrad-special")
 
 
@@ -46,8 +46,8 @@ def test_every_op_is_a_function_and_a_method_with_a_doc():
     for name in tapegrad_special.OPS:
         assert getattr(tg, name) is tg.registry().ops[name]
         assert tg.registry().ops[name].doc
-    np.testing.assert_allclose(x.erf().numpy(), tg.erf(x).numpy())
-    np.testing.assert_allclose(x.logaddexp(1.0).numpy(), np.logaddexp(x.numpy(), 1.0))
+    np.testing.assert_allclose(x.special_erf().numpy(), tg.special_erf(x).numpy())
+    np.testing.assert_allclose(x.special_logaddexp(1.0).numpy(), np.logaddexp(x.numpy(), 1.0))
 
 
 # ---------------------------------------------------------------------------------------
@@ -58,29 +58,30 @@ GRID = np.array([-8.0, -3.2, -1.0, -0.4, -1e-9, 0.0, 1e-9, 0.3, 1.0, 2.5, 6.0, 3
 
 
 def test_erf_matches_math_erf():
-    got = tg.erf(tg.tensor(GRID)).numpy()
+    got = tg.special_erf(tg.tensor(GRID)).numpy()
     np.testing.assert_array_equal(got, [math.erf(v) for v in GRID])
-    assert tg.erf(tg.tensor(0.5)).shape == ()
+    assert tg.special_erf(tg.tensor(0.5)).shape == ()
 
 
 def test_gelu_is_x_times_the_normal_cdf():
     expected = [v * 0.5 * (1 + math.erf(v / math.sqrt(2))) for v in GRID]
-    np.testing.assert_allclose(tg.gelu(tg.tensor(GRID)).numpy(), expected, rtol=1e-15, atol=0)
+    np.testing.assert_allclose(tg.special_gelu(tg.tensor(GRID)).numpy(), expected,
+                               rtol=1e-15, atol=0)
 
 
 def test_softplus_is_finite_and_accurate_everywhere():
     x = np.array([-1000.0, -40.0, -1.0, 0.0, 1.0, 40.0, 1000.0])
-    got = tg.softplus(tg.tensor(x)).numpy()
+    got = tg.special_softplus(tg.tensor(x)).numpy()
     np.testing.assert_allclose(got, np.log1p(np.exp(np.minimum(x, 700))) + np.maximum(x - 700, 0),
                                rtol=1e-15)
     assert got[0] == 0.0 and got[-1] == 1000.0
-    np.testing.assert_allclose(tg.softplus(tg.tensor(x[1:-1]), beta=2.0).numpy(),
+    np.testing.assert_allclose(tg.special_softplus(tg.tensor(x[1:-1]), beta=2.0).numpy(),
                                np.log1p(np.exp(2 * x[1:-1])) / 2, rtol=1e-15)
 
 
 def test_logaddexp_broadcasts_like_numpy_and_does_not_overflow():
     x, y = np.array([[1000.0], [-2.0]]), np.array([1000.0, 0.5, -np.inf])
-    np.testing.assert_array_equal(tg.logaddexp(tg.tensor(x), tg.tensor(y)).numpy(),
+    np.testing.assert_array_equal(tg.special_logaddexp(tg.tensor(x), tg.tensor(y)).numpy(),
                                   np.logaddexp(x, y))
 
 
@@ -90,7 +91,7 @@ def test_logaddexp_broadcasts_like_numpy_and_does_not_overflow():
 
 def test_gelu_first_and_second_derivatives_at_zero():
     x = tg.tensor([0.0], requires_grad=True)
-    tg.gelu(x).backward(tg.ones(1), create_graph=True)
+    tg.special_gelu(x).backward(tg.ones(1), create_graph=True)
     d1 = x.grad
     x.grad = None
     d1.backward(tg.ones(1))
@@ -101,18 +102,18 @@ def test_gelu_first_and_second_derivatives_at_zero():
 def test_logaddexp_gradients_sum_back_to_each_input_and_skip_numbers():
     x = tg.tensor(np.zeros((2, 1)), requires_grad=True)
     y = tg.tensor(np.zeros(3), requires_grad=True)
-    tg.logaddexp(x, y).backward(tg.ones((2, 3)))
+    tg.special_logaddexp(x, y).backward(tg.ones((2, 3)))
     np.testing.assert_allclose(x.grad.numpy(), np.full((2, 1), 1.5))   # 3 entries of 1/2
     np.testing.assert_allclose(y.grad.numpy(), np.ones(3))             # 2 entries of 1/2
     z = tg.tensor([0.0, 1.0], requires_grad=True)
-    tg.logaddexp(z, 0.0).backward(tg.ones(2))
+    tg.special_logaddexp(z, 0.0).backward(tg.ones(2))
     np.testing.assert_allclose(z.grad.numpy(), 1 / (1 + np.exp(-z.numpy())))
 
 
 @pytest.mark.parametrize("name", tapegrad_special.OPS)
 def test_float32_in_float32_out_and_gradients(name):
     x = tg.tensor(np.array([-1.5, 0.25, 2.0], np.float32), requires_grad=True)
-    y = getattr(tg, name)(*([x, x * 0.5] if name == "logaddexp" else [x]))
+    y = getattr(tg, name)(*([x, x * 0.5] if name == "special_logaddexp" else [x]))
     assert y.dtype == np.float32
     y.backward(tg.ones(3, dtype=np.float32))
     assert x.grad.dtype == np.float32
@@ -125,12 +126,12 @@ def test_float32_in_float32_out_and_gradients(name):
 @pytest.mark.parametrize("beta", [0, -1.0])
 def test_softplus_beta_must_be_positive(beta):
     with pytest.raises(ValueError, match=r"softplus: beta must be positive.*shape \(2,\)"):
-        tg.softplus(tg.ones(2), beta=beta)
+        tg.special_softplus(tg.ones(2), beta=beta)
 
 
 def test_logaddexp_shapes_that_do_not_broadcast_are_named():
     with pytest.raises(ValueError, match=r"logaddexp.*\(2,\).*\(3,\)"):
-        tg.logaddexp(tg.ones(2), tg.ones(3))
+        tg.special_logaddexp(tg.ones(2), tg.ones(3))
 
 
 # ---------------------------------------------------------------------------------------
@@ -144,7 +145,7 @@ def test_entry_point_resolves_to_the_ops_module():
     (ep,) = eps
     assert ep.value == "tapegrad_special.ops"
     assert ep.load() is ops
-    assert tg.erf.plugin == "tapegrad-special"
+    assert tg.special_erf.plugin == "tapegrad-special"
     assert "tapegrad-special" not in tg.registry().failed
 
 

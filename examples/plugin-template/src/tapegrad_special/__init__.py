@@ -4,14 +4,14 @@ Installing this distribution is all it takes: tapegrad finds the module
 ``tapegrad_special.ops`` through the entry-point group ``tapegrad`` and registers its ops
 when tapegrad is imported. They are then ``tg.<name>(...)`` and ``t.<name>(...)``:
 
-- ``erf(x)``: the error function;
-- ``gelu(x)``: the exact Gaussian error linear unit, ``x * Phi(x)``;
-- ``softplus(x, beta=1.0)``: ``log(1 + exp(beta * x)) / beta``, without overflow;
-- ``logaddexp(x, y)``: ``log(exp(x) + exp(y))``, without overflow, with broadcasting.
+- ``special_erf(x)``: the error function;
+- ``special_gelu(x)``: the exact Gaussian error linear unit, ``x * Phi(x)``;
+- ``special_softplus(x, beta=1.0)``: ``log(1 + exp(beta * x)) / beta``, without overflow;
+- ``special_logaddexp(x, y)``: ``log(exp(x) + exp(y))``, without overflow, with broadcasting.
 
 >>> import tapegrad as tg
 >>> x = tg.tensor([0.0, 1.0], requires_grad=True)
->>> tg.gelu(x).backward(tg.ones(2))     # as of .sum(), without tapegrad-shape
+>>> tg.special_gelu(x).backward(tg.ones(2))   # as of .sum(), without tapegrad-shape
 >>> x.grad.numpy().round(6)                 # Phi(x) + x phi(x)
 array([0.5     , 1.083315])
 """
@@ -24,5 +24,5 @@ import tapegrad as _tapegrad  # noqa: F401
 
 __version__ = "0.1.0"
 
-OPS = ("erf", "gelu", "softplus", "logaddexp")
+OPS = ("special_erf", "special_gelu", "special_softplus", "special_logaddexp")
 """The names this plugin registers."""

@@ -1,4 +1,7 @@
-"""The ops of tapegrad-special: erf, gelu, softplus, logaddexp.
+"""The ops of tapegrad-special: special_erf, special_gelu, special_softplus, special_logaddexp.
+
+The names carry the plugin's prefix so that they never meet a first-party name (``tg.erf``
+is tapegrad-scipy's, ``tg.logaddexp`` tapegrad-elementwise's; see the README).
 
 Each op below is one ``registry.register_op`` call holding, side by side, its CPU kernel
 (NumPy and the standard library: arrays in, an array out), its gradient rule and the
@@ -10,14 +13,15 @@ Vocabulary, for every rule in this file (tapegrad's own):
     x, y     the op's inputs, in order
 
 A rule returns one gradient per input (None where there is none). It is written with
-tapegrad ops only (operators, ``tg.exp``, ``tg.sigmoid``, this plugin's own ``tg.erf``),
-never NumPy on arrays, so it runs on any device and is itself differentiable: second
-derivatives (``backward(create_graph=True)``, ``tg.hessian``) come for free. It may
-return a gradient in the broadcast shape: the engine sums it back to each input's shape.
+tapegrad ops only (operators, ``tg.exp``, ``tg.sigmoid``, this plugin's own
+``tg.special_erf``), never NumPy on arrays, so it runs on any device and is itself
+differentiable: second derivatives (``backward(create_graph=True)``, ``tg.hessian``) come
+for free. It may return a gradient in the broadcast shape: the engine sums it back to
+each input's shape.
 
 >>> import tapegrad as tg
 >>> x = tg.tensor([-1.0, 0.0, 30.0], requires_grad=True)
->>> y = tg.softplus(x)                     # log(1 + e^x), finite for any x
+>>> y = tg.special_softplus(x)             # log(1 + e^x), finite for any x
 >>> y.backward(tg.ones(3))
 >>> x.grad.numpy().round(4)                # the sigmoid
 array([0.2689, 0.5   , 1.    ])
@@ -74,8 +78,9 @@ def _erf_vjp(g, ans, x):
 
 def _gelu_vjp(g, ans, x):
     # gelu(x) = x Phi(x), so gelu'(x) = Phi(x) + x phi(x) with phi the normal density.
-    # Phi is written with tg.erf, this plugin's own op, so the rule stays differentiable.
-    cdf = 0.5 * (1.0 + tg.erf(x * _SQRT1_2))
+    # Phi is written with tg.special_erf, this plugin's own op, so the rule stays
+    # differentiable.
+    cdf = 0.5 * (1.0 + tg.special_erf(x * _SQRT1_2))
     pdf = _INV_SQRT_2PI * tg.exp(-0.5 * (x * x))
     return (g * (cdf + x * pdf),)
 
@@ -109,24 +114,24 @@ def tapegrad_register_ops(registry):
     normal = lambda *shape: rng.standard_normal(shape)
     reg = registry.register_op
 
-    reg("erf", kernels={"cpu": _erf_kernel}, vjp=_erf_vjp,
+    reg("special_erf", kernels={"cpu": _erf_kernel}, vjp=_erf_vjp,
         save_ans=False,                    # the rule reads x, not erf(x)
         samples=[(normal(3, 4),), (2 * normal(5),), (np.asarray(0.3),)],
         doc="The error function 2/sqrt(pi) * integral of exp(-t^2) from 0 to x, "
             "elementwise.")
-    reg("gelu", kernels={"cpu": _gelu_kernel}, vjp=_gelu_vjp,
+    reg("special_gelu", kernels={"cpu": _gelu_kernel}, vjp=_gelu_vjp,
         save_ans=False,
         samples=[(normal(3, 4),), (3 * normal(2, 1, 3),), (np.array(-0.7),)],
         doc="The Gaussian error linear unit x * Phi(x) = x/2 (1 + erf(x/sqrt(2))) "
             "(exact, not the tanh approximation), elementwise.")
-    reg("softplus", kernels={"cpu": _softplus_kernel}, vjp=_softplus_vjp,
+    reg("special_softplus", kernels={"cpu": _softplus_kernel}, vjp=_softplus_vjp,
         save_ans=False,
         samples=[(normal(3, 4),), tg.Sample(4 * normal(6), beta=2.0),
                  tg.Sample(normal(2, 3), 0.5),       # beta bound by position, as NumPy
                  (np.array([-40.0, -5.0, 5.0, 40.0]),)],
         doc="log(1 + exp(beta x)) / beta (beta > 0, default 1), elementwise, without "
             "overflow for large x. Its gradient is sigmoid(beta x).")
-    reg("logaddexp", kernels={"cpu": np.logaddexp}, vjp=_logaddexp_vjp,
+    reg("special_logaddexp", kernels={"cpu": np.logaddexp}, vjp=_logaddexp_vjp,
         samples=[(normal(3, 4), normal(3, 4)), (normal(3, 4), normal(4)),
                  (normal(2, 1, 3), normal(4, 1)), (normal(3), 0.5), (-1.5, normal(2, 2)),
                  (50 + normal(3), 50 + normal(3))],

@@ -60,6 +60,9 @@ _FIRST_PARTY = {
     "tapegrad-cuda": "cuda",
     "tapegrad-distributed": "distributed",
     "tapegrad-viz": "viz",
+    "tapegrad-scipy": (
+        "scipy gammaln digamma polygamma gamma beta betaln erf erfc erfinv erfcinv expit "
+        "logit xlogy xlog1py log_ndtr ndtr ndtri i0 i1 i0e i1e iv jn yn entr rel_entr kl_div"),
 }
 KNOWN_PROVIDERS = {name: dist for dist, names in _FIRST_PARTY.items() for name in names.split()}
 
