@@ -470,3 +470,14 @@ def tapegrad_register_ops(registry):
             "_einsum(*xs, subscripts=subscripts), the operands as its tensor inputs. A "
             "one-operand einsum may return a view of it (np.einsum does), hence view=True.")
     registry.register_function("einsum", einsum, method=False, samples=_einsum_samples(True))
+    # tg.linalg's ops and functions (named linalg_<name> in the flat table).
+    from . import decompositions, norms, products
+    decompositions.register(registry)
+    norms.register(registry)
+    products.register(registry)
+
+
+@tg.hookimpl
+def tapegrad_api():
+    from . import linalg
+    return {"linalg": linalg}
