@@ -394,7 +394,7 @@ def _spec(subscripts, operands, op):
                         f"{', '.join(str(s) for s in shapes) or 'none'})") from None
 
 
-def einsum(subscripts, *operands):
+def einsum(subscripts, *operands, optimize=False):
     """Einstein summation over `operands`, as ``numpy.einsum(subscripts, *operands)``.
 
     Each comma-separated term of `subscripts` labels the axes of one operand; labels after
@@ -405,6 +405,8 @@ def einsum(subscripts, *operands):
     differentiable to any order). An ellipsis (``...``) stands for the axes not named,
     broadcast as NumPy does (right-aligned); NumPy's sublist form
     ``einsum(a, [0, 1], b, [1, 2], [0, 2])`` (ints in [0, 52) and ``Ellipsis``) works too.
+    ``optimize`` is accepted for NumPy's signature and ignored (the order of a large
+    contraction is NumPy's optimized path anyway).
 
     >>> import tapegrad as tg
     >>> a = tg.tensor([[1., 2.], [3., 4.]], requires_grad=True)
