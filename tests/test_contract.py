@@ -13,7 +13,7 @@ ELEMENTWISE = ("subtract multiply divide negative power exp log sqrt abs clip ta
                "greater_equal").split()
 SHAPE = ("sum mean max min var reshape transpose flatten getitem setitem concatenate stack "
          "split").split()
-LINALG = ("matmul dot einsum linalg_cholesky linalg_cond linalg_cross linalg_det linalg_eig "
+LINALG = ("matmul dot einsum cross linalg_cholesky linalg_cond linalg_cross linalg_det linalg_eig "
           "linalg_eigh linalg_eigvals linalg_eigvalsh linalg_inv linalg_lstsq "
           "linalg_matrix_norm linalg_matrix_power linalg_matrix_rank "
           "linalg_matrix_transpose linalg_multi_dot linalg_norm linalg_outer linalg_pinv "

@@ -112,3 +112,30 @@ def test_tensorinv_and_tensorsolve_match_numpy():
 def test_module_docstrings_run():
     result = run_doctests(products)
     assert result.failed == 0 and result.attempted > 0
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")     # NumPy 2 deprecates 2-vectors
+@pytest.mark.parametrize("sa, sb, kwargs", [
+    ((3,), (3,), {}), ((4, 3), (3,), {}), ((4, 2), (4, 3), {}), ((4, 3), (2,), {}),
+    ((2,), (2,), {}), ((5, 2), (1, 2), {}), ((3, 2), (2, 3), {"axisa": 0, "axisc": 0}),
+    ((3, 4), (3, 1), {"axis": 0}), ((2, 3, 4), (4, 3), {"axisa": 1, "axisb": 1, "axisc": 0}),
+])
+def test_top_level_cross_matches_numpy(sa, sb, kwargs):
+    a, b = RNG.standard_normal(sa), RNG.standard_normal(sb)
+    got = tg.cross(tg.tensor(a), tg.tensor(b), **kwargs)
+    ref = np.cross(a, b, **kwargs)
+    assert got.shape == ref.shape
+    close(got, ref)
+
+
+def test_top_level_cross_errors():
+    with pytest.raises(ValueError, match="dimension must be 2 or 3"):
+        tg.cross(tg.ones(4), tg.ones(3))
+    with pytest.raises(np.exceptions.AxisError):
+        tg.cross(tg.ones(3), tg.ones(3), axisa=1)
+
+
+def test_einsum_accepts_numpys_optimize_argument():
+    a = RNG.standard_normal((3, 4))
+    for optimize in (True, False, "greedy", "optimal"):
+        close(tg.einsum("ij,jk", tg.tensor(a), tg.tensor(a.T), optimize=optimize), a @ a.T)

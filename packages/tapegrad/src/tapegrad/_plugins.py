@@ -47,7 +47,7 @@ _FIRST_PARTY = {
         "sum mean max min var std prod argmax argmin reshape transpose flatten ravel getitem "
         "setitem concatenate stack split squeeze expand_dims swapaxes moveaxis copy clone"),
     "tapegrad-linalg": (
-        "matmul dot einsum linalg linalg_cholesky linalg_cond linalg_cross linalg_det "
+        "matmul dot einsum cross linalg linalg_cholesky linalg_cond linalg_cross linalg_det "
         "linalg_eig linalg_eigh linalg_eigvals linalg_eigvalsh linalg_inv linalg_lstsq "
         "linalg_matrix_norm linalg_matrix_power linalg_matrix_rank linalg_matrix_transpose "
         "linalg_multi_dot linalg_norm linalg_outer linalg_pinv linalg_qr linalg_slogdet "

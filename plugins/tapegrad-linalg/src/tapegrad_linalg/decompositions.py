@@ -29,8 +29,8 @@ from collections import namedtuple
 import numpy as np
 import tapegrad as tg
 
-from ._helpers import (_at_least_2d, _const, _diag_embed, _diagonal, _eye, _host, _mT, _rand,
-                       _safe_offdiag_divide, _shape, _square, _tril, _triangle_grad)
+from ._helpers import (_at_least_2d, _diag_embed, _diagonal, _eye, _host, _mT, _rand,
+                       _safe_offdiag_divide, _square, _tril, _triangle_grad)
 
 SlogdetResult = namedtuple("SlogdetResult", "sign logabsdet")
 EighResult = namedtuple("EighResult", "eigenvalues eigenvectors")
@@ -105,6 +105,15 @@ def _inv_vjp(g, ans, a):
     return (-(ans_t @ g @ ans_t),)
 
 
+def _inv_jvp(t, ans, a):
+    return -(ans @ t[0] @ ans)
+
+
+def _trace_of_solve(a, ta):
+    """tr(a^-1 ta), batched."""
+    return tg.sum(_diagonal(tg.linalg_solve(a, ta)), axis=-1)
+
+
 def _det_kernel(a):
     _square(a, "linalg_det")
     return np.asarray(np.linalg.det(a))
@@ -117,6 +126,10 @@ def _det_vjp(g, ans, a):
     return (scale * _mT(tg.linalg_inv(a)),)
 
 
+def _det_jvp(t, ans, a):
+    return ans * _trace_of_solve(a, t[0])
+
+
 def _slogdet_kernel(a):
     _square(a, "linalg_slogdet")
     sign, logabsdet = np.linalg.slogdet(a)
@@ -127,6 +140,11 @@ def _slogdet_vjp(g, ans, a):
     # Only logabsdet (the last entry) has a gradient: sign is piecewise constant.
     gl = tg.expand_dims(tg.expand_dims(g[..., 1], -1), -1)
     return (gl * _mT(tg.linalg_inv(a)),)
+
+
+def _slogdet_jvp(t, ans, a):
+    dl = _trace_of_solve(a, t[0])
+    return tg.stack([tg.zeros_like(dl), dl], axis=-1)
 
 
 def slogdet(a):
@@ -182,6 +200,20 @@ def _solve_vjp(g, ans, a, b):
     return (ga if tg.needs_grad(a) else None), (gb if tg.needs_grad(b) else None)
 
 
+def _solve_jvp(t, ans, a, b):
+    # dx = a^-1 (db - da x)
+    ta, tb = t
+    vector = b.ndim == 1
+    rhs = None
+    if ta is not None:
+        rhs = -(ta @ ans) if not vector else -(ta @ tg.expand_dims(ans, -1))[..., 0]
+    if tb is not None:
+        rhs = tb if rhs is None else rhs + tb
+    if vector:
+        return tg.linalg_solve(a, tg.expand_dims(rhs, -1))[..., 0]
+    return tg.linalg_solve(a, rhs)
+
+
 # ---------------------------------------------------------------------------------------
 # cholesky
 # ---------------------------------------------------------------------------------------
@@ -200,6 +232,19 @@ def _cholesky_vjp(g, ans, a, upper=False):
     X = tg.linalg_solve(_mT(L), P)                  # L^-T P
     G = _mT(tg.linalg_solve(_mT(L), _mT(X)))        # (L^-T P) L^-1
     return (_triangle_grad(G, lower=not upper),)
+
+
+def _cholesky_jvp(t, ans, a, upper=False):
+    # dL = L Phi(L^-1 S L^-T), S the symmetric matrix of the triangle NumPy reads (Murray
+    # 2016), Phi the lower triangle with its diagonal halved.
+    ta = t[0]
+    if upper:
+        ta = _mT(ta)
+    S = _tril(ta) + _mT(_tril(ta, -1))
+    L = _mT(ans) if upper else ans
+    X = tg.linalg_solve(L, _mT(tg.linalg_solve(L, S)))
+    dL = L @ (_tril(X) - 0.5 * X * _eye(X.shape[-1], X))
+    return _mT(dL) if upper else dL
 
 
 # ---------------------------------------------------------------------------------------
@@ -600,30 +645,31 @@ _SVD_SAMPLES = [
 def register(registry):
     _doc_batched = " Batched over leading axes, as NumPy."
     registry.register_op(
-        "linalg_inv", kernels={"cpu": _inv_kernel}, vjp=_inv_vjp, method=False,
+        "linalg_inv", kernels={"cpu": _inv_kernel}, vjp=_inv_vjp, jvp=_inv_jvp, method=False,
         save_inputs=(False,), samples=_SQUARE,
         doc="The inverse of square matrices, as np.linalg.inv (tg.linalg.inv); a singular "
             "matrix raises LinAlgError. Gradient -inv(a).T @ g @ inv(a).T." + _doc_batched)
     registry.register_op(
-        "linalg_det", kernels={"cpu": _det_kernel}, vjp=_det_vjp, method=False,
+        "linalg_det", kernels={"cpu": _det_kernel}, vjp=_det_vjp, jvp=_det_jvp, method=False,
         samples=_SQUARE,
         doc="The determinant, as np.linalg.det (tg.linalg.det). Gradient det(a) inv(a).T; "
             "at a singular matrix the backward raises LinAlgError (PyTorch uses an SVD "
             "there)." + _doc_batched)
     registry.register_op(
-        "_linalg_slogdet", kernels={"cpu": _slogdet_kernel}, vjp=_slogdet_vjp, method=False,
+        "_linalg_slogdet", kernels={"cpu": _slogdet_kernel}, vjp=_slogdet_vjp, jvp=_slogdet_jvp, method=False,
         save_ans=False, samples=_SQUARE + [(-_general(3, 3, seed=4),)],
         doc="The op behind tg.linalg.slogdet: sign and log|det| stacked along a last axis "
             "of length 2. Only log|det| has a gradient (inv(a).T); sign's is 0." + _doc_batched)
     registry.register_function("linalg_slogdet", slogdet, method=False, samples=_SQUARE)
     registry.register_op(
-        "linalg_solve", kernels={"cpu": _solve_kernel}, vjp=_solve_vjp, method=False,
+        "linalg_solve", kernels={"cpu": _solve_kernel}, vjp=_solve_vjp, jvp=_solve_jvp, method=False,
         samples=_SOLVE_SAMPLES,
         doc="x with a @ x = b, as np.linalg.solve (tg.linalg.solve), NumPy 2's rule for b: "
             "a 1-d b is a vector, an N-d b a stack of matrices (..., M, K); batch axes "
             "broadcast. Gradient through solves with a.T (no explicit inverse).")
     registry.register_op(
-        "linalg_cholesky", kernels={"cpu": _cholesky_kernel}, vjp=_cholesky_vjp, method=False,
+        "linalg_cholesky", kernels={"cpu": _cholesky_kernel}, vjp=_cholesky_vjp,
+        jvp=_cholesky_jvp, method=False,
         save_inputs=(False,),
         samples=[tg.Sample(_spd(3, 3)), tg.Sample(_spd(2, 3, 3, seed=1)),
                  tg.Sample(_spd(4, 4, seed=2), upper=True)],

@@ -30,7 +30,7 @@ import numbers
 import numpy as np
 import tapegrad as tg
 
-from ._helpers import _mT, _rand
+from ._helpers import _rand
 from .decompositions import _as_tensor, _distinct_sv, _general
 
 

@@ -1,6 +1,7 @@
 """tg.linalg's products and tensor helpers, composed of matmul and shape ops (so they run
 on every device that has matmul): ``multi_dot``, ``matrix_power``, ``outer``, ``vecdot``,
-``cross``, ``matrix_transpose``, ``tensorinv``, ``tensorsolve``.
+``cross``, ``matrix_transpose``, ``tensorinv``, ``tensorsolve``; and NumPy's top-level
+``np.cross`` as ``tg.cross``.
 
 >>> import tapegrad as tg
 >>> a = tg.tensor([[1., 1.], [0., 1.]])
@@ -152,6 +153,52 @@ def vecdot(x1, x2, /, *, axis=-1):
     return tg.sum(x1 * x2, axis=-1)
 
 
+def _cross3(a, b):
+    """The cross product of 3-vectors along the last axes of a and b (batch axes broadcast);
+    a 2-vector is one with z = 0 (np.cross's rule)."""
+    a0, a1 = a[..., 0], a[..., 1]
+    b0, b1 = b[..., 0], b[..., 1]
+    if a.shape[-1] == 2 and b.shape[-1] == 2:
+        return a0 * b1 - a1 * b0
+    if a.shape[-1] == 2:
+        b2 = b[..., 2]
+        return tg.stack([a1 * b2, -(a0 * b2), a0 * b1 - a1 * b0], axis=-1)
+    a2 = a[..., 2]
+    if b.shape[-1] == 2:
+        return tg.stack([-(a2 * b1), a2 * b0, a0 * b1 - a1 * b0], axis=-1)
+    b2 = b[..., 2]
+    return tg.stack([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0], axis=-1)
+
+
+def numpy_cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
+    """The cross product of 2- or 3-element vectors, as ``np.cross(a, b, axisa, axisb,
+    axisc, axis)`` (``tg.cross``): a 2-vector is a 3-vector with z = 0, and two 2-vectors
+    give the z component alone. ``axis`` overrides the other three.
+
+    >>> import tapegrad as tg
+    >>> tg.cross(tg.tensor([1., 2., 3.]), tg.tensor([4., 5., 6.])).tolist()
+    [-3.0, 6.0, -3.0]
+    >>> tg.cross(tg.tensor([1., 0.]), tg.tensor([0., 1.])).item()
+    1.0
+    """
+    a, b = _as_tensor(a), _as_tensor(b)
+    if axis is not None:
+        axisa = axisb = axisc = axis
+    for name, x, ax in (("a", a, axisa), ("b", b, axisb)):
+        if x.ndim == 0 or not -x.ndim <= ax < x.ndim:
+            raise np.exceptions.AxisError(ax, x.ndim, f"cross: axis{name}")
+        if x.shape[ax] not in (2, 3):
+            raise ValueError(f"cross: incompatible dimensions for cross product (dimension "
+                             f"must be 2 or 3): {name} has shape {x.shape}, {x.shape[ax]} along "
+                             f"axis {ax}")
+    c = _cross3(tg.moveaxis(a, axisa, -1), tg.moveaxis(b, axisb, -1))
+    if c.ndim and (a.shape[axisa] == 3 or b.shape[axisb] == 3):
+        if not -c.ndim <= axisc < c.ndim:
+            raise np.exceptions.AxisError(axisc, c.ndim, "cross: axisc")
+        return tg.moveaxis(c, -1, axisc)
+    return c
+
+
 def cross(x1, x2, /, *, axis=-1):
     """The cross product of 3-element vectors along `axis` (other axes broadcast), as
     ``np.linalg.cross``.
@@ -167,10 +214,7 @@ def cross(x1, x2, /, *, axis=-1):
         if x.shape[axis] != 3:
             raise ValueError(f"linalg.cross: both input arrays must be (arrays of) 3-dimensional "
                              f"vectors, got shapes {x1.shape} and {x2.shape} along axis {axis}")
-    a, b = tg.moveaxis(x1, axis, -1), tg.moveaxis(x2, axis, -1)
-    a0, a1, a2 = a[..., 0], a[..., 1], a[..., 2]
-    b0, b1, b2 = b[..., 0], b[..., 1], b[..., 2]
-    c = tg.stack([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0], axis=-1)
+    c = _cross3(tg.moveaxis(x1, axis, -1), tg.moveaxis(x2, axis, -1))
     return tg.moveaxis(c, -1, axis) if axis != -1 else c
 
 
@@ -241,6 +285,13 @@ def register(registry):
         "linalg_cross", cross, method=False,
         samples=[(_rand(3), _rand(3, seed=1)), (_rand(2, 3), _rand(3, seed=2)),
                  tg.Sample(_rand(3, 2), _rand(3, 1, seed=3), axis=0)])
+    registry.register_function(
+        "cross", numpy_cross, method=False,
+        samples=[(_rand(3), _rand(3, seed=1)), (_rand(2, 3), _rand(3, seed=2)),
+                 (_rand(4, 2), _rand(4, 3, seed=3)), (_rand(2), _rand(2, seed=4)),
+                 (_rand(2, 3), _rand(2, seed=5)),
+                 tg.Sample(_rand(3, 2), _rand(2, 3, seed=6), axisa=0, axisc=0),
+                 tg.Sample(_rand(3, 4), _rand(3, 1, seed=7), axis=0)])
     registry.register_function("linalg_matrix_transpose", matrix_transpose, method=False,
                                samples=[(_rand(2, 3, 4),)])
     registry.register_function(
