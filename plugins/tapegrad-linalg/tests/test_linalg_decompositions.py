@@ -362,3 +362,26 @@ def test_module_docstrings_run():
     for module in (decompositions, linalg):
         result = run_doctests(module)
         assert result.failed == 0 and result.attempted > 0
+
+
+@pytest.mark.parametrize("name, call", [
+    ("eigh", lambda x: tg.linalg.eigh(x)),
+    ("qr", lambda x: tg.linalg.qr(x)),
+    ("svd", lambda x: tg.linalg.svd(x, full_matrices=False)),
+    ("eig", lambda x: tg.linalg.eig(x)),
+    ("slogdet", lambda x: tg.linalg.slogdet(x)),
+    ("lstsq", lambda x: tg.linalg.lstsq(x, tg.ones(3, dtype=np.float32))[:2]),
+])
+def test_tuple_results_keep_float32(name, call):
+    a = np.diag([1., 2., 4.]) + 0.1 * np.triu(np.ones((3, 3)), 1)
+    x = tg.tensor(a.astype(np.float32), requires_grad=True)
+    outs = call(x)
+    assert all(o.dtype == np.float32 for o in outs), [o.dtype for o in outs]
+    sum(o.sum() for o in outs if o.requires_grad).backward()
+    assert x.grad.dtype == np.float32
+
+
+def test_linalg_functions_carry_the_op_docs():
+    assert "np.linalg.inv(a)" in tg.linalg.inv.__doc__
+    assert "singular matrix raises LinAlgError" in tg.linalg.inv.__doc__
+    assert tg.linalg.solve.__name__ == "solve"

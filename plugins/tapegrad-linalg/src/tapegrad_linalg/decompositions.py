@@ -642,15 +642,23 @@ _SVD_SAMPLES = [
 ]
 
 
+DOCS = {}     # op name -> its doc (tg.linalg's functions for these ops show it too)
+
+
+def _register_op(registry, name, **kwargs):
+    DOCS[name] = kwargs.get("doc", "")
+    return registry.register_op(name, **kwargs)
+
+
 def register(registry):
     _doc_batched = " Batched over leading axes, as NumPy."
-    registry.register_op(
-        "linalg_inv", kernels={"cpu": _inv_kernel}, vjp=_inv_vjp, jvp=_inv_jvp, method=False,
+    _register_op(
+        registry, "linalg_inv", kernels={"cpu": _inv_kernel}, vjp=_inv_vjp, jvp=_inv_jvp, method=False,
         save_inputs=(False,), samples=_SQUARE,
         doc="The inverse of square matrices, as np.linalg.inv (tg.linalg.inv); a singular "
             "matrix raises LinAlgError. Gradient -inv(a).T @ g @ inv(a).T." + _doc_batched)
-    registry.register_op(
-        "linalg_det", kernels={"cpu": _det_kernel}, vjp=_det_vjp, jvp=_det_jvp, method=False,
+    _register_op(
+        registry, "linalg_det", kernels={"cpu": _det_kernel}, vjp=_det_vjp, jvp=_det_jvp, method=False,
         samples=_SQUARE,
         doc="The determinant, as np.linalg.det (tg.linalg.det). Gradient det(a) inv(a).T; "
             "at a singular matrix the backward raises LinAlgError (PyTorch uses an SVD "
@@ -661,14 +669,14 @@ def register(registry):
         doc="The op behind tg.linalg.slogdet: sign and log|det| stacked along a last axis "
             "of length 2. Only log|det| has a gradient (inv(a).T); sign's is 0." + _doc_batched)
     registry.register_function("linalg_slogdet", slogdet, method=False, samples=_SQUARE)
-    registry.register_op(
-        "linalg_solve", kernels={"cpu": _solve_kernel}, vjp=_solve_vjp, jvp=_solve_jvp, method=False,
+    _register_op(
+        registry, "linalg_solve", kernels={"cpu": _solve_kernel}, vjp=_solve_vjp, jvp=_solve_jvp, method=False,
         samples=_SOLVE_SAMPLES,
         doc="x with a @ x = b, as np.linalg.solve (tg.linalg.solve), NumPy 2's rule for b: "
             "a 1-d b is a vector, an N-d b a stack of matrices (..., M, K); batch axes "
             "broadcast. Gradient through solves with a.T (no explicit inverse).")
-    registry.register_op(
-        "linalg_cholesky", kernels={"cpu": _cholesky_kernel}, vjp=_cholesky_vjp,
+    _register_op(
+        registry, "linalg_cholesky", kernels={"cpu": _cholesky_kernel}, vjp=_cholesky_vjp,
         jvp=_cholesky_jvp, method=False,
         save_inputs=(False,),
         samples=[tg.Sample(_spd(3, 3)), tg.Sample(_spd(2, 3, 3, seed=1)),
@@ -696,8 +704,8 @@ def register(registry):
             "by eigenvalue gaps: a repeated eigenvalue raises LinAlgError in the backward "
             "(PyTorch gives inf/nan)." + _doc_batched)
     registry.register_function("linalg_eigh", eigh, method=False, samples=eigh_samples)
-    registry.register_op(
-        "linalg_eigvalsh", kernels={"cpu": _eigvalsh_kernel}, vjp=_eigvalsh_vjp, method=False,
+    _register_op(
+        registry, "linalg_eigvalsh", kernels={"cpu": _eigvalsh_kernel}, vjp=_eigvalsh_vjp, method=False,
         save_ans=False, samples=eigh_samples,
         doc="The eigenvalues of symmetric matrices, ascending, as np.linalg.eigvalsh "
             "(tg.linalg.eigvalsh). Gradient V diag(g) V^T (defined for repeated eigenvalues "
@@ -710,8 +718,8 @@ def register(registry):
             "eigenvalues stacked on the unit eigenvectors, (n + 1, n). A complex spectrum "
             "raises TypeError (complex dtypes: issue 18)." + _doc_batched)
     registry.register_function("linalg_eig", eig, method=False, samples=eig_samples)
-    registry.register_op(
-        "linalg_eigvals", kernels={"cpu": _eigvals_kernel}, vjp=_eigvals_vjp, method=False,
+    _register_op(
+        registry, "linalg_eigvals", kernels={"cpu": _eigvals_kernel}, vjp=_eigvals_vjp, method=False,
         save_ans=False, samples=eig_samples,
         doc="The eigenvalues of square matrices with a real spectrum, as "
             "np.linalg.eigvals (tg.linalg.eigvals); a complex spectrum raises TypeError "
@@ -729,13 +737,13 @@ def register(registry):
                                                           compute_uv=False)])
     svdvals_samples = [(_distinct_sv(3, 3),), (_distinct_sv(4, 2, seed=1),),
                        (_distinct_sv(2, 2, 3, seed=2),)]
-    registry.register_op(
-        "linalg_svdvals", kernels={"cpu": _svdvals_kernel}, vjp=_svdvals_vjp, method=False,
+    _register_op(
+        registry, "linalg_svdvals", kernels={"cpu": _svdvals_kernel}, vjp=_svdvals_vjp, method=False,
         save_ans=False, samples=svdvals_samples,
         doc="The singular values, descending, as np.linalg.svdvals (tg.linalg.svdvals). "
             "Gradient U diag(g) V^T (defined for repeated singular values too)." + _doc_batched)
-    registry.register_op(
-        "linalg_pinv", kernels={"cpu": _pinv_kernel}, vjp=_pinv_vjp, method=False,
+    _register_op(
+        registry, "linalg_pinv", kernels={"cpu": _pinv_kernel}, vjp=_pinv_vjp, method=False,
         samples=[tg.Sample(_distinct_sv(3, 3)), tg.Sample(_distinct_sv(4, 2, seed=1)),
                  tg.Sample(_distinct_sv(2, 2, 4, seed=2)), tg.Sample(_spd(3, 3), hermitian=True),
                  tg.Sample(_distinct_sv(3, 2, seed=3), rtol=1e-10)],
@@ -752,8 +760,8 @@ def register(registry):
         doc="The op behind tg.linalg.lstsq: its solution x. Gradient through x = pinv(a) b "
             "(full rank only; tg.linalg.lstsq refuses a rank-deficient differentiable call).")
     registry.register_function("linalg_lstsq", lstsq, method=False, samples=lstsq_samples)
-    registry.register_op(
-        "linalg_matrix_rank", kernels={"cpu": _matrix_rank_kernel}, nin=1,
+    _register_op(
+        registry, "linalg_matrix_rank", kernels={"cpu": _matrix_rank_kernel}, nin=1,
         params=("tol", "hermitian", "rtol"), method=False,
         samples=[(_rand(3, 4),), (np.ones((2, 3, 3)),), tg.Sample(_spd(3, 3), hermitian=True),
                  tg.Sample(_rand(3, 3), tol=0.5)],

@@ -58,7 +58,8 @@ def _op(name, signature_doc):
     def call(*args, **kwargs):
         return getattr(tg, "linalg_" + name)(*args, **kwargs)
     call.__name__ = call.__qualname__ = name
-    call.__doc__ = f"``np.linalg.{signature_doc}``, the op ``linalg_{name}`` (see docs/linalg.md)."
+    call.__doc__ = (f"``np.linalg.{signature_doc}`` (the op ``linalg_{name}``).\n\n"
+                    + _dec.DOCS.get("linalg_" + name, ""))
     return _linalg_errors(call)
 
 
