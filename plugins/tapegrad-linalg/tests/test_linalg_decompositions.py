@@ -333,6 +333,13 @@ def test_lstsq_matches_numpy(sa, sb):
     close(s, rs, rtol=1e-9)
 
 
+def test_lstsq_rank_follows_rcond_as_numpy():
+    a = np.diag([1.0, 1e-3, 1e-9])
+    for rcond in (None, -1, 1e-2, 1e-6):
+        assert tg.linalg.lstsq(tg.tensor(a), tg.ones(3), rcond=rcond)[2] == \
+            np.linalg.lstsq(a, np.ones(3), rcond=rcond)[2]
+
+
 def test_lstsq_gradient_and_rank_deficient_refusal():
     a = tg.tensor(RNG.standard_normal((5, 3)), requires_grad=True)
     b = tg.tensor(RNG.standard_normal((5, 2)), requires_grad=True)

@@ -417,16 +417,17 @@ def eig(a):
 
 def _eigvals_kernel(a):
     _square(a, "linalg_eigvals")
-    w = np.linalg.eigvals(a)
+    # NOTE: eig's eigenvalues, not np.linalg.eigvals': LAPACK's geev without eigenvectors
+    # may round (or order) the eigenvalues differently, and the rule pairs them with eig's
+    # eigenvectors.
+    w = np.linalg.eig(a)[0]
     if np.iscomplexobj(w):
         raise TypeError(f"linalg_eigvals: this matrix has complex eigenvalues; {_COMPLEX_ISSUE}")
     return w
 
 
 def _eigvals_vjp(g, ans, a):
-    V = tg._linalg_eig(a)[..., 1:, :]
-    # NOTE: eigvals and eig call the same LAPACK routine (geev), so the eigenvalues come in
-    # the same order and V's columns match g's entries.
+    V = tg._linalg_eig(a)[..., 1:, :]       # its columns in the kernel's eigenvalue order
     return (tg.linalg_solve(_mT(V), _diag_embed(g) @ _mT(V)),)
 
 
@@ -601,7 +602,9 @@ def lstsq(a, b, rcond=None):
     s = tg.linalg_svdvals(a)
     s_host = _host(s)
     eps = np.finfo(np.result_type(a.dtype, b.dtype, np.float32)).eps
-    cut = (eps * max(m, n) if rcond is None else rcond) * (s_host.max() if s_host.size else 0.0)
+    # NumPy 2's default rcond, and LAPACK's rule that a negative rcond means eps
+    rel = eps * max(m, n) if rcond is None else (eps if rcond < 0 else rcond)
+    cut = rel * (s_host.max() if s_host.size else 0.0)
     rank = int((s_host > cut).sum())
     if rank < min(m, n) and _wants_grad(a, b):
         raise np.linalg.LinAlgError(

@@ -36,8 +36,10 @@ def matrix_power(a, n):
                         f"{type(n).__name__} {n!r}") from None
     _square(a, "linalg.matrix_power")
     if n == 0:
-        eye = tg.eye(a.shape[-1], dtype=a.dtype, device=a.device)
-        return tg.broadcast_to(eye, a.shape) + 0.0 * a
+        # NOTE: the identity, still connected to a (a zero gradient, as PyTorch) through
+        # where(), not `eye + 0 * a`, which would turn an inf in a into a nan.
+        eye = tg.broadcast_to(tg.eye(a.shape[-1], dtype=a.dtype, device=a.device), a.shape)
+        return tg.where(tg.ones(a.shape, dtype=bool, device=a.device), eye, a)
     if n < 0:
         a, n = tg.linalg_inv(a), -n
     if n == 1:
