@@ -82,6 +82,13 @@ def _vector_norm_vjp(g, ans, x, ord=2, axis=None, keepdims=False):
     return (scaled * tg.where(zero, 0.0, g / safe ** (ord - 1)),)
 
 
+def _vector_norm_jvp(t, ans, x, ord=2, axis=None, keepdims=False):
+    # The norm is a reduction: its tangent is the sum of (gradient for g = 1) * tangent.
+    unit = _vector_norm_vjp(tg.ones_like(ans), ans, x, ord=ord, axis=axis, keepdims=keepdims)[0]
+    red = None if axis is None else _norm_axes(axis, x.ndim, "linalg_vector_norm")
+    return tg.sum(unit * t[0], axis=red, keepdims=keepdims)
+
+
 @linalg_errors
 def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
     """The vector norm of x over `axis` (all axes flattened when None), as
@@ -214,6 +221,7 @@ def register(registry):
     v = _rand(5) + 0.05 * np.arange(5)
     registry.register_op(
         "linalg_vector_norm", kernels={"cpu": _vector_norm_kernel}, vjp=_vector_norm_vjp,
+        jvp=_vector_norm_jvp,
         method=False, save_ans=True,
         samples=[tg.Sample(v), tg.Sample(v, ord=1), tg.Sample(v, ord=math.inf),
                  tg.Sample(v, ord=-math.inf), tg.Sample(v, ord=0), tg.Sample(v, ord=3),
