@@ -52,7 +52,13 @@ _FIRST_PARTY = {
         "setitem concatenate stack split squeeze expand_dims swapaxes moveaxis copy clone "
         "tensordot outer inner kron trace diag diagonal tril triu cumsum cumprod sort argsort "
         "repeat tile roll flip fliplr flipud pad take take_along_axis put_along_axis"),
-    "tapegrad-linalg": "matmul dot einsum",
+    "tapegrad-linalg": (
+        "matmul dot einsum cross linalg linalg_cholesky linalg_cond linalg_cross linalg_det "
+        "linalg_eig linalg_eigh linalg_eigvals linalg_eigvalsh linalg_inv linalg_lstsq "
+        "linalg_matrix_norm linalg_matrix_power linalg_matrix_rank linalg_matrix_transpose "
+        "linalg_multi_dot linalg_norm linalg_outer linalg_pinv linalg_qr linalg_slogdet "
+        "linalg_solve linalg_svd linalg_svdvals linalg_tensorinv linalg_tensorsolve "
+        "linalg_vecdot linalg_vector_norm"),
     "tapegrad-nn": ("softmax log_softmax logsumexp cross_entropy mse_loss "
                     "binary_cross_entropy_with_logits linear nn optim data"),
     "tapegrad-checkpoint": "checkpoint checkpoint_sequential",
