@@ -141,3 +141,22 @@ def test_einsum_accepts_numpys_optimize_argument():
     a = RNG.standard_normal((3, 4))
     for optimize in (True, False, "greedy", "optimal"):
         close(tg.einsum("ij,jk", tg.tensor(a), tg.tensor(a.T), optimize=optimize), a @ a.T)
+
+
+def test_array_api_diagonal_trace_tensordot_match_numpy_with_gradients():
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((2, 3, 4))
+    for offset in (0, 1, -1):
+        np.testing.assert_allclose(tg.linalg.diagonal(tg.tensor(x), offset=offset).numpy(),
+                                   np.linalg.diagonal(x, offset=offset))
+        np.testing.assert_allclose(tg.linalg.trace(tg.tensor(x), offset=offset).numpy(),
+                                   np.linalg.trace(x, offset=offset))
+    y = rng.standard_normal((3, 4, 5))
+    for axes in (2, ([1, 2], [0, 1]), ([2], [1])):
+        np.testing.assert_allclose(tg.linalg.tensordot(tg.tensor(x), tg.tensor(y), axes=axes).numpy(),
+                                   np.linalg.tensordot(x, y, axes=axes))
+    a = tg.tensor(x, requires_grad=True)
+    assert tg.gradcheck(lambda t: tg.linalg.trace(t, offset=1), (a,))
+    assert tg.gradcheck(lambda t: tg.linalg.diagonal(t, offset=-1), (a,))
+    b = tg.tensor(y, requires_grad=True)
+    assert tg.gradcheck(lambda s, t: tg.linalg.tensordot(s, t, axes=2), (a, b))

@@ -36,8 +36,34 @@ def matmul(x1, x2, /):
     return tg.matmul(x1, x2)
 
 
+def diagonal(x, /, *, offset=0):
+    """``np.linalg.diagonal``: the diagonals of the last two axes (``tg.diagonal`` with
+    ``axis1=-2, axis2=-1``, the array-API form).
+
+    >>> tg.linalg.diagonal(tg.arange(8.).reshape(2, 2, 2)).tolist()
+    [[0.0, 3.0], [4.0, 7.0]]
+    """
+    return tg.diagonal(x, offset=offset, axis1=-2, axis2=-1)
+
+
+def trace(x, /, *, offset=0, dtype=None):
+    """``np.linalg.trace``: the traces of the last two axes (``tg.trace`` with
+    ``axis1=-2, axis2=-1``, the array-API form).
+
+    >>> tg.linalg.trace(tg.arange(8.).reshape(2, 2, 2)).tolist()
+    [3.0, 11.0]
+    """
+    return tg.trace(x, offset=offset, axis1=-2, axis2=-1, dtype=dtype)
+
+
+def tensordot(x1, x2, /, *, axes=2):
+    """``np.linalg.tensordot``: ``tg.tensordot`` with ``axes`` by keyword only."""
+    return tg.tensordot(x1, x2, axes=axes)
+
+
 __all__ = ["LinAlgError", "SlogdetResult", "EighResult", "EigResult", "QRResult", "SVDResult",
            "inv", "det", "slogdet", "solve", "cholesky", "qr", "eigh", "eigvalsh", "eig",
            "eigvals", "svd", "svdvals", "pinv", "lstsq", "matrix_rank", "norm", "vector_norm",
            "matrix_norm", "cond", "matrix_power", "multi_dot", "outer", "vecdot", "cross",
-           "matrix_transpose", "tensorinv", "tensorsolve", "matmul"]
+           "matrix_transpose", "tensorinv", "tensorsolve", "matmul", "diagonal", "trace",
+           "tensordot"]
