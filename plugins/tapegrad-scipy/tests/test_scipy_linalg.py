@@ -71,7 +71,7 @@ def test_cholesky_default_is_scipys_upper_factor():
 
 
 def test_cholesky_of_a_matrix_that_is_not_positive_definite_raises():
-    with pytest.raises(ValueError, match="scipy_linalg_cholesky: .*not positive definite"):
+    with pytest.raises(ValueError, match="cholesky.*not positive definite"):
         L.cholesky(tg.tensor([[1.0, 2.0], [2.0, 1.0]]))
 
 

@@ -119,29 +119,8 @@ def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_
 # cholesky
 # ---------------------------------------------------------------------------------------
 
-def _cholesky_kernel(a, lower=False):
-    _check_square("cholesky", a)
-    import scipy.linalg as sl   # NOTE: here, not at the top: importing it costs 0.15 s, which `import tapegrad` would pay
-    return sl.cholesky(a, lower=lower)
-
-
-def _cholesky_vjp(g, ans, a, lower=False):
-    # Note: [the Cholesky gradient] For A = L L^T (Murray 2016, "Differentiation of the
-    # Cholesky decomposition"): P = Phi(L^T Lbar), Phi = the lower triangle with the
-    # diagonal halved; S = L^-T P L^-1; the symmetric gradient is (S + S^T) / 2. The
-    # kernel reads only one triangle of a (LAPACK's potrf), so an off-diagonal entry of
-    # that triangle stands for both a_ij and a_ji: it gets twice the symmetric gradient.
-    n = ans.shape[0]
-    L, Lbar = (ans, g) if lower else (_mT(ans), _mT(g))
-    strict = _triangle(n, True, False, g)
-    diag = tg.tensor(np.eye(n, dtype=bool), device=g.device)
-    LtLbar = _mT(L) @ Lbar
-    P = tg.where(strict, LtLbar, 0.0) + tg.where(diag, 0.5 * LtLbar, 0.0)
-    X = tg.scipy_linalg_solve_triangular(L, P, trans=1, lower=True)          # L^-T P
-    S = _mT(tg.scipy_linalg_solve_triangular(L, _mT(X), trans=1, lower=True))  # X L^-1
-    sym = S + _mT(S)
-    read = _triangle(n, lower, True, g)
-    return (tg.where(read, sym, 0.0) - tg.where(diag, 0.5 * sym, 0.0),)
+# NOTE: one op, one owner: the factorisation and its rule are tapegrad-linalg's
+# (tg.linalg.cholesky, which reads the same triangle as SciPy for either factor).
 
 
 def cholesky(a, lower=False, overwrite_a=False, check_finite=True):
@@ -155,7 +134,7 @@ def cholesky(a, lower=False, overwrite_a=False, check_finite=True):
     tensor([[2., 0.],
             [1., 1.]])
     """
-    return tg.scipy_linalg_cholesky(a, lower=bool(lower))
+    return tg.linalg.cholesky(a, upper=not lower)
 
 
 # ---------------------------------------------------------------------------------------
@@ -279,14 +258,6 @@ def register(registry):
             "with trans 0 or 1: x = op(a)^-1 b for one matrix a and b of shape (M,) or "
             "(M, K). Only the triangle the solve reads (and, with unit_diagonal, not the "
             "diagonal) gets a gradient.")
-    reg("scipy_linalg_cholesky", kernels={"cpu": _cholesky_kernel}, vjp=_cholesky_vjp,
-        method=False, save_inputs=(False,),
-        samples=[tg.Sample(draw.spd(3), lower=True), tg.Sample(draw.spd(4)),
-                 tg.Sample(draw.spd(1), lower=True)],
-        doc="scipy.linalg.cholesky(a, lower=False): the upper factor U (a = U^T U), or "
-            "the lower L (a = L L^T), of a positive definite matrix. Only that triangle "
-            "of a is read and gets a gradient (twice the symmetric gradient off the "
-            "diagonal).")
     registry.register_function(
         "scipy_linalg_cho_solve", _cho_solve, method=False,
         samples=[tg.Sample(np.linalg.cholesky(draw.spd(3)), draw.normal(3), lower=True),
