@@ -12,7 +12,11 @@ ELEMENTWISE = ("subtract multiply divide negative power exp log sqrt abs clip ta
                "sin cos maximum minimum where equal not_equal less less_equal greater "
                "greater_equal").split()
 SHAPE = ("sum mean max min var reshape transpose flatten getitem setitem concatenate stack "
-         "split").split()
+         "split "
+         "append hstack vstack dstack column_stack row_stack array_split hsplit vsplit dsplit "
+         "atleast_1d atleast_2d atleast_3d gradient diff any all amax amin nansum nanmean "
+         "nanvar nanstd average ptp median quantile percentile nanmedian nanquantile "
+         "nanpercentile").split()
 LINALG = "matmul dot einsum".split()
 NN = ("softmax log_softmax logsumexp cross_entropy mse_loss "
       "binary_cross_entropy_with_logits").split()

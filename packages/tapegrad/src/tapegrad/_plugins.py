@@ -45,7 +45,11 @@ _FIRST_PARTY = {
         "logical_and logical_or logical_not square"),
     "tapegrad-shape": (
         "sum mean max min var std prod argmax argmin reshape transpose flatten ravel getitem "
-        "setitem concatenate stack split squeeze expand_dims swapaxes moveaxis copy clone"),
+        "setitem concatenate stack split squeeze expand_dims swapaxes moveaxis copy clone "
+        "append hstack vstack dstack column_stack row_stack array_split hsplit vsplit dsplit "
+        "atleast_1d atleast_2d atleast_3d r_ c_ gradient diff any all amax amin nansum "
+        "nanmean nanvar nanstd average ptp median quantile percentile nanmedian nanquantile "
+        "nanpercentile"),
     "tapegrad-linalg": "matmul dot einsum",
     "tapegrad-nn": ("softmax log_softmax logsumexp cross_entropy mse_loss "
                     "binary_cross_entropy_with_logits linear nn optim data"),

@@ -983,7 +983,7 @@ class CudaKernels:
             "setitem": lambda x, value, index: self.setitem(x, value, index),
             "concatenate": self.concatenate, "stack": self.stack,
             "matmul": self.matmul, "_einsum": self.einsum,
-            "logsumexp": self.logsumexp, "cross_entropy": self.cross_entropy,
+            "_logsumexp": self.logsumexp, "cross_entropy": self.cross_entropy,
             "_softmax_minus_one_hot": self.softmax_minus_one_hot,
             "binary_cross_entropy_with_logits": self.bce_with_logits, "linear": self.linear,
         })

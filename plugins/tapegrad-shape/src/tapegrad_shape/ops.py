@@ -166,7 +166,11 @@ def std(x, axis=None, *, ddof=0, keepdims=False):
     >>> tg.std(tg.tensor([1., 3.]))
     tensor(1.)
     """
-    v = _var(_as_tensor(x), axis, ddof, keepdims, "std")
+    return _sqrt_of_var(_var(_as_tensor(x), axis, ddof, keepdims, "std"))
+
+
+def _sqrt_of_var(v):
+    """sqrt(v) for a variance v, with gradient 0 where v == 0 (std, nanstd)."""
     # NOTE: d sqrt(v) = dv / (2 sqrt(v)) is inf * 0 = nan where v == 0 (one element, a
     # length-1 axis, equal entries), though std is constant there. Where v == 0 the result
     # is the constant 0 and sqrt only ever sees v != 0 (so no inf reaches the graph, also
@@ -638,3 +642,9 @@ def tapegrad_register_ops(registry):
         save_inputs=(False,), save_ans=False, samples=[(_rand(3, 4),)],
         doc="A copy of x that shares no storage with it (np.copy); t.copy() and t.clone().")
     registry.register_function("clone", copy, samples=[(_rand(3, 4),)])
+
+    # -- more families, each in its own module (they import this module's helpers) -----
+    from . import joining     # noqa: PLC0415
+    joining.register(registry)
+    from . import statistics  # noqa: PLC0415
+    statistics.register(registry)
