@@ -186,10 +186,14 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
         raise ValueError("logsumexp: return_sign=True is not supported (the result of "
                          "tapegrad's logsumexp is real: NaN where sum(b * exp(a)) < 0)")
     if b is None:
-        return tg._logsumexp(a, axis, keepdims=keepdims)
-    # A Python number b promotes weakly (scipy's xp_promote): float32 a stays float32.
-    weak = b if type(b) in (int, float) else None
-    return _scaled_logsumexp(tg.asarray(a), tg.asarray(b), weak, axis, keepdims)
+        out = tg._logsumexp(a, axis, keepdims=keepdims)
+    else:
+        # A Python number b promotes weakly (scipy's xp_promote): float32 a stays float32.
+        weak = b if type(b) in (int, float) else None
+        out = _scaled_logsumexp(tg.asarray(a), tg.asarray(b), weak, axis, keepdims)
+    if keepdims and out.ndim == 0:
+        out = tg.reshape(out, (1,))     # scipy treats a 0-d a as 1-D: keepdims gives (1,)
+    return out
 
 
 def _scaled_logsumexp(x, b, weak, axis, keepdims):
@@ -215,6 +219,10 @@ def _scaled_logsumexp(x, b, weak, axis, keepdims):
         x = tg.broadcast_to(x, shape)
     if b.shape != shape:
         b = tg.broadcast_to(b, shape)
+    for ax in () if axis is None else (axis if isinstance(axis, (tuple, list)) else (axis,)):
+        if not -len(shape) <= int(ax) < max(len(shape), 1):
+            raise np.exceptions.AxisError(f"logsumexp: axis {ax} is out of bounds for a of "
+                                          f"dimension {len(shape)}")
     zero = b == 0
     with tg.no_grad():
         m = tg.max(tg.where(zero, -np.inf, x.detach()), axis, keepdims=True)

@@ -4,7 +4,7 @@ nanmedian, nanquantile, nanpercentile.
 
 Most are compositions of the ops of :mod:`tapegrad_shape.ops` and tapegrad-elementwise
 (slices, sums, ``where``), so they are differentiable to any order with no rule of their
-own. ``any``/``all`` are ops (boolean results, no gradient). The order statistics
+own (``any``/``all`` count nonzero entries: boolean results, no gradient). The order statistics
 (median, quantile, ...) use four private ops: ``_quantile_index`` (the elements a
 quantile reads) and ``_quantile_weight`` (their interpolation weight), both without
 gradient, ``_take_last`` (values at tensor indices along the last axis) and its
@@ -33,8 +33,8 @@ import tapegrad as tg
 from .ops import (_EXTREMUM_SAMPLES, _as_tensor, _axes, _distinct, _kept_shape, _mask, _rand,
                   _sqrt_of_var)
 
-__all__ = ["gradient", "diff", "nansum", "nanmean", "nanvar", "nanstd", "average", "ptp",
-           "median", "quantile", "percentile", "nanmedian", "nanquantile", "nanpercentile",
+__all__ = ["gradient", "diff", "any", "all", "ptp", "nansum", "nanmean", "nanvar", "nanstd",
+           "average", "median", "quantile", "percentile", "nanmedian", "nanquantile", "nanpercentile",
            "register"]
 
 _NOVALUE = object()      # "argument not given" (NumPy's np._NoValue), for diff's prepend
@@ -204,12 +204,36 @@ def gradient(f, *varargs, axis=None, edge_order=1):
 # any, all (ops), ptp, average
 # ---------------------------------------------------------------------------------------
 
-def _any_kernel(x, axis=None, keepdims=False):
-    return np.any(x, axis=axis, keepdims=keepdims)
+def any(a, axis=None, *, keepdims=False):      # noqa: A001 - NumPy's name
+    """Whether any element of `a` over `axis` is true (nonzero; NaN counts as true), as
+    ``np.any``; also ``t.any()``. A bool tensor, not differentiable.
+
+    >>> import tapegrad as tg
+    >>> tg.tensor([[0., 1.], [0., 0.]]).any(axis=1).tolist()
+    [True, False]
+    """
+    return _count_nonzero(a, axis, keepdims, "any", True) > 0
 
 
-def _all_kernel(x, axis=None, keepdims=False):
-    return np.all(x, axis=axis, keepdims=keepdims)
+def all(a, axis=None, *, keepdims=False):      # noqa: A001 - NumPy's name
+    """Whether every element of `a` over `axis` is true (nonzero; NaN counts as true), as
+    ``np.all``; also ``t.all()``. A bool tensor, not differentiable (an empty slice: True).
+
+    >>> import tapegrad as tg
+    >>> tg.all(tg.tensor([[0., 1.], [2., 3.]]), axis=0).tolist()
+    [False, True]
+    """
+    return _count_nonzero(a, axis, keepdims, "all", False) == 0
+
+
+def _count_nonzero(a, axis, keepdims, op, nonzero):
+    # NOTE: a count (an int64 sum of a comparison) rather than an op of its own, so it runs
+    # on every device that has sum and the comparisons; the sum of an empty slice is 0, so
+    # any() of it is False and all() True, as NumPy's.
+    x = _as_tensor(a)
+    _axes(axis, x.ndim, op)                                # checks axis, naming the op
+    hits = (x != 0) if nonzero else (x == 0)
+    return tg.sum(hits.astype(np.int64), axis, keepdims=keepdims)
 
 
 def ptp(a, axis=None, keepdims=False):
@@ -687,13 +711,10 @@ def register(registry):
         tg.Sample(_rand(3, 4)), tg.Sample(_rand(3, 4), 2.0, axis=-1),
         tg.Sample(_rand(4, 5), np.array([0.0, 0.5, 1.5, 1.7]), np.array([0, 1, 3, 4, 9.0])),
         tg.Sample(_rand(4, 5), np.array([0.0, 0.5, 1.5, 1.7]), axis=0, edge_order=2)])
-    for name, kernel in (("any", _any_kernel), ("all", _all_kernel)):
-        op(name, kernels={"cpu": kernel}, nin=1, params=("axis",), samples=[
-            tg.Sample(_mask(3, 4)), tg.Sample(_rand(3, 4), axis=1),
-            tg.Sample(np.array([[0.0, 1.0], [0.0, 0.0]]), axis=0, keepdims=True)],
-            doc=f"Whether {name} element{'s' if name == 'all' else ''} of x over `axis` "
-                f"{'are' if name == 'all' else 'is'} true (nonzero; NaN counts as true), as "
-                f"np.{name}(x, axis=None, keepdims=False); a bool tensor, not differentiable.")
+    any_samples = [tg.Sample(_mask(3, 4)), tg.Sample(_rand(3, 4), axis=1),
+                   tg.Sample(np.array([[0.0, 1.0], [0.0, 0.0]]), axis=0, keepdims=True)]
+    fn("any", any, method=True, samples=any_samples)
+    fn("all", all, method=True, samples=any_samples)
     fn("amax", registry.ops["max"], method=False, samples=_EXTREMUM_SAMPLES)
     fn("amin", registry.ops["min"], method=False, samples=_EXTREMUM_SAMPLES)
     fn("ptp", ptp, method=False, samples=_EXTREMUM_SAMPLES)
