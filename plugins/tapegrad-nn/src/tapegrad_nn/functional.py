@@ -190,7 +190,9 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
     else:
         # A Python number b promotes weakly (scipy's xp_promote): float32 a stays float32.
         weak = b if type(b) in (int, float) else None
-        out = _scaled_logsumexp(tg.asarray(a), tg.asarray(b), weak, axis, keepdims)
+        x = tg.asarray(a)
+        b = b if isinstance(b, tg.Tensor) else tg.asarray(b, device=x.device)
+        out = _scaled_logsumexp(x, b, weak, axis, keepdims)
     if keepdims and out.ndim == 0:
         out = tg.reshape(out, (1,))     # scipy treats a 0-d a as 1-D: keepdims gives (1,)
     return out

@@ -26,7 +26,7 @@ import operator
 import numpy as np
 import tapegrad as tg
 
-from .ops import _as_tensor, _axes, _rand, split
+from .ops import _as_tensor, _as_tensor_like, _axes, _rand, split
 
 __all__ = ["append", "hstack", "vstack", "dstack", "column_stack", "row_stack",
            "array_split", "hsplit", "vsplit", "dsplit", "atleast_1d", "atleast_2d",
@@ -57,7 +57,8 @@ def _sequence(tup, op):
                         f"list or tuple, got {type(tup).__name__}")
     if not tup:
         raise ValueError(f"{op}: need at least one array to concatenate")
-    return [_as_tensor(t) for t in tup]
+    ref = next((t for t in tup if isinstance(t, tg.Tensor)), None)
+    return [_as_tensor(t) if ref is None else _as_tensor_like(t, ref) for t in tup]
 
 
 def _cast(xs, dtype, casting, op):
@@ -161,7 +162,8 @@ def append(arr, values, axis=None):
     >>> tg.append(tg.ones((2, 2)), tg.zeros((1, 2)), axis=0).shape
     (3, 2)
     """
-    arr, values = _as_tensor(arr), _as_tensor(values)
+    arr = _as_tensor(arr)
+    values = _as_tensor_like(values, arr)
     if axis is None:
         return tg.concatenate([tg.reshape(arr, (-1,)), tg.reshape(values, (-1,))])
     return tg.concatenate([arr, values], axis=axis)
@@ -336,6 +338,8 @@ class AxisConcatenator:
     def __getitem__(self, key):
         axis, ndmin, trans1d = self._defaults
         items = key if isinstance(key, tuple) else (key,)
+        # constants (scalars, ranges, arrays) go to the device of the tensors among the items
+        device = next((i.device for i in items if isinstance(i, tg.Tensor)), None)
         objs, scalars, dtypes = [], [], []
         for k, item in enumerate(items):
             if isinstance(item, str):
@@ -345,7 +349,7 @@ class AxisConcatenator:
                 axis, ndmin, trans1d = self._directive(item, axis, ndmin, trans1d)
                 continue
             if isinstance(item, slice):
-                obj = self._range(item)
+                obj = self._range(item, device)
                 obj = _leading_ones(obj, ndmin)
                 if trans1d != -1 and obj.ndim > 1:
                     obj = tg.swapaxes(obj, -1, trans1d)
@@ -353,7 +357,7 @@ class AxisConcatenator:
                 obj = item                    # cast to the arrays' dtype below, as NumPy
                 scalars.append(len(objs))
             else:
-                obj = self._array(item, ndmin, trans1d)
+                obj = self._array(item, ndmin, trans1d, device)
                 dtypes.append(obj.dtype)
             objs.append(obj)
         if not objs:
@@ -361,7 +365,7 @@ class AxisConcatenator:
         dtype = np.result_type(*dtypes) if dtypes else None
         for k in scalars:
             value = np.array(objs[k], dtype=dtype, ndmin=ndmin)
-            objs[k] = tg.asarray(value)
+            objs[k] = tg.asarray(value, device=device)
         try:
             return tg.concatenate(objs, axis=axis)
         except ValueError as exc:
@@ -387,17 +391,17 @@ class AxisConcatenator:
                              f"'axis,ndmin' or 'axis,ndmin,trans1d' of ints)") from None
         return axis, ndmin, trans1d
 
-    def _range(self, item):
+    def _range(self, item, device):
         step = 1 if item.step is None else item.step
         start = 0 if item.start is None else item.start
         if item.stop is None:
             raise ValueError(f"{self._name}: a slice needs a stop value, got {item!r}")
         if isinstance(step, (complex, np.complexfloating)):
-            return tg.linspace(start, item.stop, int(abs(step)))
-        return tg.arange(start, item.stop, step)
+            return tg.linspace(start, item.stop, int(abs(step)), device=device)
+        return tg.arange(start, item.stop, step, device=device)
 
-    def _array(self, item, ndmin, trans1d):
-        x = _as_tensor(item)
+    def _array(self, item, ndmin, trans1d, device):
+        x = item if isinstance(item, tg.Tensor) else tg.asarray(item, device=device)
         ndim = x.ndim
         x = _leading_ones(x, ndmin)
         if trans1d != -1 and ndim < ndmin:

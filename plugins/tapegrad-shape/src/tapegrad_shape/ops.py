@@ -90,6 +90,12 @@ def _as_tensor(x):
     return tg.asarray(x)
 
 
+def _as_tensor_like(x, ref):
+    """x as a tensor; a non-tensor becomes a constant on `ref`'s device (not the default
+    one), so that compositions of a tensor and arrays or numbers run on its device."""
+    return x if isinstance(x, tg.Tensor) else tg.asarray(x, device=ref.device)
+
+
 def _rand(*shape, seed=0):
     """Float64 sample data: a fixed standard-normal draw per shape."""
     return np.random.default_rng(seed + 17 * len(shape) + sum(shape)).standard_normal(shape)

@@ -30,7 +30,7 @@ import numbers
 import numpy as np
 import tapegrad as tg
 
-from .ops import (_EXTREMUM_SAMPLES, _as_tensor, _axes, _distinct, _kept_shape, _mask, _rand,
+from .ops import (_EXTREMUM_SAMPLES, _as_tensor, _as_tensor_like, _axes, _distinct, _kept_shape, _mask, _rand,
                   _sqrt_of_var)
 
 __all__ = ["gradient", "diff", "any", "all", "ptp", "nansum", "nanmean", "nanvar", "nanstd",
@@ -83,7 +83,7 @@ def diff(a, n=1, axis=-1, prepend=_NOVALUE, append=_NOVALUE):
         if value is _NOVALUE:
             parts.append(None)
             continue
-        v = _as_tensor(value)
+        v = _as_tensor_like(value, x)
         if v.ndim == 0:
             shape = list(x.shape)
             shape[ax] = 1
@@ -134,7 +134,7 @@ def _gradient_along(f, ax, dx, edge_order):
     def coef(values):                     # coordinate-dependent weights, broadcast on ax
         shape = [1] * n
         shape[ax] = -1
-        return tg.asarray(np.asarray(values, dtype=f.dtype).reshape(shape))
+        return tg.asarray(np.asarray(values, dtype=f.dtype).reshape(shape), device=f.device)
 
     if isinstance(dx, float):
         interior = (s(slice(2, None)) - s(slice(None, -2))) / (2.0 * dx)
@@ -284,13 +284,15 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
         avg = tg.mean(x, axes, keepdims=keepdims)
         if not returned:
             return avg
-        return avg, tg.full(avg.shape, x.size / max(avg.size, 1), dtype=avg.dtype)
-    w = _broadcast_weights(_as_tensor(weights), x, axes)
+        return avg, tg.full(avg.shape, x.size / max(avg.size, 1), dtype=avg.dtype,
+                            device=avg.device)
+    w = _broadcast_weights(_as_tensor_like(weights, x), x, axes)
     kinds = (x.dtype, w.dtype, np.float64) if x.dtype.kind in "biu" else (x.dtype, w.dtype)
     dtype = np.result_type(*kinds)
     x, w = (x if x.dtype == dtype else x.astype(dtype)), (w if w.dtype == dtype else w.astype(dtype))
     scl = tg.sum(tg.broadcast_to(w, x.shape) if w.shape != x.shape and axes is None else w,
                  axes, keepdims=keepdims)
+    # NOTE: a check on values (tg.compile records it once: a replay does not raise).
     if bool(tg.any(scl == 0).item()):
         raise ZeroDivisionError("average: the weights sum to zero, so they cannot be normalized")
     avg = tg.sum(x * w, axes, keepdims=keepdims) / scl
