@@ -21,7 +21,6 @@ tensor([2., 2.])
 from __future__ import annotations
 
 import numbers
-import operator
 
 import numpy as np
 import tapegrad as tg

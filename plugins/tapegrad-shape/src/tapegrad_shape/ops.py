@@ -650,7 +650,7 @@ def tapegrad_register_ops(registry):
     registry.register_function("clone", copy, samples=[(_rand(3, 4),)])
 
     # -- more families, each in its own module (they import this module's helpers) -----
-    from . import joining     # noqa: PLC0415
+    from . import joining
     joining.register(registry)
-    from . import statistics  # noqa: PLC0415
+    from . import statistics
     statistics.register(registry)

@@ -30,12 +30,12 @@ import numbers
 import numpy as np
 import tapegrad as tg
 
-from .ops import (_EXTREMUM_SAMPLES, _as_tensor, _as_tensor_like, _axes, _distinct, _kept_shape, _mask, _rand,
-                  _sqrt_of_var)
+from .ops import (_EXTREMUM_SAMPLES, _as_tensor, _as_tensor_like, _axes, _distinct,
+                  _kept_shape, _mask, _rand, _sqrt_of_var)
 
 __all__ = ["gradient", "diff", "any", "all", "ptp", "nansum", "nanmean", "nanvar", "nanstd",
-           "average", "median", "quantile", "percentile", "nanmedian", "nanquantile", "nanpercentile",
-           "register"]
+           "average", "median", "quantile", "percentile", "nanmedian", "nanquantile",
+           "nanpercentile", "register"]
 
 _NOVALUE = object()      # "argument not given" (NumPy's np._NoValue), for diff's prepend
 
@@ -111,7 +111,9 @@ def _spacings(varargs, x, axes):
     for ax, spacing in zip(axes, varargs):
         # NOTE: the spacing is a constant, also when it is a tensor that requires grad: it
         # gets no gradient (as an integer index would not), only f does.
-        d = np.asarray(spacing.detach().cpu().numpy() if isinstance(spacing, tg.Tensor) else spacing)
+        if isinstance(spacing, tg.Tensor):
+            spacing = spacing.detach().cpu().numpy()
+        d = np.asarray(spacing)
         if d.ndim == 0:
             out.append(float(d))
             continue
@@ -204,7 +206,7 @@ def gradient(f, *varargs, axis=None, edge_order=1):
 # any, all (ops), ptp, average
 # ---------------------------------------------------------------------------------------
 
-def any(a, axis=None, *, keepdims=False):      # noqa: A001 - NumPy's name
+def any(a, axis=None, *, keepdims=False):      # NumPy's name (shadows the builtin here)
     """Whether any element of `a` over `axis` is true (nonzero; NaN counts as true), as
     ``np.any``; also ``t.any()``. A bool tensor, not differentiable.
 
@@ -215,7 +217,7 @@ def any(a, axis=None, *, keepdims=False):      # noqa: A001 - NumPy's name
     return _count_nonzero(a, axis, keepdims, "any", True) > 0
 
 
-def all(a, axis=None, *, keepdims=False):      # noqa: A001 - NumPy's name
+def all(a, axis=None, *, keepdims=False):      # NumPy's name (shadows the builtin here)
     """Whether every element of `a` over `axis` is true (nonzero; NaN counts as true), as
     ``np.all``; also ``t.all()``. A bool tensor, not differentiable (an empty slice: True).
 
@@ -289,7 +291,8 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
     w = _broadcast_weights(_as_tensor_like(weights, x), x, axes)
     kinds = (x.dtype, w.dtype, np.float64) if x.dtype.kind in "biu" else (x.dtype, w.dtype)
     dtype = np.result_type(*kinds)
-    x, w = (x if x.dtype == dtype else x.astype(dtype)), (w if w.dtype == dtype else w.astype(dtype))
+    x = x if x.dtype == dtype else x.astype(dtype)
+    w = w if w.dtype == dtype else w.astype(dtype)
     scl = tg.sum(tg.broadcast_to(w, x.shape) if w.shape != x.shape and axes is None else w,
                  axes, keepdims=keepdims)
     # NOTE: a check on values (tg.compile records it once: a replay does not raise).
