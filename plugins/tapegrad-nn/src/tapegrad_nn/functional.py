@@ -193,8 +193,8 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
         x = tg.asarray(a)
         b = b if isinstance(b, tg.Tensor) else tg.asarray(b, device=x.device)
         out = _scaled_logsumexp(x, b, weak, axis, keepdims)
-    if keepdims and out.ndim == 0:
-        out = tg.reshape(out, (1,))     # scipy treats a 0-d a as 1-D: keepdims gives (1,)
+    # NOTE: a 0-d `a` with keepdims=True gives a 0-d result (NumPy's keepdims rule, as the
+    # op always did); scipy makes `a` 1-D first and returns shape (1,).
     return out
 
 

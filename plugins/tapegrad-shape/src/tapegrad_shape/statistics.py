@@ -293,8 +293,7 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
     dtype = np.result_type(*kinds)
     x = x if x.dtype == dtype else x.astype(dtype)
     w = w if w.dtype == dtype else w.astype(dtype)
-    scl = tg.sum(tg.broadcast_to(w, x.shape) if w.shape != x.shape and axes is None else w,
-                 axes, keepdims=keepdims)
+    scl = tg.sum(w, axes, keepdims=keepdims)
     # NOTE: a check on values (tg.compile records it once: a replay does not raise).
     if bool(tg.any(scl == 0).item()):
         raise ZeroDivisionError("average: the weights sum to zero, so they cannot be normalized")
