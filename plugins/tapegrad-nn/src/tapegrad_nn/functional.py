@@ -228,10 +228,15 @@ def _scaled_logsumexp(x, b, weak, axis, keepdims):
     zero = b == 0
     with tg.no_grad():
         m = tg.max(tg.where(zero, -np.inf, x.detach()), axis, keepdims=True)
-        m = tg.where(m - m == 0, m, 0)
+        m = tg.where(tg.abs(m) < np.inf, m, 0)          # finite (no inf - inf warning)
         drop = tg.logical_and(zero, tg.logical_not(x.detach() - m <= 700))
     terms = b * tg.exp(tg.where(drop, -np.inf, x) - m)
-    out = tg.log(tg.sum(terms, axis, keepdims=True)) + m
+    # log of the sum without NumPy's warnings: log(0) = -inf, log(< 0) = nan, as scipy's
+    # (whose errstate hides them), both constants of the graph.
+    total = tg.sum(terms, axis, keepdims=True)
+    pos = total > 0
+    out = tg.where(pos, tg.log(tg.where(pos, total, 1)),
+                   tg.where(total == 0, -np.inf, np.nan).astype(dtype)) + m
     if not keepdims:
         out = tg.reshape(out, _reduced_shape(shape, axis))
     return out
