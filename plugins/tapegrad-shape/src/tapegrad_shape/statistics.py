@@ -400,7 +400,7 @@ def nanstd(a, axis=None, *, ddof=0, keepdims=False):
 # `_quantile_weight` gamma (NaN where the result is NaN), as constants; the value is then
 # computed with differentiable tensor ops, so the gradient is (1 - gamma) at prev and
 # gamma at next: the subgradient at the selected elements, as PyTorch's. Ties: the element
-# a stable sort puts at that position gets it (torch.quantile's convention too).
+# a stable sort puts at that position gets it (as a gradient taken through a sort does).
 
 _CONTINUOUS = {                      # method -> (alpha, beta) of the virtual index
     "interpolated_inverted_cdf": (0.0, 1.0), "hazen": (0.5, 0.5), "weibull": (0.0, 0.0),
