@@ -18,7 +18,11 @@ ELEMENTWISE = ("subtract multiply divide negative power exp log sqrt abs clip ta
 SHAPE = ("sum mean max min var reshape transpose flatten getitem setitem concatenate stack "
          "split tensordot outer inner kron trace diag diagonal tril triu cumsum cumprod sort "
          "argsort repeat tile roll flip fliplr flipud pad take take_along_axis "
-         "put_along_axis").split()
+         "put_along_axis "
+         "append hstack vstack dstack column_stack row_stack array_split hsplit vsplit dsplit "
+         "atleast_1d atleast_2d atleast_3d gradient diff any all amax amin nansum nanmean "
+         "nanvar nanstd average ptp median quantile percentile nanmedian nanquantile "
+         "nanpercentile").split()
 LINALG = ("matmul dot einsum cross linalg_cholesky linalg_cond linalg_cross linalg_det linalg_eig "
           "linalg_eigh linalg_eigvals linalg_eigvalsh linalg_inv linalg_lstsq "
           "linalg_matrix_norm linalg_matrix_power linalg_matrix_rank "

@@ -16,9 +16,9 @@ from tapegrad_nn import functional, plugin
 F = functional
 RNG = np.random.default_rng(2024)
 README = Path(__file__).resolve().parents[1] / "README.md"
-OPS = ("softmax", "log_softmax", "logsumexp", "cross_entropy", "_softmax_minus_one_hot",
+OPS = ("softmax", "log_softmax", "_logsumexp", "cross_entropy", "_softmax_minus_one_hot",
        "binary_cross_entropy_with_logits", "linear")
-FUNCTIONS = ("mse_loss",)
+FUNCTIONS = ("mse_loss", "logsumexp")
 
 
 def leaf(a, dtype=None):

@@ -51,7 +51,11 @@ _FIRST_PARTY = {
         "sum mean max min var std prod argmax argmin reshape transpose flatten ravel getitem "
         "setitem concatenate stack split squeeze expand_dims swapaxes moveaxis copy clone "
         "tensordot outer inner kron trace diag diagonal tril triu cumsum cumprod sort argsort "
-        "repeat tile roll flip fliplr flipud pad take take_along_axis put_along_axis"),
+        "repeat tile roll flip fliplr flipud pad take take_along_axis put_along_axis "
+        "append hstack vstack dstack column_stack row_stack array_split hsplit vsplit dsplit "
+        "atleast_1d atleast_2d atleast_3d r_ c_ gradient diff any all amax amin nansum "
+        "nanmean nanvar nanstd average ptp median quantile percentile nanmedian nanquantile "
+        "nanpercentile"),
     "tapegrad-linalg": (
         "matmul dot einsum cross linalg linalg_cholesky linalg_cond linalg_cross linalg_det "
         "linalg_eig linalg_eigh linalg_eigvals linalg_eigvalsh linalg_inv linalg_lstsq "

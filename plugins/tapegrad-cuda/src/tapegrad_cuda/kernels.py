@@ -854,6 +854,28 @@ class CudaKernels:
                 else x for x in xs]
         return self.device.asarray(np.asarray(_einsum_kernel(*host, subscripts=subscripts), order="C"))
 
+    def host_fallbacks(self) -> dict:
+        """Kernels that run through the host: the private ops behind tapegrad-shape's order
+        statistics (median, quantile, ...): a sort-based plan and the gather/scatter-add
+        along the last axis that reads the selected values.
+
+        NOTE: a deliberate simplification, as einsum: correct on cuda, not fast (each call
+        copies its operands to the host and the result back)."""
+        def through_host(name):
+            def run(*xs, **params):
+                # NOTE: imported here, not above: tapegrad-cuda does not depend on
+                # tapegrad-shape (its ops are only called when that plugin is installed).
+                from tapegrad_shape import statistics
+
+                kernel = getattr(statistics, f"{name}_kernel")
+                host = [self.device.to_numpy(x) if isinstance(x, self.device.gpuarray.GPUArray)
+                        else x for x in xs]
+                return self.device.asarray(np.ascontiguousarray(kernel(*host, **params)))
+            return run
+
+        return {name: through_host(name) for name in (
+            "_quantile_index", "_quantile_weight", "_take_last", "_take_last_grad")}
+
     # -- nn ------------------------------------------------------------------------------
     def _rows_op(self, name, x, axis):
         """Run the row kernel `name` over `axis` (moved last); returns (out, perm, rows)."""
@@ -983,8 +1005,9 @@ class CudaKernels:
             "setitem": lambda x, value, index: self.setitem(x, value, index),
             "concatenate": self.concatenate, "stack": self.stack,
             "matmul": self.matmul, "_einsum": self.einsum,
-            "logsumexp": self.logsumexp, "cross_entropy": self.cross_entropy,
+            "_logsumexp": self.logsumexp, "cross_entropy": self.cross_entropy,
             "_softmax_minus_one_hot": self.softmax_minus_one_hot,
             "binary_cross_entropy_with_logits": self.bce_with_logits, "linear": self.linear,
         })
+        out.update(self.host_fallbacks())
         return out

@@ -170,6 +170,86 @@ def _logsumexp_vjp(g, ans, x, axis=None, *, keepdims=False):
     return (g * tg.exp(x - ans),)
 
 
+def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
+    """``log(sum(b * exp(a)))`` over `axis` (None: all), computed stably, as
+    ``scipy.special.logsumexp``. `b` (scale factors, broadcastable with `a`) is optional
+    and differentiable too; entries where ``b == 0`` add nothing, even where `a` is inf
+    or NaN (scipy's convention). Where the sum is negative the result is NaN, as scipy's
+    with ``return_sign=False``; ``return_sign=True`` is not supported.
+
+    >>> import tapegrad as tg
+    >>> x = tg.tensor([0., 1., 2.], requires_grad=True)
+    >>> round(tg.logsumexp(x).item(), 6), round(tg.logsumexp(x, b=[1., 0., 2.]).item(), 6)
+    (2.407606, 2.758624)
+    """
+    if return_sign:
+        raise ValueError("logsumexp: return_sign=True is not supported (the result of "
+                         "tapegrad's logsumexp is real: NaN where sum(b * exp(a)) < 0)")
+    if b is None:
+        out = tg._logsumexp(a, axis, keepdims=keepdims)
+    else:
+        # A Python number b promotes weakly (scipy's xp_promote): float32 a stays float32.
+        weak = b if type(b) in (int, float) else None
+        x = tg.asarray(a)
+        b = b if isinstance(b, tg.Tensor) else tg.asarray(b, device=x.device)
+        out = _scaled_logsumexp(x, b, weak, axis, keepdims)
+    # NOTE: a 0-d `a` with keepdims=True gives a 0-d result (NumPy's keepdims rule, as the
+    # op always did); scipy makes `a` 1-D first and returns shape (1,).
+    return out
+
+
+def _scaled_logsumexp(x, b, weak, axis, keepdims):
+    # NOTE: F(x, b) = log(sum(b * exp(x))) = m + log(sum(b * exp(x - m))) for ANY constant
+    # m, so with m a constant (no gradient) the composition has F's exact derivatives of
+    # every order: d/dx = b exp(x - F), d/db = exp(x - F), also where b == 0. m is the
+    # maximum of x over the entries with b != 0 (the largest term is exp(0) = 1, so no
+    # overflow), 0 where that is not finite (all -inf: the result is log(0) = -inf). An
+    # entry with b == 0 is dropped only where its exp would not be finite (x inf or NaN, or
+    # x - m > 700: there the gradient in b, exp(x - F), overflows anyway).
+    try:
+        shape = np.broadcast_shapes(x.shape, b.shape)
+    except ValueError:
+        raise ValueError(f"logsumexp: b of shape {b.shape} does not broadcast with a of "
+                         f"shape {x.shape}") from None
+    if "c" in (x.dtype.kind, b.dtype.kind):
+        raise TypeError(f"logsumexp: complex a or b ({x.dtype}, {b.dtype}) is not supported")
+    dtype = np.result_type(x.dtype, b.dtype if weak is None else weak)
+    if dtype.kind != "f":
+        dtype = np.dtype(np.float64)               # scipy computes integers in float64
+    x, b = (t if t.dtype == dtype else t.astype(dtype) for t in (x, b))
+    if x.shape != shape:
+        x = tg.broadcast_to(x, shape)
+    if b.shape != shape:
+        b = tg.broadcast_to(b, shape)
+    for ax in () if axis is None else (axis if isinstance(axis, (tuple, list)) else (axis,)):
+        if not -len(shape) <= int(ax) < max(len(shape), 1):
+            raise np.exceptions.AxisError(f"logsumexp: axis {ax} is out of bounds for a of "
+                                          f"dimension {len(shape)}")
+    zero = b == 0
+    with tg.no_grad():
+        m = tg.max(tg.where(zero, -np.inf, x.detach()), axis, keepdims=True)
+        m = tg.where(tg.abs(m) < np.inf, m, 0)          # finite (no inf - inf warning)
+        drop = tg.logical_and(zero, tg.logical_not(x.detach() - m <= 700))
+    terms = b * tg.exp(tg.where(drop, -np.inf, x) - m)
+    # log of the sum without NumPy's warnings: log(0) = -inf, log(< 0) = nan, as scipy's
+    # (whose errstate hides them), both constants of the graph.
+    total = tg.sum(terms, axis, keepdims=True)
+    pos = total > 0
+    out = tg.where(pos, tg.log(tg.where(pos, total, 1)),
+                   tg.where(total == 0, -np.inf, np.nan).astype(dtype)) + m
+    if not keepdims:
+        out = tg.reshape(out, _reduced_shape(shape, axis))
+    return out
+
+
+def _reduced_shape(shape, axis):
+    """The shape of a reduction of `shape` over `axis` (axis already checked)."""
+    if axis is None:
+        return ()
+    axes = {int(a) % len(shape) for a in (axis if isinstance(axis, (tuple, list)) else (axis,))}
+    return tuple(s for i, s in enumerate(shape) if i not in axes)
+
+
 def _kept_shape(shape, axis):
     ndim = len(shape)
     if axis is None:
@@ -482,10 +562,13 @@ def register(registry):
         params=("axis",), save_inputs=(False,), samples=_SOFTMAX_SAMPLES,
         doc="log_softmax(x, axis=-1): x - logsumexp(x, axis), finite for any finite x "
             "(never log(softmax(x)), which is -inf where softmax underflows).")
-    reg("logsumexp", kernels={"cpu": _logsumexp_kernel}, vjp=_logsumexp_vjp,
-        params=("axis",), samples=_LOGSUMEXP_SAMPLES,
-        doc="logsumexp(x, axis=None, keepdims=False): log(sum(exp(x), axis)) computed "
-            "stably (scipy.special.logsumexp); the gradient is the softmax over `axis`.")
+    # NOTE: the op is `_logsumexp` (x only: one kernel per device); the public
+    # `tg.logsumexp` is the function above, which adds scipy's scale factors b=.
+    reg("_logsumexp", kernels={"cpu": _logsumexp_kernel}, vjp=_logsumexp_vjp,
+        params=("axis",), method=False, samples=_LOGSUMEXP_SAMPLES,
+        doc="_logsumexp(x, axis=None, keepdims=False): log(sum(exp(x), axis)) computed "
+            "stably, the op behind tg.logsumexp without b; the gradient is the softmax "
+            "over `axis`.")
     reg("cross_entropy", kernels={"cpu": _cross_entropy_kernel}, vjp=_cross_entropy_vjp,
         params=(), save_ans=False, method=False, samples=_CROSS_ENTROPY_SAMPLES,
         doc="cross_entropy(logits, target, *, reduction='mean'): -sum(target * "
@@ -509,3 +592,8 @@ def register(registry):
         doc="linear(x, weight[, bias]): x @ weight.T + bias with weight of shape (out, in), "
             "as PyTorch's F.linear (the layer tg.nn.Linear); one op instead of three.")
     registry.register_function("mse_loss", mse_loss, method=False, samples=_MSE_SAMPLES)
+    registry.register_function("logsumexp", logsumexp, method=True, samples=_LOGSUMEXP_SAMPLES + [
+        tg.Sample(_logits(3, 4), None, _rng(4).uniform(0.5, 2.0, (3, 4))),
+        tg.Sample(_logits(3, 4), 1, np.array([0.7, 0.0, 1.5, 0.0]), keepdims=True),
+        tg.Sample(_logits(2, 3, 4), (0, 2), np.array([[1.0], [0.2], [2.5]])),
+        tg.Sample(_logits(3, 4), b=0.5)])

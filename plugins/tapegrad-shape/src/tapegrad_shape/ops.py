@@ -92,6 +92,12 @@ def _as_tensor(x):
     return tg.asarray(x)
 
 
+def _as_tensor_like(x, ref):
+    """x as a tensor; a non-tensor becomes a constant on `ref`'s device (not the default
+    one), so that compositions of a tensor and arrays or numbers run on its device."""
+    return x if isinstance(x, tg.Tensor) else tg.asarray(x, device=ref.device)
+
+
 def _rand(*shape, seed=0):
     """Float64 sample data: a fixed standard-normal draw per shape."""
     return np.random.default_rng(seed + 17 * len(shape) + sum(shape)).standard_normal(shape)
@@ -168,7 +174,11 @@ def std(x, axis=None, *, ddof=0, keepdims=False):
     >>> tg.std(tg.tensor([1., 3.]))
     tensor(1.)
     """
-    v = _var(_as_tensor(x), axis, ddof, keepdims, "std")
+    return _sqrt_of_var(_var(_as_tensor(x), axis, ddof, keepdims, "std"))
+
+
+def _sqrt_of_var(v):
+    """sqrt(v) for a variance v, with gradient 0 where v == 0 (std, nanstd)."""
     # NOTE: d sqrt(v) = dv / (2 sqrt(v)) is inf * 0 = nan where v == 0 (one element, a
     # length-1 axis, equal entries), though std is constant there. Where v == 0 the result
     # is the constant 0 and sqrt only ever sees v != 0 (so no inf reaches the graph, also
@@ -642,3 +652,8 @@ def tapegrad_register_ops(registry):
     registry.register_function("clone", copy, samples=[(_rand(3, 4),)])
 
     rearrange.register(registry)     # tensordot, cumsum, sort, pad, take, ... (rearrange.py)
+    # -- more families, each in its own module (they import this module's helpers) -----
+    from . import joining
+    joining.register(registry)
+    from . import statistics
+    statistics.register(registry)
