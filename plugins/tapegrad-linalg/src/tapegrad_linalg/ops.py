@@ -288,7 +288,9 @@ def _parse(subscripts, shapes):
             if seen is None or seen == 1:
                 sizes[label], where[label] = d, n
             elif d != 1 and d != seen:
-                raise ValueError(f"label {label!r} has length {seen} in operand {where[label]} "
+                # NOTE: letters that stand in for '...' are not the user's: name the ellipsis.
+                what = f"label {label!r}" if label in s else "an axis under '...'"
+                raise ValueError(f"{what} has length {seen} in operand {where[label]} "
                                  f"(shape {shapes[where[label]]}) and {d} in operand {n} "
                                  f"(shape {shape}); lengths must match or be 1")
     if arrow:
