@@ -204,7 +204,7 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
     >>> tg.cov(tg.tensor([[0., 1., 2.], [2., 1., 0.]])).tolist()
     [[1.0, -1.0], [-1.0, 1.0]]
     >>> tg.cov([1., 2., 4.], bias=True).item()
-    1.5555555555555556
+    1.5555555555555554
     """
     if ddof is not None and ddof != int(ddof):
         raise ValueError(f"cov: ddof must be an integer, got {ddof!r}")
@@ -243,8 +243,8 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
     d = x - avg
     dw = d if w is None else d * w
     c = tg.tensordot(d, tg.transpose(dw), 1)
-    # NOTE: fact == 0 gives inf/nan as NumPy's (c * (1 / 0.0)).
-    c = c * (1 / fact if isinstance(fact, numbers.Number) else 1 / fact)
+    # NOTE: fact == 0 gives inf/nan as NumPy's (c * np.true_divide(1, 0.0)).
+    c = c * (math.inf if isinstance(fact, numbers.Number) and fact == 0 else 1 / fact)
     return tg.reshape(c, tuple(s for s in c.shape if s != 1))
 
 
@@ -256,7 +256,7 @@ def corrcoef(x, y=None, rowvar=True, bias=_NOVALUE, ddof=_NOVALUE, *, dtype=None
 
     >>> import tapegrad as tg
     >>> tg.corrcoef(tg.tensor([1., 2., 4.]), tg.tensor([2., 4., 7.])).numpy().round(4).tolist()
-    [[1.0, 0.9971], [0.9971, 1.0]]
+    [[1.0, 0.9972], [0.9972, 1.0]]
     """
     if bias is not _NOVALUE or ddof is not _NOVALUE:
         warnings.warn("corrcoef: bias and ddof have no effect and are deprecated",
@@ -632,8 +632,14 @@ def modf(x):
     if x.dtype.kind not in "fc":
         x = x.astype(_inexact(x.dtype))
     whole = tg.trunc(x)
-    # NOTE: inf - trunc(inf) is nan; NumPy's fractional part of +-inf is +-0.
-    frac = tg.where(tg.isinf(x), 0.0, x - whole)
+    # NOTE: inf - trunc(inf) is nan (and warns); NumPy's fractional part of +-inf is +-0,
+    # so infinities are replaced before the subtraction. The fractional part has x's sign
+    # also when it is zero (-0.0 for -2.0, as NumPy's): it is computed on -x there.
+    inf = tg.isinf(x)
+    safe = tg.where(inf, 0.0, x)
+    neg = -safe
+    frac = tg.where(tg.signbit(x), -(neg - tg.trunc(neg)), safe - tg.trunc(safe))
+    frac = tg.where(inf, tg.where(tg.signbit(x), -0.0, 0.0).astype(x.dtype), frac)
     return frac, whole
 
 
