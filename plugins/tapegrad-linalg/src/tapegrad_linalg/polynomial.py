@@ -34,6 +34,10 @@ __all__ = ["poly", "polyadd", "polyder", "polydiv", "polyfit", "polyint", "polym
 
 def _tensors(*xs):
     """The arguments as tensors, the non-tensors placed on the first tensor's device."""
+    for x in xs:
+        if isinstance(x, np.poly1d):
+            raise TypeError("np.poly1d is not supported by tapegrad's polynomial functions; "
+                            "pass its coefficients (p.coeffs)")
     ref = next((x for x in xs if isinstance(x, tg.Tensor)), None)
     dev = None if ref is None else ref.device
     return [x if isinstance(x, tg.Tensor) else tg.asarray(x, device=dev) for x in xs]
