@@ -75,7 +75,8 @@ _FIRST_PARTY = {
     "tapegrad-viz": "viz",
     "tapegrad-scipy": (
         "scipy gammaln digamma polygamma gamma beta betaln erf erfc erfinv erfcinv expit "
-        "logit xlogy xlog1py log_ndtr ndtr ndtri i0 i1 i0e i1e iv jn yn entr rel_entr kl_div"),
+        "logit xlogy xlog1py log_ndtr ndtr ndtri i0 i1 i0e i1e iv jn yn entr rel_entr kl_div "
+        "kaiser"),
 }
 KNOWN_PROVIDERS = {name: dist for dist, names in _FIRST_PARTY.items() for name in names.split()}
 

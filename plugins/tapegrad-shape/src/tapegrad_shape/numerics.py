@@ -363,11 +363,10 @@ def _unwrap_correction_kernel(p, *, discont, axis, period):
 def unwrap(p, discont=None, axis=-1, *, period=2 * math.pi):
     """`p` unwrapped along `axis`, as ``np.unwrap``: where consecutive values jump by
     more than ``max(discont, period / 2)`` the jump is brought into [-period/2, period/2]
-    by adding multiples of `period`. The multiples are constants (piecewise constant in
-    p), so the gradient is 1 (0 where p sits exactly on a jump threshold's other side is
-    not a thing: it is 1 everywhere, the one-sided derivative of each piece).
+    by adding multiples of `period`. Those multiples are piecewise constant in p (they
+    change only where a jump crosses the threshold), so the gradient is 1 everywhere: the
+    derivative of each piece, as PyTorch's convention for piecewise functions.
 
-    >>> import tapegrad as tg
     >>> tg.unwrap(tg.tensor([0., 3., 6.5])).numpy().round(4).tolist()
     [0.0, 3.0, 0.2168]
     """
