@@ -282,7 +282,8 @@ def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
     (lstsq's rule).
 
     >>> import tapegrad as tg
-    >>> tg.polyfit(tg.tensor([0., 1., 2., 3.]), tg.tensor([1., 3., 5., 7.]), 1).numpy().round(8).tolist()
+    >>> x, y = tg.tensor([0., 1., 2., 3.]), tg.tensor([1., 3., 5., 7.])
+    >>> tg.polyfit(x, y, 1).numpy().round(8).tolist()
     [2.0, 1.0]
     """
     if full:
