@@ -42,6 +42,17 @@ def test_polyadd_polysub_polymul_match_numpy(a1, a2):
     np.testing.assert_allclose(tg.polymul(a1, a2).numpy(), np.polymul(a1, a2))
 
 
+def test_polymul_drops_leading_zeros_as_numpy():
+    for a1, a2 in (([0.0, 1.0], [1.0, 1.0]), ([0.0, 0.0], [1.0, 2.0]),
+                   (np.array([0, 0, 1, 2]), [3]), ([0.0, 0.0, 2.0], [0.0, 1.0, -1.0])):
+        got, want = tg.polymul(a1, a2), np.polymul(a1, a2)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got.numpy(), want)
+    a = _t([0.0, 1.0, 2.0], True)
+    tg.polymul(a, [1.0, 1.0]).sum().backward()
+    assert a.grad.tolist() == [0.0, 2.0, 2.0]
+
+
 def test_polymul_gradient_flows_to_both_factors():
     a, b = _t([1.0, 2.0], True), _t([3.0, 0.0, 1.0], True)
     tg.polyval(tg.polymul(a, b), 2.0).backward()          # p(2) = a(2) * b(2) = 4 * 13

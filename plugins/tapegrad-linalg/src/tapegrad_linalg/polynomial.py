@@ -127,15 +127,26 @@ def polysub(a1, a2):
     return a1 - a2
 
 
+def _trim_leading_zeros(p):
+    """p without its leading zero coefficients (all zeros: its last one), as np.poly1d
+    stores a polynomial. The dropped zeros get no gradient."""
+    nonzero = np.flatnonzero((p != 0).cpu().numpy())
+    start = int(nonzero[0]) if nonzero.size else p.shape[0] - 1
+    return p[start:] if start else p
+
+
 def polymul(a1, a2):
-    """The product of two polynomials, as ``np.polymul``: ``tg.convolve(a1, a2)``.
+    """The product of two polynomials, as ``np.polymul``: ``tg.convolve(a1, a2)`` of the
+    coefficients without their leading zeros (NumPy's polymul makes np.poly1d objects of
+    them first, which drops those; they get no gradient).
 
     >>> import tapegrad as tg
     >>> tg.polymul([1., 2., 3.], [9., 5., 1.]).tolist()
     [9.0, 23.0, 38.0, 17.0, 3.0]
     """
     a1, a2 = _tensors(a1, a2)
-    return tg.convolve(_coefficients(a1, "polymul", "a1"), _coefficients(a2, "polymul", "a2"))
+    return tg.convolve(_trim_leading_zeros(_coefficients(a1, "polymul", "a1")),
+                       _trim_leading_zeros(_coefficients(a2, "polymul", "a2")))
 
 
 # ---------------------------------------------------------------------------------------
