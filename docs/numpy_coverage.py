@@ -134,27 +134,11 @@ GROUPS = [
      "`tg.dot` of the flattened operands (real input), `vecdot`, `matvec` and `vecmat` "
      "contract the last axis.",
      {"numpy": "matvec vdot vecdot vecmat".split()}),
-    ("not supported yet", "Statistics, signals and numerics",
-     "Differentiable, not in issue 14's lists. Compose meanwhile: `cov` and `corrcoef` are "
-     "`tg.mean` and a matrix product; `convolve` and `correlate` (1-D) are "
-     "`tg.scipy.signal.convolve` (issue 14's tapegrad-scipy; flip the kernel for "
-     "`correlate`); `trapezoid` and `ediff1d` are `tg.diff` (issue 14) and a sum; `interp` is "
-     "piecewise linear (`np.searchsorted` for the segment, then tensor arithmetic); `unwrap` "
-     "adds multiples of 2 pi that NumPy computes (gradient 1 where it exists); `ldexp(x1, x2)` is `x1 * 2.0 ** x2`; `modf` is "
-     "`x - tg.trunc(x)` and `tg.trunc(x)`; `logspace`, `geomspace` and `vander` are `tg.power` of `tg.linspace` or of `x`; "
-     "`kaiser` is differentiable in `beta` (through `i0`).",
-     {"numpy": """convolve corrcoef correlate cov ediff1d geomspace interp kaiser
-                  ldexp logspace modf trapezoid unwrap vander""".split()}),
     ("not supported yet", "In-place writers",
      "They modify their first argument and return None. tapegrad records writes as "
      "`t[index] = value` (`setitem`, differentiable), and issue 14 adds the functional "
      "`tg.put_along_axis`; functional forms of these are not planned yet.",
      {"numpy": "copyto fill_diagonal place put putmask".split()}),
-    ("not supported yet", "Legacy polynomial functions",
-     "Differentiable in the coefficients (`polyval` is Horner's rule in tapegrad ops: "
-     "`p[0] * x + p[1]`, times `x`, ...), but NumPy calls this API legacy "
-     "(`numpy.polynomial` supersedes it) and no issue plans it yet.",
-     {"numpy": "poly polyadd polyder polydiv polyfit polyint polymul polysub polyval".split()}),
 
     # -- out of scope -------------------------------------------------------------------
     ("out of scope", "Input and output",

@@ -22,13 +22,16 @@ SHAPE = ("sum mean max min var reshape transpose flatten getitem setitem concate
          "append hstack vstack dstack column_stack row_stack array_split hsplit vsplit dsplit "
          "atleast_1d atleast_2d atleast_3d gradient diff any all amax amin nansum nanmean "
          "nanvar nanstd average ptp median quantile percentile nanmedian nanquantile "
-         "nanpercentile").split()
+         "nanpercentile "
+         "convolve correlate cov corrcoef ediff1d geomspace logspace interp ldexp modf "
+         "trapezoid unwrap vander").split()
 LINALG = ("matmul dot einsum cross linalg_cholesky linalg_cond linalg_cross linalg_det linalg_eig "
           "linalg_eigh linalg_eigvals linalg_eigvalsh linalg_inv linalg_lstsq "
           "linalg_matrix_norm linalg_matrix_power linalg_matrix_rank "
           "linalg_matrix_transpose linalg_multi_dot linalg_norm linalg_outer linalg_pinv "
           "linalg_qr linalg_slogdet linalg_solve linalg_svd linalg_svdvals linalg_tensorinv "
-          "linalg_tensorsolve linalg_vecdot linalg_vector_norm").split()
+          "linalg_tensorsolve linalg_vecdot linalg_vector_norm "
+          "poly polyadd polyder polydiv polyfit polyint polymul polysub polyval").split()
 NN = ("softmax log_softmax logsumexp cross_entropy mse_loss "
       "binary_cross_entropy_with_logits").split()
 

@@ -23,13 +23,18 @@ def test_entry_point_resolves_to_the_ops_module():
 
 # tg.linalg functions that return a tuple; the packed op behind each is float32-checked
 TUPLE_RESULTS = {"linalg_eig", "linalg_eigh", "linalg_qr", "linalg_svd", "linalg_slogdet",
-                 "linalg_lstsq"}
+                 "linalg_lstsq",
+                 "polydiv"}
+# NumPy's legacy polynomial functions (polynomial.py), top-level names as in NumPy
+POLYNOMIAL = {"poly", "polyadd", "polyder", "polydiv", "polyfit", "polyint", "polymul",
+              "polysub", "polyval"}
 
 
 def test_every_op_and_function_keeps_the_contract():
     reports = tapegrad.testing.check_plugin(ops)
     names = {r.name for r in reports}
     top = {"matmul", "dot", "einsum", "_einsum", "cross"}      # NumPy's top-level names
+    top |= POLYNOMIAL
     assert top <= names
     # tg.linalg's ops and functions: every other one is linalg_<name> (or _linalg_<name>)
     assert all(n in top or n.startswith(("linalg_", "_linalg_")) for n in names), sorted(names)

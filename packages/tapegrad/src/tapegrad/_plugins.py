@@ -55,14 +55,17 @@ _FIRST_PARTY = {
         "append hstack vstack dstack column_stack row_stack array_split hsplit vsplit dsplit "
         "atleast_1d atleast_2d atleast_3d r_ c_ gradient diff any all amax amin nansum "
         "nanmean nanvar nanstd average ptp median quantile percentile nanmedian nanquantile "
-        "nanpercentile"),
+        "nanpercentile "
+        "convolve correlate cov corrcoef ediff1d geomspace logspace interp ldexp modf "
+        "trapezoid unwrap vander"),
     "tapegrad-linalg": (
         "matmul dot einsum cross linalg linalg_cholesky linalg_cond linalg_cross linalg_det "
         "linalg_eig linalg_eigh linalg_eigvals linalg_eigvalsh linalg_inv linalg_lstsq "
         "linalg_matrix_norm linalg_matrix_power linalg_matrix_rank linalg_matrix_transpose "
         "linalg_multi_dot linalg_norm linalg_outer linalg_pinv linalg_qr linalg_slogdet "
         "linalg_solve linalg_svd linalg_svdvals linalg_tensorinv linalg_tensorsolve "
-        "linalg_vecdot linalg_vector_norm"),
+        "linalg_vecdot linalg_vector_norm "
+        "poly polyadd polyder polydiv polyfit polyint polymul polysub polyval"),
     "tapegrad-nn": ("softmax log_softmax logsumexp cross_entropy mse_loss "
                     "binary_cross_entropy_with_logits linear nn optim data"),
     "tapegrad-checkpoint": "checkpoint checkpoint_sequential",
@@ -72,7 +75,8 @@ _FIRST_PARTY = {
     "tapegrad-viz": "viz",
     "tapegrad-scipy": (
         "scipy gammaln digamma polygamma gamma beta betaln erf erfc erfinv erfcinv expit "
-        "logit xlogy xlog1py log_ndtr ndtr ndtri i0 i1 i0e i1e iv jn yn entr rel_entr kl_div"),
+        "logit xlogy xlog1py log_ndtr ndtr ndtri i0 i1 i0e i1e iv jn yn entr rel_entr kl_div "
+        "kaiser"),
 }
 KNOWN_PROVIDERS = {name: dist for dist, names in _FIRST_PARTY.items() for name in names.split()}
 

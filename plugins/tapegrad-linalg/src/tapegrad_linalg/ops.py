@@ -571,6 +571,8 @@ def tapegrad_register_ops(registry):
     decompositions.register(registry)
     norms.register(registry)
     products.register(registry)
+    from . import polynomial
+    polynomial.register(registry)
 
 
 @tg.hookimpl

@@ -28,6 +28,8 @@ def tapegrad_register_ops(registry):
     linalg.register(registry)
     stats.register(registry)
     signal.register(registry)
+    from . import windows
+    windows.register(registry)
 
 
 @tg.hookimpl

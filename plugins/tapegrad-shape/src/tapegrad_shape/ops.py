@@ -657,3 +657,5 @@ def tapegrad_register_ops(registry):
     joining.register(registry)
     from . import statistics
     statistics.register(registry)
+    from . import numerics
+    numerics.register(registry)
