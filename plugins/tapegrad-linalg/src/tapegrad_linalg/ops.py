@@ -569,6 +569,8 @@ def tapegrad_register_ops(registry):
     decompositions.register(registry)
     norms.register(registry)
     products.register(registry)
+    from . import vector_products
+    vector_products.register(registry)     # vdot, vecdot, matvec, vecmat (top level)
 
 
 @tg.hookimpl
