@@ -8,7 +8,7 @@ The contract kit runs over them in test_elementwise.py::test_contract_kit_passes
 import numpy as np
 import pytest
 import tapegrad as tg
-from tapegrad.testing import gradcheck, gradgradcheck
+from tapegrad.testing import gradcheck, gradgradcheck, run_doctests
 
 RNG = np.random.default_rng(41)
 SAME = [("acos", "arccos"), ("acosh", "arccosh"), ("asin", "arcsin"), ("asinh", "arcsinh"),
@@ -126,3 +126,9 @@ def test_positive_refuses_bool_as_numpy():
 def test_out_is_refused(name):
     with pytest.raises(TypeError, match=f"{name}: out= is not supported"):
         getattr(tg, name)(tg.tensor([1.0]), np.empty(1))
+
+
+def test_docstring_examples_run():
+    from tapegrad_elementwise import aliases
+    result = run_doctests(aliases)
+    assert result.attempted > 0 and result.failed == 0

@@ -29,7 +29,8 @@ TUPLE_RESULTS = {"linalg_eig", "linalg_eigh", "linalg_qr", "linalg_svd", "linalg
 def test_every_op_and_function_keeps_the_contract():
     reports = tapegrad.testing.check_plugin(ops)
     names = {r.name for r in reports}
-    top = {"matmul", "dot", "einsum", "_einsum", "cross"}      # NumPy's top-level names
+    top = {"matmul", "dot", "einsum", "_einsum", "cross",      # NumPy's top-level names
+           "vdot", "vecdot", "matvec", "vecmat"}
     assert top <= names
     # tg.linalg's ops and functions: every other one is linalg_<name> (or _linalg_<name>)
     assert all(n in top or n.startswith(("linalg_", "_linalg_")) for n in names), sorted(names)

@@ -6,7 +6,7 @@ gufunc keywords refused). The contract kit runs over them in tests/test_contract
 import numpy as np
 import pytest
 import tapegrad as tg
-from tapegrad.testing import gradcheck, gradgradcheck
+from tapegrad.testing import gradcheck, gradgradcheck, run_doctests
 
 RNG = np.random.default_rng(5)
 
@@ -117,3 +117,9 @@ def test_batch_dimensions_must_broadcast_and_operands_need_their_dimensions():
 def test_other_gufunc_keywords_are_refused(name, kwargs):
     with pytest.raises(TypeError, match=f"{name}: the keyword"):
         getattr(tg, name)(tg.ones((2, 2)), tg.ones((2, 2)), **kwargs)
+
+
+def test_docstring_examples_run():
+    from tapegrad_linalg import vector_products
+    result = run_doctests(vector_products)
+    assert result.attempted > 0 and result.failed == 0

@@ -6,7 +6,7 @@ cumulative_sum and cumulative_prod against NumPy, with their errors. The contrac
 import numpy as np
 import pytest
 import tapegrad as tg
-from tapegrad.testing import gradcheck, gradgradcheck
+from tapegrad.testing import gradcheck, gradgradcheck, run_doctests
 
 RNG = np.random.default_rng(7)
 
@@ -92,3 +92,9 @@ def test_cumulative_prod_gradient_is_exact_at_zeros_with_the_initial_entry():
     assert gradcheck(f, [x]) and gradgradcheck(f, [x])
     tg.cumulative_sum(x, axis=0, include_initial=True).sum().backward()
     np.testing.assert_array_equal(x.grad.numpy(), [[2.0] * 3, [1.0] * 3])
+
+
+def test_docstring_examples_run():
+    from tapegrad_shape import aliases
+    result = run_doctests(aliases)
+    assert result.attempted > 0 and result.failed == 0

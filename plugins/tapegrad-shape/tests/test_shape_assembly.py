@@ -8,7 +8,7 @@ tests/test_contract.py."""
 import numpy as np
 import pytest
 import tapegrad as tg
-from tapegrad.testing import gradcheck, gradgradcheck
+from tapegrad.testing import gradcheck, gradgradcheck, run_doctests
 
 RNG = np.random.default_rng(11)
 
@@ -391,3 +391,9 @@ def test_partition_errors():
         tg.partition(T(np.arange(3.0)), 1, order="x")
     with pytest.raises(np.exceptions.AxisError, match="partition"):
         tg.partition(T(np.arange(3.0)), 1, axis=1)
+
+
+def test_docstring_examples_run():
+    from tapegrad_shape import assembly
+    result = run_doctests(assembly)
+    assert result.attempted > 0 and result.failed == 0

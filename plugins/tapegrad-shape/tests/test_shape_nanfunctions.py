@@ -8,7 +8,7 @@ import warnings
 import numpy as np
 import pytest
 import tapegrad as tg
-from tapegrad.testing import gradcheck, gradgradcheck
+from tapegrad.testing import gradcheck, gradgradcheck, run_doctests
 
 RNG = np.random.default_rng(3)
 NAN = np.nan
@@ -116,3 +116,9 @@ def test_initial_and_where_are_refused(name, kwarg):
 def test_bad_axis_names_the_op():
     with pytest.raises(np.exceptions.AxisError, match="nanmax"):
         tg.nanmax(tg.ones(3), axis=2)
+
+
+def test_docstring_examples_run():
+    from tapegrad_shape import nanfunctions
+    result = run_doctests(nanfunctions)
+    assert result.attempted > 0 and result.failed == 0
