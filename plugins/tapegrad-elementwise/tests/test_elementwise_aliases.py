@@ -49,7 +49,7 @@ def test_fabs_returns_numpys_float_dtype_for_every_input_dtype():
 
 def test_fabs_gradient_is_the_sign_and_zero_at_zero():
     x = tg.tensor([-1.5, 0.0, 2.0], requires_grad=True)
-    tg.fabs(x).sum().backward()
+    tg.fabs(x).backward(tg.ones(3))     # (no .sum(): this plugin's tests run without shape)
     np.testing.assert_array_equal(x.grad.numpy(), [-1.0, 0.0, 1.0])
     assert gradgradcheck(tg.fabs, [tg.tensor([-0.7, 1.3], requires_grad=True)])
 
@@ -63,7 +63,7 @@ def test_fix_matches_numpy_values_and_dtypes_and_has_zero_gradient():
         b = np.array([-3, 0, 4], dtype=dtype)
         assert tg.fix(tg.tensor(b)).dtype == np.fix(b).dtype
     x = tg.tensor([-1.3, 2.6], requires_grad=True)
-    tg.fix(x).sum().backward()
+    tg.fix(x).backward(tg.ones(2))
     np.testing.assert_array_equal(x.grad.numpy(), [0.0, 0.0])
 
 
@@ -88,7 +88,7 @@ def test_float_power_gradients_and_nan_for_a_negative_base():
     assert gradcheck(tg.float_power, [x, y])
     assert gradgradcheck(tg.float_power, [x, y])
     x32 = tg.tensor(np.array([1.5, 2.0], np.float32), requires_grad=True)
-    tg.float_power(x32, 2).sum().backward()
+    tg.float_power(x32, 2).backward(tg.ones(2))
     assert x32.grad.dtype == np.float32                 # the gradient keeps the input's dtype
     np.testing.assert_allclose(x32.grad.numpy(), [3.0, 4.0])
     with np.errstate(invalid="ignore"):
