@@ -18,7 +18,7 @@ def T(a, requires_grad=False):
 def same(got, want):
     want = np.asarray(want)
     g = got.numpy()
-    assert g.shape == want.shape and g.dtype == want.dtype, (g.shape, g.dtype, want.shape, want.dtype)
+    assert (g.shape, g.dtype) == (want.shape, want.dtype), (g.shape, g.dtype, want.dtype)
     np.testing.assert_allclose(g, want, rtol=1e-12, atol=1e-12)
 
 
@@ -86,7 +86,7 @@ def test_matvec_gradient_is_the_outer_product():
 
 
 def test_core_dimensions_must_match_as_in_numpy():
-    with pytest.raises(ValueError, match="vecdot: Input operand 1 has a mismatch in its core dimension 0"):
+    with pytest.raises(ValueError, match="vecdot: Input operand 1 has a mismatch in its core"):
         tg.vecdot(tg.ones((2, 3)), tg.ones(1))          # a core dimension does not broadcast
     with pytest.raises(ValueError):
         np.vecdot(np.ones((2, 3)), np.ones(1))

@@ -27,12 +27,14 @@ def test_rollaxis_matches_numpy_for_every_axis_and_start():
     for axis in range(-4, 4):
         for start in range(-4, 5):
             got = tg.rollaxis(tg.tensor(a), axis, start).numpy()
-            np.testing.assert_array_equal(got, np.rollaxis(a, axis, start), err_msg=f"{axis} {start}")
+            np.testing.assert_array_equal(got, np.rollaxis(a, axis, start),
+                                          err_msg=f"{axis} {start}")
 
 
 def test_rollaxis_errors_are_numpys_axis_errors():
     x = tg.zeros((2, 3, 4))
-    with pytest.raises(np.exceptions.AxisError, match="rollaxis: 'start' arg requires -3 <= start < 4, but 5"):
+    with pytest.raises(np.exceptions.AxisError,
+                       match="rollaxis: 'start' arg requires -3 <= start < 4, but 5"):
         tg.rollaxis(x, 0, 5)
     with pytest.raises(np.exceptions.AxisError, match="-5"):
         tg.rollaxis(x, 0, -5)
@@ -48,7 +50,8 @@ def test_rollaxis_gradient():
 def test_matrix_transpose_matches_numpy_and_refuses_vectors():
     a = RNG.normal(size=(4, 2, 3))
     np.testing.assert_array_equal(tg.matrix_transpose(tg.tensor(a)).numpy(), np.matrix_transpose(a))
-    with pytest.raises(ValueError, match="matrix_transpose: input array must be at least 2-dimensional"):
+    with pytest.raises(ValueError,
+                       match="matrix_transpose: input array must be at least 2-dimensional"):
         tg.matrix_transpose(tg.ones(3))
 
 

@@ -122,3 +122,12 @@ def test_docstring_examples_run():
     from tapegrad_shape import nanfunctions
     result = run_doctests(nanfunctions)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_compiled_nanmax_gives_nan_for_an_all_nan_slice_met_after_recording():
+    f = tg.compile(lambda x: tg.nanmax(x, axis=1))
+    np.testing.assert_array_equal(f(tg.tensor([[1.0, 2.0], [3.0, NAN]])).numpy(), [2.0, 3.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)   # (a replay does not warn)
+        got = f(tg.tensor([[NAN, NAN], [3.0, NAN]])).numpy()
+    np.testing.assert_array_equal(got, [NAN, 3.0])

@@ -28,6 +28,7 @@ import operator
 
 import numpy as np
 import tapegrad as tg
+from tapegrad._compile import record_once
 
 from .ops import _as_tensor, _as_tensor_like, _axes, _distinct, _mask, _rand
 
@@ -40,20 +41,29 @@ __all__ = ["block", "broadcast_arrays", "choose", "compress", "delete", "diagfla
 # Helpers (plain Python and NumPy on shapes, masks and host index arrays)
 # ---------------------------------------------------------------------------------------
 
-def _host(value):
+def _host(value, op):
     """An argument that only selects (a condition, an index, kth) as a host NumPy array.
     NOTE: a Tensor reaching a NumPy function would dispatch back to tapegrad through
     __array_function__; its values are what such an argument means."""
     if isinstance(value, tg.Tensor):
+        _reads_values(op)
         return value.detach().numpy()
     return np.asarray(value)
 
 
-def _host_index(obj):
+def _host_index(obj, op):
     """An index argument (int, slice, sequence, array, tensor) as NumPy takes it."""
     if isinstance(obj, tg.Tensor):
+        _reads_values(op)
         return obj.detach().numpy()
     return obj
+
+
+def _reads_values(op):
+    # NOTE: positions computed on the host from a tensor's values would be baked into a
+    # tg.compile recording and replayed for other values: a silent wrong result. So a call
+    # that reads a tensor's values keeps no recording (it runs eagerly every time).
+    record_once(f"{op} reads tensor values on the host to choose positions")
 
 
 def _no_out(out, op):
@@ -282,7 +292,7 @@ def choose(a, choices, out=None, mode="raise"):
     [1.0, 20.0, 3.0]
     """
     _no_out(out, "choose")
-    idx = _host(a)
+    idx = _host(a, "choose")
     if idx.dtype.kind not in "iub":
         raise TypeError(f"choose: a must hold integer indices, got dtype {idx.dtype}")
     cs = [_as_tensor(c) for c in _rows(choices)]
@@ -316,7 +326,7 @@ def compress(condition, a, axis=None, out=None):
     [[3.0, 4.0]]
     """
     _no_out(out, "compress")
-    cond = _host(condition)
+    cond = _host(condition, "compress")
     if cond.ndim != 1:
         raise ValueError(f"compress: condition must be a 1-d array, got shape {cond.shape}")
     x, ax = _flat_axis(_as_tensor(a), axis, "compress")
@@ -337,7 +347,7 @@ def extract(condition, arr):
     [1.0, 3.0]
     """
     x = tg.reshape(_as_tensor(arr), (-1,))
-    positions = np.flatnonzero(_host(condition))
+    positions = np.flatnonzero(_host(condition, "extract"))
     if positions.size and positions[-1] >= x.size:
         raise IndexError(f"extract: index {positions[-1]} is out of bounds for size {x.size} "
                          f"(the condition has more entries than arr)")
@@ -360,7 +370,8 @@ def select(condlist, choicelist, default=0):
                          f"({len(choices)} choices, {len(conds)} conditions)")
     if not conds:
         raise ValueError("select with an empty condition list is not possible")
-    masks = [_host(c) for c in conds]
+    # (tensor conditions stay tensors: tg.where reads them in every replay)
+    masks = [c if isinstance(c, tg.Tensor) else np.asarray(c) for c in conds]
     for i, c in enumerate(masks):
         if c.dtype != np.bool_:
             raise TypeError(f"select: invalid entry {i} in condlist: should be boolean "
@@ -396,9 +407,9 @@ def piecewise(x, condlist, funclist, *args, **kw):
     """
     x = _as_tensor(x)
     if isinstance(condlist, tg.Tensor):
-        condlist = _host(condlist)
+        condlist = _host(condlist, "piecewise")
     elif isinstance(condlist, (list, tuple)):
-        condlist = [_host(c) if isinstance(c, tg.Tensor) else c for c in condlist]
+        condlist = [_host(c, "piecewise") if isinstance(c, tg.Tensor) else c for c in condlist]
     n_funcs = len(funclist)
     # NumPy's (undocumented) rule: a single condition is promoted to a list of one.
     if np.isscalar(condlist) or (not isinstance(condlist[0], (list, np.ndarray))
@@ -434,7 +445,8 @@ def delete(arr, obj, axis=None):
     [[2.0], [5.0]]
     """
     x, ax = _flat_axis(_as_tensor(arr), axis, "delete")
-    keep = _numpy_errors("delete", np.delete, np.arange(x.shape[ax]), _host_index(obj))
+    keep = _numpy_errors("delete", np.delete, np.arange(x.shape[ax]),
+                         _host_index(obj, "delete"))
     return _take(x, keep, ax)
 
 
@@ -454,7 +466,8 @@ def insert(arr, obj, values, axis=None):
     # NumPy's; the tensor result gathers from both.
     labels = np.arange(x.size, dtype=np.int64).reshape(x.shape)
     value_labels = (-1 - np.arange(v.size, dtype=np.int64)).reshape(v.shape)
-    placed = _numpy_errors("insert", np.insert, labels, _host_index(obj), value_labels, axis)
+    placed = _numpy_errors("insert", np.insert, labels, _host_index(obj, "insert"),
+                           value_labels, axis)
     from_arr = placed >= 0
     parts = []
     if from_arr.any():
@@ -483,7 +496,7 @@ def trim_zeros(filt, trim="fb", axis=None):
     axes = tuple(range(x.ndim)) if axis is None else _axes(axis, x.ndim, "trim_zeros")
     if not axes:
         return x
-    nonzero = np.argwhere(_host(x))
+    nonzero = np.argwhere(_host(x, "trim_zeros"))
     if nonzero.size == 0:
         start = stop = np.zeros(x.ndim, dtype=np.intp)     # all zero: an empty result
     else:
@@ -511,8 +524,8 @@ def partition(a, kth, axis=-1, kind="introselect", order=None):
         raise ValueError("partition: order= names fields of a structured array, which "
                          "tapegrad tensors are not; pass order=None")
     x, ax = _flat_axis(_as_tensor(a), axis, "partition")
-    values = _host(x)
-    kth = _host_index(kth)
+    values = _host(x, "partition")
+    kth = _host_index(kth, "partition")
     arranged = _numpy_errors("partition", np.partition, values, kth, axis=ax, kind=kind)
     # NOTE: the permutation that gives NumPy's arrangement: the stable sort of the input
     # and of NumPy's result list the same values in the same order, so output position

@@ -60,10 +60,12 @@ def _nan_extremum(a, axis, keepdims, reduce, neutral, op):
     if mask is None:
         return out
     empty = tg.all(mask, axis, keepdims=keepdims)
+    # NOTE: the where is applied always, not only when some slice is all NaN: a tg.compile
+    # recording must give NaN for all-NaN slices of later inputs too. Only NumPy's warning
+    # depends on this call's values (a replay does not warn).
     if empty.numpy().any():
         warnings.warn("All-NaN slice encountered", RuntimeWarning, stacklevel=3)
-        out = tg.where(empty, math.nan, out)
-    return out
+    return tg.where(empty, math.nan, out)
 
 
 def nanmax(a, axis=None, out=None, keepdims=False, initial=_NOVALUE, where=_NOVALUE):
