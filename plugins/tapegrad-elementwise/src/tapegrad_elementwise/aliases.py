@@ -7,7 +7,7 @@ is the same op too (``tg.acos is tg.arccos``). Where NumPy's is a different func
 different dtypes or arguments, it is a thin composition of tapegrad ops with NumPy's
 dtype rules: ``fabs`` and ``float_power`` return floats for integer inputs (and
 ``float_power`` computes in float64), ``fix`` is ``trunc`` with NumPy's ``out=`` refused.
-``positive`` is an op of its own (NumPy's copy of x; bool is refused, as NumPy does).
+``positive`` is ``x * 1`` (NumPy's copy of x; bool is refused, as NumPy does).
 
 >>> import tapegrad as tg
 >>> tg.acos is tg.arccos, tg.pow is tg.power
@@ -113,8 +113,26 @@ def float_power(x1, x2, out=None, *, dtype=None):
     return tg.power(cast(x1), cast(x2))
 
 
+def positive(x, out=None):
+    """+x, a new tensor equal to x, as ``np.positive`` (bool input is refused, as NumPy
+    does). Its gradient is g.
+
+    >>> import tapegrad as tg
+    >>> tg.positive(tg.tensor([-1.5, 2.0])).tolist()
+    [-1.5, 2.0]
+    """
+    _no_out(out, "positive")
+    x = _as_tensor(x)
+    if x.dtype == np.bool_:
+        raise TypeError("positive: not supported for bool input (as numpy.positive: "
+                        "ufunc 'positive' has no loop for bool); use x.astype(int)")
+    # NOTE: x * 1, not an op of its own: one multiply is exact (-0.0, nan and inf stay as
+    # they are; a Python 1 keeps every dtype) and runs on every device that multiplies.
+    return x * 1
+
+
 def register(registry, draw):
-    """Register this module's functions and op; called by ``ops.tapegrad_register_ops``."""
+    """Register this module's functions; called by ``ops.tapegrad_register_ops``."""
     fn = registry.register_function
 
     def inside(lo, hi):
@@ -131,12 +149,7 @@ def register(registry, draw):
             samples = unary_samples(domains[alias])
         fn(alias, registry.ops[target], method=False, samples=samples)
 
-    registry.register_op(
-        "positive", kernels={"cpu": np.positive}, vjp=lambda g, ans, x: (g,),
-        jvp=lambda t, ans, x: t[0], save_inputs=(False,), save_ans=False, method=False,
-        samples=unary_samples(draw.normal),
-        doc="+x, a copy of x, as numpy.positive (bool input is refused, as NumPy does). Its "
-            "gradient is g.")
+    fn("positive", positive, method=False, samples=unary_samples(draw.normal))
     fn("fabs", fabs, method=False, samples=unary_samples(draw.nonzero))
     fn("fix", fix, method=False, samples=unary_samples(draw.off_grid))
     # NOTE: float_power returns float64 for float32 input (NumPy's dtype); the kit's
