@@ -98,42 +98,6 @@ GROUPS = [
      "`real_if_close`. `sort_complex` returns complex values; roots of a real polynomial are "
      "complex in general (eigenvalues of the companion matrix).",
      {"numpy": "angle conj conjugate imag real real_if_close roots sort_complex".split()}),
-    ("not supported yet", "Other spellings of tapegrad ops",
-     "Each is another name (the NumPy 2 array-API spelling, or a legacy or special-purpose "
-     "variant) for an op tapegrad has or issue 14 adds, and is not in issue 14's lists: "
-     "`acos`, `acosh`, `asin`, `asinh`, `atan`, `atan2`, `atanh` are `tg.arccos` ... "
-     "`tg.arctan2`; `concat` is `tg.concatenate`; `permute_dims` is `tg.transpose`; `pow` and "
-     "`float_power` are `tg.power` (on float64 input for `float_power`); `fabs` is `tg.abs`; "
-     "`positive` is `+t`; `fix` is `tg.trunc`; `rollaxis` is `tg.moveaxis`; "
-     "`matrix_transpose` is `tg.swapaxes(x, -1, -2)`; `cumulative_sum` and `cumulative_prod` "
-     "are `tg.cumsum` and `tg.cumprod` (without `include_initial`). Each is a one-line alias "
-     "once its target exists.",
-     {"numpy": """acos acosh asin asinh atan atan2 atanh concat cumulative_prod cumulative_sum
-                  fabs fix float_power matrix_transpose permute_dims positive pow
-                  rollaxis""".split()}),
-    ("not supported yet", "NaN-ignoring functions beyond issue 14's",
-     "Issue 14 adds `nansum`, `nanmean`, `nanvar` and `nanstd`; these follow the same pattern "
-     "(the plain op on `tg.where(tg.isnan(x), neutral, x)`, nan for an all-nan slice as NumPy) but "
-     "are not in its lists.",
-     {"numpy": "nancumprod nancumsum nanmax nanmin nanprod".split()}),
-    ("not supported yet", "Selection and assembly",
-     "Gathers, scatters and concatenations of input values: differentiable, not in issue "
-     "14's lists. Compose meanwhile: `compress` and `extract` are boolean indexing "
-     "`t[mask]`; `select` and `piecewise` are nested `tg.where`; `choose` is "
-     "`tg.take_along_axis`; `block` is `tg.concatenate` of `tg.concatenate`; `meshgrid` and "
-     "`broadcast_arrays` are `tg.broadcast_to`; `rot90` is `tg.flip` of `tg.swapaxes`; "
-     "`diagflat` is `tg.diag(tg.ravel(v), k)`; `unstack` is `tg.split` then `tg.squeeze`; "
-     "`partition`'s values are `tg.sort`'s; `delete` and `insert` are indexing and "
-     "`tg.concatenate`; `resize` and `trim_zeros` are indexing with positions NumPy "
-     "computes.",
-     {"numpy": """block broadcast_arrays choose compress delete diagflat extract insert
-                  meshgrid partition piecewise resize rot90 select trim_zeros
-                  unstack""".split()}),
-    ("not supported yet", "Products",
-     "Differentiable, not in issue 14's lists; all are `tg.einsum` contractions: `vdot` is "
-     "`tg.dot` of the flattened operands (real input), `vecdot`, `matvec` and `vecmat` "
-     "contract the last axis.",
-     {"numpy": "matvec vdot vecdot vecmat".split()}),
     ("not supported yet", "In-place writers",
      "They modify their first argument and return None. tapegrad records writes as "
      "`t[index] = value` (`setitem`, differentiable), and issue 14 adds the functional "

@@ -14,7 +14,8 @@ ELEMENTWISE = ("subtract multiply divide negative power exp log sqrt abs clip ta
                "hypot sinc deg2rad radians rad2deg degrees log1p expm1 log2 log10 exp2 logaddexp "
                "logaddexp2 reciprocal cbrt fmax fmin floor ceil trunc rint round around remainder "
                "mod fmod floor_divide divmod copysign heaviside isnan isinf isfinite signbit "
-               "nan_to_num absolute true_divide").split()
+               "nan_to_num absolute true_divide acos acosh asin asinh atan atan2 atanh pow positive "
+               "fabs fix float_power").split()
 SHAPE = ("sum mean max min var reshape transpose flatten getitem setitem concatenate stack "
          "split tensordot outer inner kron trace diag diagonal tril triu cumsum cumprod sort "
          "argsort repeat tile roll flip fliplr flipud pad take take_along_axis "
@@ -24,14 +25,19 @@ SHAPE = ("sum mean max min var reshape transpose flatten getitem setitem concate
          "nanvar nanstd average ptp median quantile percentile nanmedian nanquantile "
          "nanpercentile "
          "convolve correlate cov corrcoef ediff1d geomspace logspace interp ldexp modf "
-         "trapezoid unwrap vander").split()
+         "trapezoid unwrap vander "
+         "concat permute_dims rollaxis matrix_transpose cumulative_sum "
+         "cumulative_prod nancumsum nancumprod nanmax nanmin nanprod block broadcast_arrays "
+         "choose compress delete diagflat extract insert meshgrid partition piecewise resize "
+         "rot90 select trim_zeros unstack").split()
 LINALG = ("matmul dot einsum cross linalg_cholesky linalg_cond linalg_cross linalg_det linalg_eig "
           "linalg_eigh linalg_eigvals linalg_eigvalsh linalg_inv linalg_lstsq "
           "linalg_matrix_norm linalg_matrix_power linalg_matrix_rank "
           "linalg_matrix_transpose linalg_multi_dot linalg_norm linalg_outer linalg_pinv "
           "linalg_qr linalg_slogdet linalg_solve linalg_svd linalg_svdvals linalg_tensorinv "
           "linalg_tensorsolve linalg_vecdot linalg_vector_norm "
-          "poly polyadd polyder polydiv polyfit polyint polymul polysub polyval").split()
+          "poly polyadd polyder polydiv polyfit polyint polymul polysub polyval "
+          "matvec vdot vecdot vecmat").split()
 NN = ("softmax log_softmax logsumexp cross_entropy mse_loss "
       "binary_cross_entropy_with_logits").split()
 

@@ -46,7 +46,8 @@ _FIRST_PARTY = {
         "arccosh arctanh arctan2 hypot sinc deg2rad radians rad2deg degrees log1p expm1 log2 "
         "log10 exp2 logaddexp logaddexp2 reciprocal cbrt fmax fmin floor ceil trunc rint round "
         "around remainder mod fmod floor_divide divmod copysign heaviside isnan isinf isfinite "
-        "signbit nan_to_num absolute true_divide"),
+        "signbit nan_to_num absolute true_divide acos acosh asin asinh atan atan2 atanh pow "
+        "positive fabs fix float_power"),
     "tapegrad-shape": (
         "sum mean max min var std prod argmax argmin reshape transpose flatten ravel getitem "
         "setitem concatenate stack split squeeze expand_dims swapaxes moveaxis copy clone "
@@ -57,7 +58,11 @@ _FIRST_PARTY = {
         "nanmean nanvar nanstd average ptp median quantile percentile nanmedian nanquantile "
         "nanpercentile "
         "convolve correlate cov corrcoef ediff1d geomspace logspace interp ldexp modf "
-        "trapezoid unwrap vander"),
+        "trapezoid unwrap vander "
+        "concat permute_dims rollaxis matrix_transpose cumulative_sum "
+        "cumulative_prod nancumsum nancumprod nanmax nanmin nanprod block broadcast_arrays "
+        "choose compress delete diagflat extract insert meshgrid partition piecewise resize "
+        "rot90 select trim_zeros unstack"),
     "tapegrad-linalg": (
         "matmul dot einsum cross linalg linalg_cholesky linalg_cond linalg_cross linalg_det "
         "linalg_eig linalg_eigh linalg_eigvals linalg_eigvalsh linalg_inv linalg_lstsq "
@@ -65,7 +70,8 @@ _FIRST_PARTY = {
         "linalg_multi_dot linalg_norm linalg_outer linalg_pinv linalg_qr linalg_slogdet "
         "linalg_solve linalg_svd linalg_svdvals linalg_tensorinv linalg_tensorsolve "
         "linalg_vecdot linalg_vector_norm "
-        "poly polyadd polyder polydiv polyfit polyint polymul polysub polyval"),
+        "poly polyadd polyder polydiv polyfit polyint polymul polysub polyval "
+        "matvec vdot vecdot vecmat"),
     "tapegrad-nn": ("softmax log_softmax logsumexp cross_entropy mse_loss "
                     "binary_cross_entropy_with_logits linear nn optim data"),
     "tapegrad-checkpoint": "checkpoint checkpoint_sequential",

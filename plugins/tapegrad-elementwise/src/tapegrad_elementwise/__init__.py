@@ -12,8 +12,10 @@ arctan, arcsinh, arccosh, arctanh, arctan2, hypot, sinc, deg2rad, radians, rad2d
 degrees, log1p, expm1, log2, log10, exp2, logaddexp, logaddexp2, reciprocal, cbrt, fmax,
 fmin, floor, ceil, trunc, rint, round, remainder (``%``), fmod, floor_divide (``//``),
 copysign, heaviside, nan_to_num; the aliases absolute, true_divide, mod, around and
-``divmod``. Not differentiable (bool results): equal, not_equal, less, less_equal, greater,
-greater_equal, logical_and, logical_or, logical_not, isnan, isinf, isfinite, signbit.
+``divmod``; and (module ``aliases``) acos, acosh, asin, asinh, atan, atan2, atanh, pow,
+positive, fabs, fix, float_power. Not differentiable (bool results): equal, not_equal,
+less, less_equal, greater, greater_equal, logical_and, logical_or, logical_not, isnan,
+isinf, isfinite, signbit.
 (``add`` is tapegrad's own.)
 
 >>> import tapegrad as tg
@@ -46,6 +48,9 @@ OPS = (
 )
 """The ops this plugin registers, in the order of the list above."""
 
-FUNCTIONS = ("around", "mod", "divmod", "absolute", "true_divide")
+FUNCTIONS = ("around", "mod", "divmod", "absolute", "true_divide",
+             # aliases (module ``aliases``)
+             "acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "pow", "positive",
+             "fabs", "fix", "float_power")
 """Its functions: NumPy's aliases (the same op under a second name: ``tg.mod is
 tg.remainder``) and ``divmod``."""

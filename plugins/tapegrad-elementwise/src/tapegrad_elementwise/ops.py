@@ -34,7 +34,7 @@ import math
 import numpy as np
 import tapegrad as tg
 
-from . import ufuncs
+from . import aliases, ufuncs
 from ._samples import Draw as _Draw
 from ._samples import binary_samples as _binary_samples
 from ._samples import unary_samples as _unary_samples
@@ -315,3 +315,4 @@ def tapegrad_register_ops(registry):
 
     # -- the rest of NumPy's elementwise functions (trig, log/exp variants, rounding, ...)
     ufuncs.register(registry, draw)
+    aliases.register(registry, draw)     # acos, pow, fabs, fix, float_power, ... (aliases.py)

@@ -573,6 +573,8 @@ def tapegrad_register_ops(registry):
     products.register(registry)
     from . import polynomial
     polynomial.register(registry)
+    from . import vector_products
+    vector_products.register(registry)     # vdot, vecdot, matvec, vecmat (top level)
 
 
 @tg.hookimpl

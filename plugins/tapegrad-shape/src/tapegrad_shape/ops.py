@@ -659,3 +659,7 @@ def tapegrad_register_ops(registry):
     statistics.register(registry)
     from . import numerics
     numerics.register(registry)
+    from . import aliases, assembly, nanfunctions
+    aliases.register(registry)       # concat, permute_dims, cumulative_sum, ... (aliases.py)
+    nanfunctions.register(registry)  # nanmax, nanmin, nanprod, nancumsum, nancumprod
+    assembly.register(registry)      # block, choose, insert, partition, ... (assembly.py)
