@@ -98,11 +98,6 @@ GROUPS = [
      "`real_if_close`. `sort_complex` returns complex values; roots of a real polynomial are "
      "complex in general (eigenvalues of the companion matrix).",
      {"numpy": "angle conj conjugate imag real real_if_close roots sort_complex".split()}),
-    ("not supported yet", "In-place writers",
-     "They modify their first argument and return None. tapegrad records writes as "
-     "`t[index] = value` (`setitem`, differentiable), and issue 14 adds the functional "
-     "`tg.put_along_axis`; functional forms of these are not planned yet.",
-     {"numpy": "copyto fill_diagonal place put putmask".split()}),
 
     # -- out of scope -------------------------------------------------------------------
     ("out of scope", "Input and output",

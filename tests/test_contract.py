@@ -29,7 +29,8 @@ SHAPE = ("sum mean max min var reshape transpose flatten getitem setitem concate
          "concat permute_dims rollaxis matrix_transpose cumulative_sum "
          "cumulative_prod nancumsum nancumprod nanmax nanmin nanprod block broadcast_arrays "
          "choose compress delete diagflat extract insert meshgrid partition piecewise resize "
-         "rot90 select trim_zeros unstack").split()
+         "rot90 select trim_zeros unstack "
+         "copyto fill_diagonal place put putmask").split()
 LINALG = ("matmul dot einsum cross linalg_cholesky linalg_cond linalg_cross linalg_det linalg_eig "
           "linalg_eigh linalg_eigvals linalg_eigvalsh linalg_inv linalg_lstsq "
           "linalg_matrix_norm linalg_matrix_power linalg_matrix_rank "

@@ -62,7 +62,8 @@ _FIRST_PARTY = {
         "concat permute_dims rollaxis matrix_transpose cumulative_sum "
         "cumulative_prod nancumsum nancumprod nanmax nanmin nanprod block broadcast_arrays "
         "choose compress delete diagflat extract insert meshgrid partition piecewise resize "
-        "rot90 select trim_zeros unstack"),
+        "rot90 select trim_zeros unstack "
+        "copyto fill_diagonal place put putmask"),
     "tapegrad-linalg": (
         "matmul dot einsum cross linalg linalg_cholesky linalg_cond linalg_cross linalg_det "
         "linalg_eig linalg_eigh linalg_eigvals linalg_eigvalsh linalg_inv linalg_lstsq "
@@ -127,13 +128,14 @@ class Sample:
 class FunctionDef:
     """A public function composed of other ops (no kernel, no VJP of its own)."""
 
-    def __init__(self, name, fn, plugin, samples, method, differentiable):
+    def __init__(self, name, fn, plugin, samples, method, differentiable, writes_into=None):
         self.name = name
         self.fn = fn
         self.plugin = plugin
         self.samples = [Sample.coerce(s) for s in (samples or [])]
         self.method = method
         self.differentiable = differentiable
+        self.writes_into = writes_into  # the argument written in place (fn returns None)
 
     def __repr__(self):
         return f"<tapegrad function '{self.name}' from {self.plugin}>"
@@ -242,14 +244,17 @@ class Registry:
         return op
 
     def register_function(self, name, fn, *, samples=None, method=None, differentiable=None,
-                          override=False):
+                          override=False, writes_into=None):
         """Define a public function composed of other ops (``tg.<name>``).
 
-        Its samples are gradchecked by the contract kit like an op's.
+        Its samples are gradchecked by the contract kit like an op's. `writes_into`: the
+        position of the argument the function writes into in place, returning None (as
+        np.copyto, np.put); the kit then checks "write into a copy of it, return the copy",
+        and NumPy's function of that name called on a Tensor dispatches to it.
         """
         if not callable(fn):
             raise PluginError(f"function '{name}' is not callable")
-        fdef = FunctionDef(name, fn, self.plugin, samples, method, differentiable)
+        fdef = FunctionDef(name, fn, self.plugin, samples, method, differentiable, writes_into)
         self._stage(self.functions, name, fdef, override)
         self.methods[name] = method
         return fdef

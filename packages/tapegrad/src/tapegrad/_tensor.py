@@ -130,9 +130,11 @@ class Tensor(TensorBase):
         target = getattr(tapegrad, func.__name__, None)
         if target is not None and (isinstance(target, _engine.Op)
                                    or func.__name__ in tapegrad.registry().functions):
-            if func.__name__ in _NUMPY_IN_PLACE:
+            fdef = tapegrad.registry().functions.get(func.__name__)
+            if func.__name__ in _NUMPY_IN_PLACE and getattr(fdef, "writes_into", None) is None:
                 # NOTE: NumPy's writes into its argument and returns None; tapegrad's
                 # returns a new tensor, so dispatching would leave the tensor unchanged.
+                # (tapegrad's writers -- tg.copyto, tg.put, ... -- write in place too.)
                 raise TypeError(
                     f"numpy.{func.__name__} modifies its argument in place; tapegrad's "
                     f"tg.{func.__name__} returns a new tensor instead: write "
@@ -142,7 +144,8 @@ class Tensor(TensorBase):
 
 
 # NumPy functions that write into their first argument (and return None): never
-# dispatched to a functional tapegrad function of the same name.
+# dispatched to a functional tapegrad function of the same name, only to a tapegrad
+# function that writes in place too (registered with writes_into).
 _NUMPY_IN_PLACE = frozenset({"put_along_axis", "put", "place", "putmask", "copyto",
                              "fill_diagonal"})
 

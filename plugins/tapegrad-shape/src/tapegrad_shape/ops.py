@@ -663,3 +663,5 @@ def tapegrad_register_ops(registry):
     aliases.register(registry)       # concat, permute_dims, cumulative_sum, ... (aliases.py)
     nanfunctions.register(registry)  # nanmax, nanmin, nanprod, nancumsum, nancumprod
     assembly.register(registry)      # block, choose, insert, partition, ... (assembly.py)
+    from . import writers
+    writers.register(registry)       # copyto, fill_diagonal, place, put, putmask
