@@ -80,6 +80,34 @@ def test_check_op_refuses_a_rule_that_reads_the_values_of_its_gradient_in_python
     assert "gradient rule replays for any output gradient" in tgt.check_op("add").checks
 
 
+def test_check_op_checks_a_function_that_writes_in_place_on_a_copy():
+    # np.copyto-like functions write into an argument and return None: the kit checks
+    # "write into a copy, return the copy", and refuses one that returns something.
+    def add_into(dst, src):
+        dst += src
+
+    def add_into_returning(dst, src):
+        dst += src
+        return dst
+
+    class Writers:
+        @tg.hookimpl
+        def tapegrad_register_ops(self, registry):
+            for name, fn in [("add_into", add_into), ("add_into_returning", add_into_returning)]:
+                registry.register_function(name, fn, method=False, writes_into=0,
+                                           samples=[(np.array([1.0, 2.0]), np.array([0.5]))])
+
+    name = tg.register_plugin(Writers(), name="writers")
+    try:
+        checks = tgt.check_op("add_into").checks
+        assert "float64 gradient vs finite differences" in checks
+        assert "float64 second derivatives (gradgradcheck)" in checks
+        with pytest.raises(tgt.ContractError, match="add_into_returning.*must return None"):
+            tgt.check_op("add_into_returning")
+    finally:
+        tg.unregister_plugin(name)
+
+
 def test_check_plugin_registers_an_unregistered_plugin():
     class Neg:
         @tg.hookimpl

@@ -357,7 +357,7 @@ def _written_form(entry):
 
     def written(*args, **kwargs):
         args = list(args)
-        dst = args[k] = _engine.ops_table()["copy"](args[k])
+        dst = args[k] = _engine.ops_table()["astype"](args[k], dtype=args[k].dtype)  # a copy
         result = entry.fn(*args, **kwargs)
         if result is not None:
             raise ContractError(f"'{entry.name}' writes into argument {k}, so it must return "
