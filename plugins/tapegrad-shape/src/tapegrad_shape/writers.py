@@ -44,7 +44,8 @@ def _destination(a, op, arg):
     # (a silent no-op for the caller): only a Tensor is written into.
     if not isinstance(a, tg.Tensor):
         raise TypeError(f"{op}: {arg} must be a Tensor to write into, got {type(a).__name__}; "
-                        f"for a NumPy array use numpy.{op}")
+                        f"to write into a NumPy array call numpy.{op} with NumPy arrays only "
+                        f"(t.numpy(); a gradient cannot reach an array)")
     return a
 
 
