@@ -183,8 +183,12 @@ def test_gradients_match_finite_differences_of_the_reference(name, tgf, npf, ref
         np.testing.assert_allclose(t.grad.numpy(), w, atol=1e-6)
 
 
+SECOND_ORDER = ["copyto-where", "fill_diagonal-tall-wrap", "place-cycled",
+                "put-repeated-cycled", "putmask-cycled"]
+
+
 @pytest.mark.parametrize("name,tgf,npf,ref,a,args,kwargs",
-                         [CASES[1], CASES[5], CASES[9], CASES[13]], ids=IDS[1:14:4])
+                         [c for c in CASES if c[0] in SECOND_ORDER], ids=SECOND_ORDER)
 def test_second_derivatives_pass_gradgradcheck(name, tgf, npf, ref, a, args, kwargs):
     ta, tv = T(a, requires_grad=True), T(args[-1], requires_grad=True)
 
@@ -291,7 +295,7 @@ def test_a_leaf_that_requires_grad_is_refused(write):
     assert x.tolist() == [1.0, 2.0, 3.0]
     with tg.no_grad():
         write(x, T([5.0, 6.0, 7.0]))       # an update outside the graph is fine
-    assert x.tolist()[1] == 2.0 and x.tolist()[0] != 1.0
+    assert x.tolist()[:2] == [5.0, 2.0] and x._version == 1
 
 
 @pytest.mark.parametrize("write", WRITES.values(), ids=WRITES)
