@@ -30,7 +30,7 @@ import numpy as np
 import tapegrad as tg
 
 from .assembly import _host, _numpy_errors
-from .ops import _as_tensor_like, _mask, _rand
+from .ops import _mask, _rand
 
 __all__ = ["copyto", "fill_diagonal", "place", "put", "putmask", "register"]
 
