@@ -1,0 +1,465 @@
+"""Issue 14's ops against PyTorch: values, first and second derivatives (needs_torch).
+
+Each case runs the tapegrad op and its PyTorch counterpart on the same random float64
+inputs, and compares the values, the VJP with a random cotangent ``u`` and the gradient
+of ``<vjp, v>`` for a random ``v`` (a Hessian-vector product, i.e. second derivatives).
+PyTorch is an independent implementation, so this catches wrong rules the contract
+kit's few fixed samples do not reach (other axes, batches, broadcasting, ties).
+
+Deliberate differences (documented in the ops' docs), compared only away from them:
+
+- hypot at (0, 0): tapegrad's gradient is 0 (a subgradient), torch's is nan.
+- heaviside, floor_divide: torch has no gradient (raises); not compared here.
+- median of an even count: NumPy's (mean of the two middle values), torch returns the
+  lower one; medians are compared on odd counts only (torch.quantile(0.5) on even ones).
+- sort/argsort/median/quantile at ties: torch's sort is not stable by default and its
+  gradient at ties goes to one of the tied elements; tapegrad's goes where NumPy's stable
+  sort puts them. Ties are compared in value only (their sum of gradients is equal).
+- eigh/svd/qr: the sign (phase) of each vector is a convention; vectors are compared up to
+  sign and only through sign-invariant functions (|U|, U diag(s) V^T, projections), and
+  only with distinct eigen/singular values.
+- sinc at 0: torch's second derivative is nan there, tapegrad's the limit -pi^2/3 (0 left out).
+- cumprod with zeros: both take the exact derivative (products of the other factors).
+"""
+
+import numpy as np
+import pytest
+import tapegrad as tg
+
+pytestmark = pytest.mark.needs_torch
+torch = pytest.importorskip("torch")
+
+
+# ---------------------------------------------------------------------------------------
+# The harness
+# ---------------------------------------------------------------------------------------
+
+def _flat(out):
+    return list(out) if isinstance(out, (tuple, list)) else [out]
+
+
+def _np(t):
+    if isinstance(t, torch.Tensor):
+        return t.detach().numpy(force=True)   # (force: a ZeroTensor too)
+    return np.asarray(t.detach().numpy() if hasattr(t, "detach") else t)
+
+
+def compare(tg_fn, t_fn, inputs, *, rtol=1e-8, atol=1e-10, second=True, seed=0,
+            grad_rtol=None, grad_atol=None):
+    """Values, VJP and HVP of tg_fn vs t_fn on float64 `inputs` (numpy arrays)."""
+    rng = np.random.default_rng(seed)
+    grad_rtol = rtol if grad_rtol is None else grad_rtol
+    grad_atol = atol if grad_atol is None else grad_atol
+    a = [tg.tensor(np.array(x, dtype=np.float64), requires_grad=True) for x in inputs]
+    b = [torch.tensor(np.array(x, dtype=np.float64), requires_grad=True) for x in inputs]
+    ya, yb = _flat(tg_fn(*a)), _flat(t_fn(*b))
+    assert len(ya) == len(yb)
+    for p, q in zip(ya, yb):
+        assert tuple(p.shape) == tuple(q.shape), (p.shape, q.shape)
+        np.testing.assert_allclose(_np(p), _np(q), rtol=rtol, atol=atol, err_msg="value")
+    keep = [i for i, q in enumerate(yb) if q.requires_grad and q.dtype.is_floating_point]
+    us = [rng.standard_normal(tuple(yb[i].shape)) for i in keep]
+    ga = tg.grad([ya[i] for i in keep], a, grad_outputs=[tg.tensor(u) for u in us],
+                 create_graph=second, allow_unused=True)
+    gb = torch.autograd.grad([yb[i] for i in keep], b, grad_outputs=[torch.tensor(u) for u in us],
+                             create_graph=second, allow_unused=True)
+    for k, (p, q) in enumerate(zip(ga, gb)):
+        pv = np.zeros(np.shape(inputs[k])) if p is None else _np(p)
+        qv = np.zeros(np.shape(inputs[k])) if q is None else _np(q)
+        np.testing.assert_allclose(pv, qv, rtol=grad_rtol, atol=grad_atol,
+                                   err_msg=f"first derivative, input {k}")
+    if not second:
+        return
+    vs = [rng.standard_normal(np.shape(x)) for x in inputs]
+    sa = sum(((p * tg.tensor(v)).sum() for p, v in zip(ga, vs)
+              if p is not None and p.requires_grad), tg.tensor(0.0))
+    sb = sum(((q * torch.tensor(v)).sum() for q, v in zip(gb, vs)
+              if q is not None and q.requires_grad), torch.tensor(0.0))
+    ha = tg.grad(sa, a, allow_unused=True) if sa.requires_grad else [None] * len(a)
+    hb = (torch.autograd.grad(sb, b, allow_unused=True) if sb.requires_grad
+          else [None] * len(b))
+    for k, (p, q) in enumerate(zip(ha, hb)):
+        pv = np.zeros(np.shape(inputs[k])) if p is None else _np(p)
+        qv = np.zeros(np.shape(inputs[k])) if q is None else _np(q)
+        np.testing.assert_allclose(pv, qv, rtol=10 * grad_rtol, atol=10 * grad_atol,
+                                   err_msg=f"second derivative, input {k}")
+
+
+R = np.random.default_rng(1234)
+
+
+def normal(*shape):
+    return R.standard_normal(shape)
+
+
+def uniform(lo, hi, *shape):
+    return R.uniform(lo, hi, shape)
+
+
+def positive(*shape):
+    return R.uniform(0.3, 3.0, shape)
+
+
+def away(*shape):
+    """Normal values kept away from 0 (|x| >= 0.2)."""
+    x = R.standard_normal(shape)
+    return np.where(np.abs(x) < 0.2, np.sign(x) * 0.2 + x, x)
+
+
+def off_grid(*shape, scale=3.0):
+    """Values away from integers (jumps of floor/round/remainder)."""
+    x = R.uniform(-scale, scale, shape)
+    return np.floor(x) + R.uniform(0.15, 0.85, shape)
+
+
+def case(name, tg_fn, t_fn, *inputs, **kw):
+    return pytest.param(tg_fn, t_fn, inputs, kw, id=name)
+
+
+def run(tg_fn, t_fn, inputs, kw):
+    compare(tg_fn, t_fn, inputs, **kw)
+
+
+# ---------------------------------------------------------------------------------------
+# Elementwise (tapegrad_elementwise.ufuncs)
+# ---------------------------------------------------------------------------------------
+
+def _unary(name, tname, gen, shapes=((3, 4), (5,), ())):
+    tf = tname if callable(tname) else getattr(torch, tname)
+    return [case(f"{name}{s}", getattr(tg, name), tf, gen(*s)) for s in shapes]
+
+
+def _binary(name, tname, gen_a, gen_b, shapes=(((3, 4), (3, 4)), ((2, 3, 4), (4,)),
+                                                ((3, 1), (1, 5)), ((), (3,)))):
+    tf = tname if callable(tname) else getattr(torch, tname)
+    return [case(f"{name}{sa}{sb}", getattr(tg, name), tf, gen_a(*sa), gen_b(*sb))
+            for sa, sb in shapes]
+
+
+ELEMENTWISE = (
+    _unary("tan", "tan", lambda *s: uniform(-1.2, 1.2, *s))
+    + _unary("sinh", "sinh", normal) + _unary("cosh", "cosh", normal)
+    + _unary("arcsin", "asin", lambda *s: uniform(-0.9, 0.9, *s))
+    + _unary("arccos", "acos", lambda *s: uniform(-0.9, 0.9, *s))
+    + _unary("arctan", "atan", normal) + _unary("arcsinh", "asinh", normal)
+    + _unary("arccosh", "acosh", lambda *s: uniform(1.1, 4.0, *s))
+    + _unary("arctanh", "atanh", lambda *s: uniform(-0.9, 0.9, *s))
+    + _binary("arctan2", "atan2", away, away)
+    + _binary("hypot", "hypot", away, away)
+    + _unary("sinc", "sinc", normal)
+    + [case("sinc_small", tg.sinc, torch.sinc,
+            np.array([1e-3, -0.05, 0.0999, 0.1001, -0.3, 1.0, 2.5]), rtol=1e-7)]
+    + _unary("deg2rad", "deg2rad", normal) + _unary("rad2deg", "rad2deg", normal)
+    + _unary("radians", "deg2rad", normal) + _unary("degrees", "rad2deg", normal)
+    + _unary("log1p", "log1p", lambda *s: uniform(-0.7, 3.0, *s))
+    + _unary("expm1", "expm1", normal)
+    + _unary("log2", "log2", positive) + _unary("log10", "log10", positive)
+    + _unary("exp2", "exp2", normal)
+    + _binary("logaddexp", "logaddexp", normal, normal)
+    + [case("logaddexp_far", tg.logaddexp, torch.logaddexp,
+            np.array([-800.0, 800.0, 3.0]), np.array([-801.0, 799.0, 3.0]))]
+    + _binary("logaddexp2", "logaddexp2", normal, normal)
+    + _unary("reciprocal", "reciprocal", away)
+    + _unary("cbrt", lambda x: torch.sign(x) * torch.abs(x) ** (1 / 3), away)
+    + _binary("fmax", "fmax", normal, normal) + _binary("fmin", "fmin", normal, normal)
+    + _unary("floor", "floor", off_grid) + _unary("ceil", "ceil", off_grid)
+    + _unary("trunc", "trunc", off_grid) + _unary("rint", "round", off_grid)
+    + [case("round_decimals", lambda x: tg.round(x, 1), lambda x: torch.round(x, decimals=1),
+            off_grid(3, 4) / 10 + 0.001)]
+    + _binary("remainder", "remainder", off_grid, away)
+    + _binary("mod", "remainder", off_grid, away)
+    + _binary("fmod", "fmod", off_grid, away)
+    + _binary("copysign", "copysign", away, away)
+    + _unary("absolute", "abs", away)
+    + _binary("true_divide", "true_divide", normal, away)
+    + [case("nan_to_num", lambda x: tg.nan_to_num(x, nan=-1.0, posinf=5.0, neginf=-5.0),
+            lambda x: torch.nan_to_num(x, nan=-1.0, posinf=5.0, neginf=-5.0),
+            np.array([[0.5, np.nan, np.inf], [-np.inf, 2.0, -3.0]]))]
+)
+
+
+@pytest.mark.parametrize("tg_fn, t_fn, inputs, kw", ELEMENTWISE)
+def test_elementwise_matches_torch(tg_fn, t_fn, inputs, kw):
+    run(tg_fn, t_fn, inputs, kw)
+
+
+# ---------------------------------------------------------------------------------------
+# Shape: scans, sorting, gathers, rearrangements, products (tapegrad_shape.rearrange)
+# ---------------------------------------------------------------------------------------
+
+def with_zeros(*shape, count=2):
+    x = normal(*shape).reshape(-1)
+    x[R.choice(x.size, count, replace=False)] = 0.0
+    return x.reshape(shape)
+
+
+def with_ties(*shape):
+    """Values drawn from a few levels, so sorting meets many ties."""
+    return R.integers(-2, 3, shape).astype(float) * 0.5
+
+
+IDX = R.integers(0, 4, (3, 5))
+PERM = np.stack([R.permutation(4) for _ in range(3)])[:, :3]       # distinct per row
+
+SHAPE = [
+    case("cumsum_ax1", lambda x: tg.cumsum(x, axis=1), lambda x: torch.cumsum(x, 1), normal(3, 4)),
+    case("cumsum_none", lambda x: tg.cumsum(x), lambda x: torch.cumsum(x.flatten(), 0),
+         normal(3, 4)),
+    case("cumsum_neg", lambda x: x.cumsum(-2), lambda x: torch.cumsum(x, -2), normal(2, 3, 4)),
+    case("cumprod_ax0", lambda x: tg.cumprod(x, axis=0), lambda x: torch.cumprod(x, 0),
+         normal(4, 3)),
+    case("cumprod_zeros", lambda x: tg.cumprod(x, axis=-1), lambda x: torch.cumprod(x, -1),
+         with_zeros(3, 5, count=4)),
+    case("cumprod_two_zeros_row", lambda x: tg.cumprod(x, axis=-1),
+         lambda x: torch.cumprod(x, -1), np.array([[1.5, 0.0, 2.0, 0.0, -1.2, 0.7]])),
+    case("cumprod_none", lambda x: tg.cumprod(x), lambda x: torch.cumprod(x.flatten(), 0),
+         with_zeros(2, 3, count=1)),
+    case("sort_last", lambda x: tg.sort(x), lambda x: torch.sort(x, -1).values, normal(3, 5)),
+    case("sort_ax0", lambda x: tg.sort(x, axis=0), lambda x: torch.sort(x, 0).values,
+         normal(4, 3, 2)),
+    case("sort_none", lambda x: tg.sort(x, axis=None),
+         lambda x: torch.sort(x.flatten()).values, normal(3, 4)),
+    # stable sorts on both sides put a tie's gradient on the same element
+    case("sort_ties_stable", lambda x: tg.sort(x, axis=1, kind="stable"),
+         lambda x: torch.sort(x, dim=1, stable=True).values, with_ties(4, 6)),
+    case("sort_ties_default", lambda x: tg.sort(x, axis=0),
+         lambda x: torch.sort(x, dim=0, stable=True).values, with_ties(6, 3)),
+    case("take_along_axis", lambda x: tg.take_along_axis(x, IDX, axis=1),
+         lambda x: torch.take_along_dim(x, torch.tensor(IDX), 1), normal(3, 4)),
+    case("take_along_axis0", lambda x: tg.take_along_axis(x, IDX.T[:, :3], axis=0),
+         lambda x: torch.take_along_dim(x, torch.tensor(IDX.T[:, :3]), 0), normal(4, 3)),
+    case("take_flat", lambda x: tg.take(x, IDX), lambda x: torch.take(x, torch.tensor(IDX)),
+         normal(2, 3)),
+    case("take_axis", lambda x: tg.take(x, [0, 2, 2, 1], axis=1),
+         lambda x: torch.index_select(x, 1, torch.tensor([0, 2, 2, 1])), normal(2, 3, 2)),
+    case("take_wrap", lambda x: tg.take(x, [-1, 5, 7], mode="wrap"),
+         lambda x: torch.take(x, torch.tensor([5, 5, 1])), normal(2, 3)),
+    case("take_clip", lambda x: tg.take(x, [-3, 2, 9], axis=0, mode="clip"),
+         lambda x: torch.index_select(x, 0, torch.tensor([0, 2, 3])), normal(4, 2)),
+    case("put_along_axis", lambda x, v: tg.put_along_axis(x, PERM, v, axis=1),
+         lambda x, v: x.scatter(1, torch.tensor(PERM), v), normal(3, 4), normal(3, 3)),
+    case("roll", lambda x: tg.roll(x, 2, axis=1), lambda x: torch.roll(x, 2, 1), normal(3, 4)),
+    case("roll_none", lambda x: tg.roll(x, -3), lambda x: torch.roll(x, -3), normal(3, 4)),
+    case("roll_multi", lambda x: tg.roll(x, (1, -2), axis=(0, 2)),
+         lambda x: torch.roll(x, (1, -2), (0, 2)), normal(2, 3, 4)),
+    case("flip", lambda x: tg.flip(x, 1), lambda x: torch.flip(x, (1,)), normal(2, 3, 4)),
+    case("flip_none", lambda x: tg.flip(x), lambda x: torch.flip(x, (0, 1, 2)), normal(2, 3, 4)),
+    case("fliplr", tg.fliplr, torch.fliplr, normal(2, 3, 4)),
+    case("flipud", tg.flipud, torch.flipud, normal(3, 2)),
+    case("repeat", lambda x: tg.repeat(x, 3, axis=1),
+         lambda x: torch.repeat_interleave(x, 3, 1), normal(2, 3)),
+    case("repeat_array", lambda x: tg.repeat(x, [1, 0, 2], axis=0),
+         lambda x: torch.repeat_interleave(x, torch.tensor([1, 0, 2]), 0), normal(3, 2)),
+    case("repeat_none", lambda x: tg.repeat(x, 2),
+         lambda x: torch.repeat_interleave(x.flatten(), 2), normal(2, 3)),
+    case("tile", lambda x: tg.tile(x, (2, 1, 3)), lambda x: torch.tile(x, (2, 1, 3)),
+         normal(3, 2)),
+    case("tile_short", lambda x: tg.tile(x, 2), lambda x: torch.tile(x, (2,)), normal(3, 2)),
+    case("diag_1d", lambda x: tg.diag(x, 1), lambda x: torch.diag(x, 1), normal(4)),
+    case("diag_2d", lambda x: tg.diag(x, -1), lambda x: torch.diag(x, -1), normal(4, 3)),
+    case("diagonal", lambda x: tg.diagonal(x, 1, 0, 2), lambda x: torch.diagonal(x, 1, 0, 2),
+         normal(3, 2, 4)),
+    case("diagonal_method", lambda x: x.diagonal(-1), lambda x: torch.diagonal(x, -1),
+         normal(4, 4)),
+    case("trace", lambda x: tg.trace(x, 1), lambda x: torch.diagonal(x, 1).sum(-1),
+         normal(3, 4)),
+    case("trace_axes", lambda x: tg.trace(x, 0, 1, 2),
+         lambda x: torch.diagonal(x, 0, 1, 2).sum(-1), normal(2, 3, 3)),
+    case("inner", tg.inner, torch.inner, normal(2, 3, 4), normal(5, 4)),
+    case("inner_1d", tg.inner, torch.inner, normal(4), normal(4)),
+    case("outer", tg.outer, lambda a, b: torch.outer(a.flatten(), b.flatten()),
+         normal(2, 3), normal(4)),
+    case("kron", tg.kron, torch.kron, normal(2, 3), normal(3, 2)),
+    case("kron_nd", tg.kron, torch.kron, normal(2, 1, 3), normal(2, 2)),
+    case("kron_1d2d", tg.kron, torch.kron, normal(3), normal(2, 2)),
+    case("tensordot2", tg.tensordot, torch.tensordot, normal(3, 4, 5), normal(4, 5, 2)),
+    case("tensordot_int", lambda a, b: tg.tensordot(a, b, 1),
+         lambda a, b: torch.tensordot(a, b, 1), normal(3, 4), normal(4, 2)),
+    case("tensordot_lists", lambda a, b: tg.tensordot(a, b, axes=([2, 0], [0, 1])),
+         lambda a, b: torch.tensordot(a, b, dims=([2, 0], [0, 1])), normal(3, 4, 5),
+         normal(5, 3, 2)),
+    case("tensordot0", lambda a, b: tg.tensordot(a, b, 0),
+         lambda a, b: torch.tensordot(a, b, 0), normal(2, 3), normal(2)),
+]
+
+
+def _tpad(mode, widths_last_first):
+    tmode = {"edge": "replicate", "wrap": "circular"}.get(mode, mode)
+
+    def f(x):
+        # torch pads the trailing dims of a batched (N, C, ...) input
+        return torch.nn.functional.pad(x[None, None], widths_last_first, mode=tmode)[0, 0]
+    return f
+
+
+PAD = [
+    case("pad_constant", lambda x: tg.pad(x, ((1, 2), (0, 3)), constant_values=1.5),
+         lambda x: torch.nn.functional.pad(x, (0, 3, 1, 2), value=1.5), normal(3, 4)),
+    case("pad_constant_int", lambda x: tg.pad(x, 2), lambda x: torch.nn.functional.pad(
+        x, (2, 2, 2, 2, 2, 2)), normal(2, 3, 1)),
+    case("pad_edge", lambda x: tg.pad(x, ((2, 1), (3, 0)), mode="edge"),
+         _tpad("edge", (3, 0, 2, 1)), normal(3, 4)),
+    case("pad_reflect", lambda x: tg.pad(x, ((2, 1), (3, 2)), mode="reflect"),
+         _tpad("reflect", (3, 2, 2, 1)), normal(3, 4)),
+    case("pad_wrap", lambda x: tg.pad(x, ((2, 1), (3, 2)), mode="wrap"),
+         _tpad("wrap", (3, 2, 2, 1)), normal(3, 4)),
+    case("pad_1d_reflect", lambda x: tg.pad(x, (2, 3), mode="reflect"),
+         lambda x: torch.nn.functional.pad(x[None], (2, 3), mode="reflect")[0], normal(5)),
+]
+
+
+@pytest.mark.parametrize("tg_fn, t_fn, inputs, kw", SHAPE + PAD)
+def test_shape_matches_torch(tg_fn, t_fn, inputs, kw):
+    run(tg_fn, t_fn, inputs, kw)
+
+
+# ---------------------------------------------------------------------------------------
+# Shape: joining and splitting (tapegrad_shape.joining)
+# ---------------------------------------------------------------------------------------
+
+JOINING = [
+    case("append_none", tg.append, lambda a, b: torch.cat([a.flatten(), b.flatten()]),
+         normal(2, 3), normal(4)),
+    case("append_axis", lambda a, b: tg.append(a, b, axis=1),
+         lambda a, b: torch.cat([a, b], 1), normal(2, 3), normal(2, 2)),
+    case("vstack", lambda a, b: tg.vstack([a, b]), lambda a, b: torch.vstack([a, b]),
+         normal(3), normal(2, 3)),
+    case("row_stack", lambda a, b: tg.row_stack((a, b)), lambda a, b: torch.vstack([a, b]),
+         normal(3), normal(3)),
+    case("hstack", lambda a, b: tg.hstack([a, b]), lambda a, b: torch.hstack([a, b]),
+         normal(2, 3), normal(2, 1)),
+    case("hstack_1d", lambda a, b: tg.hstack([a, b]), lambda a, b: torch.hstack([a, b]),
+         normal(3), normal(2)),
+    case("dstack", lambda a, b: tg.dstack([a, b]), lambda a, b: torch.dstack([a, b]),
+         normal(3), normal(1, 3)),
+    case("column_stack", lambda a, b: tg.column_stack([a, b]),
+         lambda a, b: torch.column_stack([a, b]), normal(3), normal(3, 2)),
+    case("array_split", lambda a: tg.array_split(a, 3, axis=1),
+         lambda a: torch.tensor_split(a, 3, 1), normal(2, 7)),
+    case("array_split_idx", lambda a: tg.array_split(a, [1, 3, 3, 9]),
+         lambda a: torch.tensor_split(a, [1, 3, 3, 9]), normal(5, 2)),
+    case("hsplit", lambda a: tg.hsplit(a, [1, 2]), lambda a: torch.hsplit(a, [1, 2]),
+         normal(2, 4)),
+    case("hsplit_1d", lambda a: tg.hsplit(a, 2), lambda a: torch.hsplit(a, 2), normal(4)),
+    case("vsplit", lambda a: tg.vsplit(a, 2), lambda a: torch.vsplit(a, 2), normal(4, 2)),
+    case("dsplit", lambda a: tg.dsplit(a, [3]), lambda a: torch.dsplit(a, [3]), normal(1, 2, 4)),
+    case("atleast_1d", tg.atleast_1d, torch.atleast_1d, normal()),
+    case("atleast_2d", tg.atleast_2d, torch.atleast_2d, normal(3)),
+    case("atleast_3d_1d", tg.atleast_3d, torch.atleast_3d, normal(3)),
+    case("atleast_3d_2d", tg.atleast_3d, torch.atleast_3d, normal(2, 3)),
+    case("atleast_3d_0d", tg.atleast_3d, torch.atleast_3d, normal()),
+]
+
+
+# ---------------------------------------------------------------------------------------
+# Shape: statistics (tapegrad_shape.statistics), logsumexp (tapegrad_nn.functional)
+# ---------------------------------------------------------------------------------------
+
+def with_nans(*shape, count=3):
+    x = normal(*shape).reshape(-1)
+    x[R.choice(x.size, count, replace=False)] = np.nan
+    return x.reshape(shape)
+
+
+def _tquantile(q, dim=None, keepdim=False, interpolation="linear", nan=False):
+    fn = torch.nanquantile if nan else torch.quantile
+
+    def f(x):
+        return fn(x, torch.tensor(q, dtype=torch.float64), dim=dim, keepdim=keepdim,
+                  interpolation=interpolation)
+    return f
+
+
+QS = np.array([0.0, 0.1, 0.25, 0.5, 0.73, 1.0])
+STATISTICS = [
+    case("diff", tg.diff, torch.diff, normal(3, 5)),
+    case("diff_n2_ax0", lambda x: tg.diff(x, 2, axis=0), lambda x: torch.diff(torch.diff(x, dim=0), dim=0),
+         normal(5, 3)),
+    case("diff_prepend_append", lambda x, p, q: tg.diff(x, 1, 1, p, q),
+         lambda x, p, q: torch.diff(x, 1, 1, p, q), normal(3, 4), normal(3, 2), normal(3, 1)),
+    case("diff_n3", lambda x: tg.diff(x, n=3), lambda x: torch.diff(x, n=3), normal(2, 6)),
+    case("gradient", tg.gradient, lambda x: torch.gradient(x)[0], normal(6)),
+    case("gradient_2d", tg.gradient, lambda x: torch.gradient(x), normal(4, 5)),
+    case("gradient_spacing", lambda x: tg.gradient(x, 0.5, axis=1),
+         lambda x: torch.gradient(x, spacing=0.5, dim=1)[0], normal(3, 5)),
+    case("gradient_edge2", lambda x: tg.gradient(x, 2.0, edge_order=2),
+         lambda x: torch.gradient(x, spacing=2.0, edge_order=2), normal(4, 5)),
+    case("gradient_coords", lambda x: tg.gradient(x, np.array([0.0, 0.5, 1.7, 2.0, 3.5]), axis=0),
+         lambda x: torch.gradient(x, spacing=(torch.tensor([0.0, 0.5, 1.7, 2.0, 3.5],
+                                                           dtype=torch.float64),), dim=0)[0],
+         normal(5, 2)),
+    case("gradient_coords_edge2",
+         lambda x: tg.gradient(x, np.array([0.0, 0.5, 1.7, 2.0, 3.5]), edge_order=2),
+         lambda x: torch.gradient(x, spacing=(torch.tensor([0.0, 0.5, 1.7, 2.0, 3.5],
+                                                           dtype=torch.float64),),
+                                  edge_order=2)[0], normal(5)),
+    case("ptp", lambda x: tg.ptp(x, axis=1), lambda x: torch.amax(x, 1) - torch.amin(x, 1),
+         normal(3, 5)),
+    case("ptp_ties", lambda x: tg.ptp(x, axis=0, keepdims=True),
+         lambda x: torch.amax(x, 0, keepdim=True) - torch.amin(x, 0, keepdim=True),
+         with_ties(6, 4)),
+    case("ptp_none", tg.ptp, lambda x: torch.amax(x) - torch.amin(x), with_ties(3, 4)),
+    case("amax_ties", lambda x: tg.amax(x, axis=(0, 2)), lambda x: torch.amax(x, (0, 2)),
+         with_ties(3, 2, 4)),
+    case("amin", lambda x: tg.amin(x, axis=-1, keepdims=True),
+         lambda x: torch.amin(x, -1, keepdim=True), normal(3, 4)),
+    case("nansum", lambda x: tg.nansum(x, axis=1), lambda x: torch.nansum(x, 1), with_nans(3, 4)),
+    case("nansum_none", tg.nansum, torch.nansum, with_nans(3, 4)),
+    case("nanmean", lambda x: tg.nanmean(x, axis=0, keepdims=True),
+         lambda x: torch.nanmean(x, 0, keepdim=True), with_nans(4, 3)),
+    case("nanmean_tuple", lambda x: tg.nanmean(x, axis=(0, 2)),
+         lambda x: torch.nanmean(x, (0, 2)), with_nans(3, 2, 4, count=5)),
+    case("average", lambda x: tg.average(x, axis=1), lambda x: torch.mean(x, 1), normal(3, 4)),
+    case("average_weights", lambda x, w: tg.average(x, axis=1, weights=w),
+         lambda x, w: (x * w).sum(1) / w.sum(), normal(3, 4), positive(4)),
+    case("average_weights_full", lambda x, w: tg.average(x, weights=w),
+         lambda x, w: (x * w).sum() / w.sum(), normal(3, 4), positive(3, 4)),
+    case("average_weights_axes", lambda x, w: tg.average(x, axis=(2, 0), weights=w),
+         lambda x, w: (x * w.T[:, None, :]).sum((0, 2)) / w.sum(), normal(3, 2, 4),
+         positive(4, 3)),
+    case("median_odd", lambda x: tg.median(x, axis=1), lambda x: torch.median(x, 1).values,
+         normal(3, 5)),
+    case("median_even_as_quantile", lambda x: tg.median(x, axis=0),
+         lambda x: torch.quantile(x, 0.5, dim=0), normal(4, 3)),
+    case("median_none", tg.median, lambda x: torch.quantile(x, 0.5), normal(3, 4)),
+    case("median_keepdims", lambda x: tg.median(x, axis=(0, 2), keepdims=True),
+         lambda x: torch.quantile(x.permute(1, 0, 2).reshape(3, -1), 0.5, dim=1)
+         .reshape(1, 3, 1), normal(2, 3, 4)),
+    case("nanmedian_odd", lambda x: tg.nanmedian(x, axis=1),
+         lambda x: torch.nanmedian(x, 1).values,
+         np.array([[1.0, np.nan, 3.0, 0.5, 2.0, -1.0],
+                   [np.nan, 0.7, 0.2, 0.1, -0.3, 4.0]])),
+    case("nanmedian_any", lambda x: tg.nanmedian(x, axis=0),
+         lambda x: torch.nanquantile(x, 0.5, dim=0), with_nans(5, 3, count=4)),
+    case("quantile", lambda x: tg.quantile(x, QS, axis=1), _tquantile(QS, 1), normal(3, 7)),
+    case("quantile_scalar", lambda x: tg.quantile(x, 0.3), _tquantile(0.3), normal(4, 5)),
+    case("quantile_keepdims", lambda x: tg.quantile(x, QS, axis=0, keepdims=True),
+         _tquantile(QS, 0, True), normal(6, 2)),
+    case("quantile_ties", lambda x: tg.quantile(x, QS, axis=1), _tquantile(QS, 1),
+         with_ties(3, 8), second=True),
+    *[case(f"quantile_{m}", lambda x, m=m: tg.quantile(x, QS, axis=-1, method=m),
+           _tquantile(QS, -1, interpolation=m), normal(2, 6))
+      for m in ("lower", "higher", "midpoint", "nearest")],
+    case("percentile", lambda x: tg.percentile(x, 100 * QS, axis=1), _tquantile(QS, 1),
+         normal(3, 5)),
+    case("nanquantile", lambda x: tg.nanquantile(x, QS, axis=1), _tquantile(QS, 1, nan=True),
+         with_nans(3, 7, count=4)),
+    case("nanpercentile", lambda x: tg.nanpercentile(x, [10.0, 90.0], axis=0),
+         _tquantile([0.1, 0.9], 0, nan=True), with_nans(6, 3, count=4)),
+    case("logsumexp", lambda x: tg.logsumexp(x, axis=1), lambda x: torch.logsumexp(x, 1),
+         normal(3, 4)),
+    case("logsumexp_none", tg.logsumexp, lambda x: torch.logsumexp(x, (0, 1)), normal(3, 4)),
+    case("logsumexp_keep", lambda x: tg.logsumexp(x, axis=(0, 2), keepdims=True),
+         lambda x: torch.logsumexp(x, (0, 2), keepdim=True), normal(2, 3, 4)),
+    case("logsumexp_big", lambda x: tg.logsumexp(x, axis=0), lambda x: torch.logsumexp(x, 0),
+         np.array([[800.0, -900.0], [799.0, -901.0]])),
+    case("logsumexp_b", lambda x, b: tg.logsumexp(x, axis=1, b=b),
+         lambda x, b: torch.logsumexp(x + torch.log(b), 1), normal(3, 4), positive(3, 4)),
+    case("logsumexp_b_bcast", lambda x, b: tg.logsumexp(x, axis=0, b=b),
+         lambda x, b: torch.logsumexp(x + torch.log(b), 0), normal(3, 4), positive(4)),
+]
+
+
+@pytest.mark.parametrize("tg_fn, t_fn, inputs, kw", JOINING + STATISTICS)
+def test_statistics_and_joining_match_torch(tg_fn, t_fn, inputs, kw):
+    run(tg_fn, t_fn, inputs, kw)
