@@ -463,3 +463,201 @@ STATISTICS = [
 @pytest.mark.parametrize("tg_fn, t_fn, inputs, kw", JOINING + STATISTICS)
 def test_statistics_and_joining_match_torch(tg_fn, t_fn, inputs, kw):
     run(tg_fn, t_fn, inputs, kw)
+
+
+# ---------------------------------------------------------------------------------------
+# Linear algebra (tapegrad_linalg: decompositions, norms, products, linalg)
+# ---------------------------------------------------------------------------------------
+
+L = tg.linalg
+TL = torch.linalg
+
+
+def general(*shape):
+    return normal(*shape) + 2.5 * np.eye(shape[-1])
+
+
+def spd(*shape):
+    x = normal(*shape)
+    return x @ np.swapaxes(x, -1, -2) + shape[-1] * np.eye(shape[-1])
+
+
+def sym_tg(a):
+    return 0.5 * (a + L.matrix_transpose(a))
+
+
+def sym_t(a):
+    return 0.5 * (a + a.mT)
+
+
+def distinct_sv(*shape):
+    u, _, vh = np.linalg.svd(normal(*shape), full_matrices=False)
+    k = min(shape[-2:])
+    return (u * (1.0 + np.arange(k)[::-1] * 0.7)) @ vh
+
+
+def real_spectrum(n):
+    v = normal(n, n) + 2.0 * np.eye(n)
+    return (v * (1.0 + np.arange(n) * 1.1)) @ np.linalg.inv(v)
+
+
+LINALG = [
+    case("inv", L.inv, TL.inv, general(3, 3)),
+    case("inv_batch", L.inv, TL.inv, general(2, 3, 3)),
+    case("det", L.det, TL.det, general(3, 3)),
+    case("det_batch", L.det, TL.det, general(2, 2, 4, 4)),
+    case("det_negative", L.det, TL.det, general(3, 3) * np.array([1.0, -1.0, 1.0])),
+    case("slogdet", lambda a: L.slogdet(a).logabsdet, lambda a: TL.slogdet(a).logabsdet,
+         general(2, 3, 3) * np.array([1.0, -1.0, 1.0])),
+    case("solve_vec", L.solve, TL.solve, general(3, 3), normal(3)),
+    case("solve_mat", L.solve, TL.solve, general(3, 3), normal(3, 2)),
+    case("solve_batch", L.solve, TL.solve, general(2, 3, 3), normal(2, 3, 4)),
+    case("solve_bcast_a", L.solve, TL.solve, general(3, 3), normal(2, 3, 2)),
+    case("solve_bcast_both", L.solve, TL.solve, general(2, 1, 3, 3), normal(4, 3, 2)),
+    case("solve_batch_vec", L.solve, lambda a, b: TL.solve(a, b[..., None].expand(2, 3, 1))[..., 0],
+         general(2, 3, 3), normal(3)),
+    case("cholesky", lambda a: L.cholesky(sym_tg(a)), lambda a: TL.cholesky(sym_t(a)),
+         spd(3, 3)),
+    case("cholesky_upper", lambda a: L.cholesky(sym_tg(a), upper=True),
+         lambda a: TL.cholesky(sym_t(a), upper=True), spd(2, 4, 4)),
+    case("qr_tall", lambda a: tuple(L.qr(a)), lambda a: tuple(TL.qr(a)), normal(5, 3)),
+    case("qr_square", lambda a: tuple(L.qr(a)), lambda a: tuple(TL.qr(a)), general(3, 3)),
+    case("qr_wide", lambda a: tuple(L.qr(a)), lambda a: tuple(TL.qr(a)), normal(2, 3, 5)),
+    case("qr_r", lambda a: L.qr(a, mode="r"), lambda a: TL.qr(a)[1], normal(4, 3)),
+    case("qr_complete_wide", lambda a: tuple(L.qr(a, mode="complete")),
+         lambda a: tuple(TL.qr(a, mode="complete")), normal(2, 4)),
+    case("eigh", lambda a: (L.eigh(sym_tg(a))[0], tg.abs(L.eigh(sym_tg(a))[1])),
+         lambda a: (TL.eigh(sym_t(a))[0], torch.abs(TL.eigh(sym_t(a))[1])), normal(4, 4)),
+    case("eigh_batch_U", lambda a: (L.eigh(sym_tg(a), UPLO="U")[0],
+                                    tg.abs(L.eigh(sym_tg(a), UPLO="U")[1])),
+         lambda a: (TL.eigh(sym_t(a), UPLO="U")[0], torch.abs(TL.eigh(sym_t(a), UPLO="U")[1])),
+         normal(2, 3, 3)),
+    case("eigvalsh", lambda a: L.eigvalsh(sym_tg(a)), lambda a: TL.eigvalsh(sym_t(a)),
+         normal(2, 4, 4)),
+    case("eigvalsh_U", lambda a: L.eigvalsh(a, UPLO="U"),
+         lambda a: TL.eigvalsh(torch.triu(a) + torch.triu(a, 1).mT), normal(3, 3)),
+    case("eigh_L_triangle", lambda a: L.eigh(a)[0],
+         lambda a: TL.eigh(torch.tril(a) + torch.tril(a, -1).mT)[0], normal(4, 4)),
+    case("cholesky_triangle", L.cholesky,
+         lambda a: TL.cholesky(torch.tril(a) + torch.tril(a, -1).mT), spd(3, 3)),
+    case("eigvals", lambda a: tg.sort(L.eigvals(a)),
+         lambda a: torch.sort(TL.eigvals(a).real).values, real_spectrum(4), rtol=1e-7),
+    case("eig", lambda a: tg.abs(L.eig(a)[1]) * tg.sign(L.eig(a)[0])[..., None, :],
+         lambda a: torch.abs(TL.eig(a)[1]) * torch.sign(TL.eig(a)[0].real)[..., None, :],
+         real_spectrum(3), rtol=1e-7),
+    case("svd_vals", lambda a: L.svd(a, full_matrices=False).S,
+         lambda a: TL.svd(a, full_matrices=False).S, distinct_sv(4, 3)),
+    case("svd_vectors_tall", lambda a: (tg.abs(L.svd(a, full_matrices=False).U),
+                                        tg.abs(L.svd(a, full_matrices=False).Vh)),
+         lambda a: (torch.abs(TL.svd(a, full_matrices=False).U),
+                    torch.abs(TL.svd(a, full_matrices=False).Vh)), distinct_sv(5, 3)),
+    case("svd_vectors_wide", lambda a: (tg.abs(L.svd(a, full_matrices=False).U),
+                                        tg.abs(L.svd(a, full_matrices=False).Vh)),
+         lambda a: (torch.abs(TL.svd(a, full_matrices=False).U),
+                    torch.abs(TL.svd(a, full_matrices=False).Vh)), distinct_sv(2, 3, 5)),
+    case("svd_square", lambda a: tuple(tg.abs(t) for t in L.svd(a)),
+         lambda a: tuple(torch.abs(t) for t in TL.svd(a)), distinct_sv(3, 3)),
+    case("svdvals", L.svdvals, TL.svdvals, normal(2, 3, 4)),
+    case("pinv_tall", L.pinv, TL.pinv, normal(5, 3)),
+    case("pinv_wide", L.pinv, TL.pinv, normal(2, 3, 4)),
+    case("pinv_hermitian", lambda a: L.pinv(sym_tg(a), hermitian=True),
+         lambda a: TL.pinv(sym_t(a), hermitian=True), spd(3, 3)),
+    case("lstsq_vec", lambda a, b: L.lstsq(a, b)[0],
+         lambda a, b: (TL.pinv(a) @ b), normal(5, 3), normal(5)),
+    case("lstsq_mat", lambda a, b: L.lstsq(a, b)[:2:1] and L.lstsq(a, b)[0],
+         lambda a, b: TL.lstsq(a, b).solution, normal(5, 3), normal(5, 2)),
+    case("lstsq_residuals", lambda a, b: L.lstsq(a, b)[1],
+         lambda a, b: ((a @ TL.pinv(a) @ b - b) ** 2).sum(0), normal(5, 3), normal(5, 2)),
+    case("lstsq_residuals_vec", lambda a, b: L.lstsq(a, b)[1],
+         lambda a, b: ((a @ TL.pinv(a) @ b - b) ** 2).sum(0, keepdim=True),
+         normal(5, 3), normal(5)),
+    case("lstsq_wide", lambda a, b: L.lstsq(a, b)[0], lambda a, b: TL.pinv(a) @ b,
+         normal(2, 4), normal(2, 3)),
+    case("lstsq_s", lambda a, b: L.lstsq(a, b)[3], lambda a, b: TL.svdvals(a),
+         normal(4, 3), normal(4)),
+]
+
+NORMS = [
+    *[case(f"vector_norm_{o}", lambda x, o=o: L.vector_norm(x, ord=o, axis=1),
+           lambda x, o=o: TL.vector_norm(x, ord=o, dim=1), away(3, 5))
+      for o in (2, 1, 3, 0.5, -1, -2.5, np.inf, -np.inf)],
+    case("vector_norm_zero_ord0", lambda x: L.vector_norm(x, ord=0, axis=0),
+         lambda x: TL.vector_norm(x, ord=0, dim=0), with_zeros(4, 3)),
+    case("vector_norm_none", L.vector_norm, TL.vector_norm, normal(2, 3, 4)),
+    case("vector_norm_keep", lambda x: L.vector_norm(x, axis=(0, 2), keepdims=True, ord=3),
+         lambda x: TL.vector_norm(x, dim=(0, 2), keepdim=True, ord=3), away(2, 3, 4)),
+    case("vector_norm_inf_ties", lambda x: L.vector_norm(x, ord=np.inf, axis=-1),
+         lambda x: TL.vector_norm(x, ord=np.inf, dim=-1),
+         np.array([[1.0, -2.0, 2.0], [0.5, 0.3, -0.1]]), second=False),
+    case("vector_norm_zero_row", lambda x: L.vector_norm(x, axis=1),
+         lambda x: TL.vector_norm(x, dim=1), np.array([[0.0, 0.0], [3.0, 4.0]]), second=False),
+    case("norm_default", L.norm, TL.norm, normal(3, 4)),
+    case("norm_vec_axis", lambda x: L.norm(x, 3, axis=0), lambda x: TL.vector_norm(x, 3, dim=0),
+         away(3, 4)),
+    case("norm_1d_ord1", lambda x: L.norm(x, 1), lambda x: TL.norm(x, 1), away(5)),
+    *[case(f"matrix_norm_{o}", lambda x, o=o: L.matrix_norm(x, ord=o),
+           lambda x, o=o: TL.matrix_norm(x, ord=o), distinct_sv(2, 3, 4) + 0.05 * normal(2, 3, 4))
+      for o in ("fro", "nuc", 2, -2, 1, -1, np.inf, -np.inf)],
+    *[case(f"norm_axes_{o}", lambda x, o=o: L.norm(x, o, axis=(2, 0), keepdims=True),
+           lambda x, o=o: TL.matrix_norm(x, ord=o, dim=(2, 0), keepdim=True),
+           distinct_sv(4, 3, 4) + 0.05 * normal(4, 3, 4))
+      for o in ("fro", "nuc", 2, 1, -1, np.inf, -np.inf)],
+    *[case(f"cond_{p}", lambda x, p=p: L.cond(x, p), lambda x, p=p: TL.cond(x, p),
+           general(2, 3, 3)) for p in (None, 2, -2)],
+    # (torch.linalg.cond's backward fails for these p: its definition, composed)
+    *[case(f"cond_{p}", lambda x, p=p: L.cond(x, p),
+           lambda x, p=p: TL.matrix_norm(x, p) * TL.matrix_norm(TL.inv(x), p),
+           general(2, 3, 3)) for p in ("fro", "nuc", 1, -1, np.inf, -np.inf)],
+]
+
+PRODUCTS = [
+    *[case(f"matrix_power_{n}", lambda a, n=n: L.matrix_power(a, n),
+           lambda a, n=n: TL.matrix_power(a, n), 0.6 * general(2, 3, 3)) for n in (0, 1, 2, 3, 5, 6, -1, -3)],
+    case("multi_dot", lambda a, b, c, d: L.multi_dot([a, b, c, d]),
+         lambda a, b, c, d: TL.multi_dot([a, b, c, d]), normal(3), normal(3, 6),
+         normal(6, 2), normal(2)),
+    case("multi_dot_mats", lambda a, b, c: L.multi_dot([a, b, c]),
+         lambda a, b, c: TL.multi_dot([a, b, c]), normal(5, 2), normal(2, 6), normal(6, 3)),
+    case("multi_dot_two", lambda a, b: L.multi_dot([a, b]),
+         lambda a, b: TL.multi_dot([a, b]), normal(4, 2), normal(2)),
+    case("vecdot", L.vecdot, TL.vecdot, normal(2, 3), normal(3)),
+    case("vecdot_axis", lambda a, b: L.vecdot(a, b, axis=0), lambda a, b: TL.vecdot(a, b, dim=0),
+         normal(4, 3), normal(4, 1)),
+    case("cross", L.cross, lambda a, b: TL.cross(a, b.expand(4, 3)), normal(4, 3), normal(3)),
+    case("cross_axis", lambda a, b: L.cross(a, b, axis=0), lambda a, b: TL.cross(a, b, dim=0),
+         normal(3, 2), normal(3, 2)),
+    case("np_cross", tg.cross, TL.cross, normal(2, 3), normal(2, 3)),
+    case("np_cross_axes", lambda a, b: tg.cross(a, b, axisa=0, axisb=1, axisc=0),
+         lambda a, b: TL.cross(a.T, b, dim=-1).T, normal(3, 4), normal(4, 3)),
+    case("np_cross_2d", tg.cross, lambda a, b: a[..., 0] * b[..., 1] - a[..., 1] * b[..., 0],
+         normal(4, 2), normal(2)),
+    case("np_cross_2_3", tg.cross, lambda a, b: TL.cross(
+        torch.cat([a, torch.zeros(a.shape[:-1] + (1,), dtype=a.dtype)], -1), b),
+         normal(4, 2), normal(4, 3)),
+    case("np_cross_3_2", tg.cross, lambda a, b: TL.cross(
+        a, torch.cat([b, torch.zeros(1, dtype=b.dtype)], -1).expand(4, 3)),
+         normal(4, 3), normal(2)),
+    case("outer_la", L.outer, torch.outer, normal(3), normal(4)),
+    case("matrix_transpose", L.matrix_transpose, lambda x: x.mT, normal(2, 3, 4)),
+    case("tensorinv", lambda a: L.tensorinv(a, ind=2),
+         lambda a: TL.tensorinv(a, ind=2), general(6, 6).reshape(2, 3, 6)),
+    case("tensorinv_ind1", lambda a: L.tensorinv(a, ind=1),
+         lambda a: TL.tensorinv(a, ind=1), general(6, 6).reshape(6, 2, 3)),
+    case("tensorsolve", L.tensorsolve, TL.tensorsolve, general(6, 6).reshape(2, 3, 6),
+         normal(2, 3)),
+    case("tensorsolve_axes", lambda a, b: L.tensorsolve(a, b, axes=(0, 2)),
+         lambda a, b: TL.tensorsolve(a, b, dims=(0, 2)),
+         general(4, 4).reshape(2, 2, 2, 2), normal(2, 2)),
+    case("la_matmul", L.matmul, TL.matmul, normal(2, 3, 4), normal(4, 2)),
+    case("la_diagonal", lambda x: L.diagonal(x, offset=1), lambda x: TL.diagonal(x, offset=1),
+         normal(2, 3, 4)),
+    case("la_trace", lambda x: L.trace(x, offset=-1),
+         lambda x: torch.diagonal(x, -1, -2, -1).sum(-1), normal(2, 4, 3)),
+    case("la_tensordot", lambda a, b: L.tensordot(a, b, axes=1),
+         lambda a, b: torch.tensordot(a, b, 1), normal(2, 3), normal(3, 4)),
+]
+
+
+@pytest.mark.parametrize("tg_fn, t_fn, inputs, kw", LINALG + NORMS + PRODUCTS)
+def test_linalg_matches_torch(tg_fn, t_fn, inputs, kw):
+    run(tg_fn, t_fn, inputs, kw)
