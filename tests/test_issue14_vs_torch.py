@@ -661,3 +661,218 @@ PRODUCTS = [
 @pytest.mark.parametrize("tg_fn, t_fn, inputs, kw", LINALG + NORMS + PRODUCTS)
 def test_linalg_matches_torch(tg_fn, t_fn, inputs, kw):
     run(tg_fn, t_fn, inputs, kw)
+
+
+# ---------------------------------------------------------------------------------------
+# tapegrad-scipy: special, stats, linalg, signal
+# ---------------------------------------------------------------------------------------
+
+SP = tg.scipy.special
+TS = torch.special
+D = torch.distributions
+
+
+def prob(*shape):
+    return uniform(0.05, 0.95, *shape)
+
+
+def _sp_unary(name, tfn, gen, shapes=((3, 4), ())):
+    return [case(f"{name}{s}", getattr(SP, name), tfn, gen(*s)) for s in shapes]
+
+
+SPECIAL = [
+    *_sp_unary("gammaln", torch.lgamma, positive),
+    *_sp_unary("digamma", torch.digamma, positive),
+    *_sp_unary("gamma", lambda x: torch.exp(torch.lgamma(x)), positive),
+    case("gamma_negative", SP.gamma, lambda x: torch.exp(torch.lgamma(x)) * torch.tensor(
+        [-1.0, 1.0, 1.0], dtype=torch.float64), np.array([-0.5, -1.5, -3.3]), rtol=1e-7),
+    case("gammaln_negative", SP.gammaln, torch.lgamma, np.array([-0.5, -1.5, -3.3, 0.2])),
+    *_sp_unary("erf", torch.erf, normal), *_sp_unary("erfc", torch.erfc, normal),
+    *_sp_unary("erfinv", torch.erfinv, lambda *s: uniform(-0.95, 0.95, *s)),
+    *_sp_unary("erfcinv", lambda x: torch.erfinv(1 - x), lambda *s: uniform(0.1, 1.9, *s),
+               ),
+    *_sp_unary("expit", torch.sigmoid, lambda *s: 5 * normal(*s)),
+    case("expit_tails", SP.expit, torch.sigmoid, np.array([-40.0, -10.0, 0.0, 10.0, 40.0])),
+    *_sp_unary("logit", torch.logit, prob),
+    *_sp_unary("ndtr", TS.ndtr, normal),
+    *_sp_unary("log_ndtr", TS.log_ndtr, lambda *s: 5 * normal(*s)),
+    case("log_ndtr_tails", SP.log_ndtr, TS.log_ndtr, np.array([-40.0, -8.0, 0.0, 8.0, 30.0])),
+    *_sp_unary("ndtri", TS.ndtri, prob),
+    *_sp_unary("i0", TS.i0, lambda *s: 2 * normal(*s)),
+    *_sp_unary("i1", TS.i1, lambda *s: 2 * normal(*s)),
+    case("i1_zero", SP.i1, TS.i1, np.array([0.0, 1e-8, -0.3])),
+    *_sp_unary("i0e", TS.i0e, lambda *s: 3 * away(*s)),
+    *_sp_unary("i1e", TS.i1e, lambda *s: 3 * away(*s)),
+    *_sp_unary("entr", TS.entr, positive),
+    case("betaln", SP.betaln, lambda a, b: torch.lgamma(a) + torch.lgamma(b) - torch.lgamma(a + b),
+         positive(3, 4), positive(4)),
+    case("beta", SP.beta, lambda a, b: torch.exp(
+        torch.lgamma(a) + torch.lgamma(b) - torch.lgamma(a + b)), positive(3, 1), positive(4)),
+    case("xlogy", SP.xlogy, TS.xlogy, normal(3, 4), positive(4)),
+    case("xlogy_zero", SP.xlogy, TS.xlogy, np.array([0.0, 0.0, 1.5, -2.0]),
+         np.array([0.5, 2.0, 3.0, 0.7])),
+    case("xlog1py", SP.xlog1py, TS.xlog1py, normal(3, 4), uniform(-0.8, 2.0, 4)),
+    case("xlog1py_zero", SP.xlog1py, TS.xlog1py, np.array([0.0, 0.0, 1.5]),
+         np.array([-0.5, 2.0, 3.0])),
+    case("rel_entr", SP.rel_entr, lambda x, y: x * torch.log(x / y), positive(3, 4), positive(4)),
+    case("kl_div", SP.kl_div, lambda x, y: x * torch.log(x / y) - x + y, positive(3, 4),
+         positive(3, 1)),
+    *[case(f"polygamma{n}", lambda x, n=n: SP.polygamma(n, x),
+           lambda x, n=n: torch.polygamma(n, x), positive(3, 4)) for n in (0, 1, 2, 3)],
+    case("logsumexp", lambda x: SP.logsumexp(x, axis=1), lambda x: torch.logsumexp(x, 1),
+         normal(3, 4)),
+    case("logsumexp_all", SP.logsumexp, lambda x: torch.logsumexp(x, (0, 1, 2)), normal(2, 3, 4)),
+    case("logsumexp_b", lambda x, b: SP.logsumexp(x, axis=0, b=b, keepdims=True),
+         lambda x, b: torch.logsumexp(x + torch.log(b), 0, keepdim=True), normal(3, 4),
+         positive(3, 4)),
+    case("logsumexp_b_bcast", lambda x, b: SP.logsumexp(x, axis=-1, b=b),
+         lambda x, b: torch.logsumexp(x + torch.log(b), -1), normal(3, 4), positive(4)),
+    case("logsumexp_b_col", lambda x, b: SP.logsumexp(x, axis=(0, 1), b=b),
+         lambda x, b: torch.logsumexp(x + torch.log(b), (0, 1)), normal(3, 1), positive(3, 4)),
+    case("softmax", SP.softmax, lambda x: torch.softmax(x.flatten(), 0).reshape(x.shape),
+         normal(3, 4)),
+    case("softmax_axis", lambda x: SP.softmax(x, axis=0), lambda x: torch.softmax(x, 0),
+         normal(3, 4)),
+    case("softmax_axes", lambda x: SP.softmax(x, axis=(0, 2)),
+         lambda x: torch.exp(x - torch.logsumexp(x, (0, 2), keepdim=True)), normal(2, 3, 4)),
+    case("log_softmax", SP.log_softmax,
+         lambda x: torch.log_softmax(x.flatten(), 0).reshape(x.shape), normal(3, 4)),
+    case("log_softmax_axes", lambda x: SP.log_softmax(x, axis=(0, 2)),
+         lambda x: x - torch.logsumexp(x, (0, 2), keepdim=True), normal(2, 3, 4)),
+]
+
+ST = tg.scipy.stats
+
+
+def _t_gamma(x, a, loc, scale):
+    return D.Gamma(a, 1 / scale).log_prob(x - loc)
+
+
+def _t_beta(x, a, b, loc, scale):
+    return D.Beta(a, b).log_prob((x - loc) / scale) - torch.log(scale)
+
+
+STATS = [
+    case("norm_logpdf", ST.norm.logpdf, lambda x, m, s: D.Normal(m, s).log_prob(x),
+         normal(3, 4), normal(4), positive(3, 1)),
+    case("norm_pdf", ST.norm.pdf, lambda x, m, s: D.Normal(m, s).log_prob(x).exp(),
+         normal(3, 4), normal(4), positive(3, 1)),
+    case("norm_cdf", ST.norm.cdf, lambda x, m, s: D.Normal(m, s).cdf(x),
+         normal(3, 4), normal(4), positive(3, 1)),
+    case("norm_logcdf", ST.norm.logcdf, lambda x, m, s: TS.log_ndtr((x - m) / s),
+         3 * normal(3, 4), normal(4), positive(3, 1)),
+    case("t_logpdf", ST.t.logpdf, lambda x, df, m, s: D.StudentT(df, m, s).log_prob(x),
+         normal(3, 4), positive(4) + 0.5, normal(3, 1), positive(4)),
+    case("t_pdf", ST.t.pdf, lambda x, df, m, s: D.StudentT(df, m, s).log_prob(x).exp(),
+         normal(3, 4), positive(4) + 0.5, normal(3, 1), positive(4)),
+    case("gamma_logpdf", ST.gamma.logpdf, _t_gamma, positive(3, 4) + 0.5, positive(4),
+         uniform(0, 0.4, 3, 1), positive(4)),
+    case("gamma_pdf", ST.gamma.pdf, lambda *a: _t_gamma(*a).exp(), positive(3, 4) + 0.5,
+         positive(4), uniform(0, 0.4, 3, 1), positive(4)),
+    case("chi2_logpdf", ST.chi2.logpdf, lambda x, df, loc, s: _t_gamma(x, df / 2, loc, 2 * s),
+         positive(3, 4) + 0.5, positive(4) + 1, uniform(0, 0.4, 3, 1), positive(4)),
+    case("chi2_pdf", ST.chi2.pdf, lambda x, df: D.Chi2(df).log_prob(x).exp(),
+         positive(3, 4), positive(4) + 1),
+    case("beta_logpdf", ST.beta.logpdf, _t_beta, uniform(0.2, 0.8, 3, 4), positive(4),
+         positive(3, 1), uniform(-0.15, 0.15, 4), uniform(1.1, 1.4, 3, 1)),
+    case("beta_pdf", ST.beta.pdf, lambda *a: _t_beta(*a).exp(), uniform(0.2, 0.8, 3, 4),
+         positive(4), positive(3, 1), uniform(-0.15, 0.15, 4), uniform(1.1, 1.4, 3, 1)),
+    case("poisson_logpmf", lambda mu: ST.poisson.logpmf(np.array([[0.0], [1.0], [4.0]]), mu),
+         lambda mu: D.Poisson(mu).log_prob(torch.tensor([[0.0], [1.0], [4.0]],
+                                                        dtype=torch.float64)), positive(4)),
+    case("poisson_pmf", lambda mu: ST.poisson.pmf(np.array([0.0, 2.0, 5.0]), mu),
+         lambda mu: D.Poisson(mu).log_prob(torch.tensor([0.0, 2.0, 5.0],
+                                                        dtype=torch.float64)).exp(),
+         positive(3)),
+    case("dirichlet_logpdf", lambda x, a: ST.dirichlet.logpdf(x, a),
+         lambda x, a: D.Dirichlet(a).log_prob(x.T),
+         (lambda s: s / s.sum(0))(uniform(0.1, 1.0, 4, 5)), positive(4)),
+    case("dirichlet_pdf_1d", lambda x, a: ST.dirichlet.pdf(x, a),
+         lambda x, a: D.Dirichlet(a).log_prob(x).exp(),
+         (lambda s: s / s.sum())(uniform(0.1, 1.0, 3)), positive(3)),
+    case("mvn_logpdf", lambda x, m, c: ST.multivariate_normal.logpdf(x, m, sym_tg(c)),
+         lambda x, m, c: D.MultivariateNormal(m, covariance_matrix=sym_t(c)).log_prob(x),
+         normal(4, 3), normal(3), spd(3, 3)),
+    case("mvn_pdf_1x", lambda x, m, c: ST.multivariate_normal.pdf(x, m, sym_tg(c)),
+         lambda x, m, c: D.MultivariateNormal(m, covariance_matrix=sym_t(c)).log_prob(x).exp(),
+         normal(3), normal(3), spd(3, 3)),
+    case("mvn_diag", lambda x, m, c: ST.multivariate_normal.logpdf(x, m, c),
+         lambda x, m, c: D.MultivariateNormal(m, covariance_matrix=torch.diag(c)).log_prob(x),
+         normal(5, 2), normal(2), positive(2)),
+    case("mvn_scalar", lambda x: ST.multivariate_normal.logpdf(x, 0.5, 2.0),
+         lambda x: D.Normal(torch.tensor(0.5, dtype=torch.float64),
+                             torch.tensor(2.0, dtype=torch.float64).sqrt()).log_prob(x),
+         normal(5)),
+]
+
+SL = tg.scipy.linalg
+
+
+def triangular(n, lower):
+    a = normal(n, n) + 3 * np.eye(n)
+    return np.tril(a) if lower else np.triu(a)
+
+
+SCIPY_LINALG = [
+    case("solve_triangular_lower", lambda a, b: SL.solve_triangular(a, b, lower=True),
+         lambda a, b: TL.solve_triangular(torch.tril(a), b, upper=False),
+         triangular(3, True) + np.triu(normal(3, 3), 1), normal(3, 2)),
+    case("solve_triangular_upper_vec", lambda a, b: SL.solve_triangular(a, b),
+         lambda a, b: TL.solve_triangular(torch.triu(a), b[:, None], upper=True)[:, 0],
+         triangular(4, False) + np.tril(normal(4, 4), -1), normal(4)),
+    case("solve_triangular_trans", lambda a, b: SL.solve_triangular(a, b, trans="T", lower=True),
+         lambda a, b: TL.solve_triangular(torch.tril(a).mT, b, upper=True),
+         triangular(3, True), normal(3, 2)),
+    case("solve_triangular_trans1", lambda a, b: SL.solve_triangular(a, b, trans=1),
+         lambda a, b: TL.solve_triangular(torch.triu(a).mT, b[:, None], upper=False)[:, 0],
+         triangular(3, False), normal(3)),
+    case("solve_triangular_unit", lambda a, b: SL.solve_triangular(a, b, lower=True,
+                                                                   unit_diagonal=True),
+         lambda a, b: TL.solve_triangular(torch.tril(a), b, upper=False, unitriangular=True),
+         triangular(3, True) * 0.3, normal(3, 2)),
+    case("scipy_cholesky", lambda a: SL.cholesky(a),
+         lambda a: TL.cholesky(torch.triu(a) + torch.triu(a, 1).mT, upper=True), spd(3, 3)),
+    case("scipy_cholesky_lower", lambda a: SL.cholesky(a, lower=True),
+         lambda a: TL.cholesky(torch.tril(a) + torch.tril(a, -1).mT), spd(3, 3)),
+    case("cho_solve_lower", lambda c, b: SL.cho_solve((c, True), b),
+         lambda c, b: torch.cholesky_solve(b, torch.tril(c), upper=False),
+         np.linalg.cholesky(spd(3, 3)) + np.triu(normal(3, 3), 1), normal(3, 2)),
+    case("cho_solve_upper_vec", lambda c, b: SL.cho_solve((c, False), b),
+         lambda c, b: torch.cholesky_solve(b[:, None], torch.triu(c), upper=True)[:, 0],
+         np.linalg.cholesky(spd(3, 3)).T, normal(3)),
+    case("sqrtm", lambda a: SL.sqrtm(sym_tg(a)),
+         lambda a: (lambda w, v: (v * torch.sqrt(w)) @ v.mT)(*TL.eigh(sym_t(a))), spd(4, 4)),
+]
+
+
+def _tconv(a, b, mode, flip=True):
+    """scipy.signal.convolve (flip) / correlate of 1-d or 2-d inputs through conv{1,2}d."""
+    nd = a.ndim
+    k = torch.flip(b, tuple(range(nd))) if flip else b
+    conv = torch.nn.functional.conv1d if nd == 1 else torch.nn.functional.conv2d
+    full = conv(a[None, None], k[None, None], padding=tuple(s - 1 for s in b.shape))[0, 0]
+    if mode == "full":
+        return full
+    if mode == "valid":
+        idx = tuple(slice(s - 1, s - 1 + n - s + 1) for n, s in zip(a.shape, b.shape))
+        return full[idx]
+    idx = tuple(slice((f - n) // 2, (f - n) // 2 + n) for f, n in zip(full.shape, a.shape))
+    return full[idx]
+
+
+SIGNAL = [
+    *[case(f"convolve_{mode}_{'x'.join(map(str, sa))}",
+           lambda a, b, mode=mode: tg.scipy.signal.convolve(a, b, mode=mode),
+           lambda a, b, mode=mode: _tconv(a, b, mode), normal(*sa), normal(*sb))
+      for mode in ("full", "same", "valid") for sa, sb in (((7,), (3,)), ((5, 6), (2, 3)),
+                                                            ((4, 5), (3, 4)))],
+    *[case(f"correlate_{mode}_{'x'.join(map(str, sa))}",
+           lambda a, b, mode=mode: tg.scipy.signal.correlate(a, b, mode=mode),
+           lambda a, b, mode=mode: _tconv(a, b, mode, flip=False), normal(*sa), normal(*sb))
+      for mode in ("full", "same", "valid") for sa, sb in (((8,), (4,)), ((5, 6), (2, 3)))],
+]
+
+
+@pytest.mark.parametrize("tg_fn, t_fn, inputs, kw", SPECIAL + STATS + SCIPY_LINALG + SIGNAL)
+def test_scipy_matches_torch(tg_fn, t_fn, inputs, kw):
+    run(tg_fn, t_fn, inputs, kw)
