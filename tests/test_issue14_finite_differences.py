@@ -1,0 +1,187 @@
+"""Issue 14's ops whose PyTorch counterpart is missing or differs, against finite
+differences of the NumPy/SciPy function itself (independent of tapegrad's code).
+
+For each case ``F(x) = sum(w * f(x))`` with a random cotangent ``w``: tapegrad's gradient
+of F against central differences of NumPy's/SciPy's F, and tapegrad's second derivative
+``u . H v`` (the gradient of ``<grad F, v>``, dotted with ``u``) against the four-point
+difference of NumPy's F, for random directions u, v. The points are random and away from
+the ops' kinks (ties, jumps), and the argument forms are those the contract kit's fixed
+samples do not reach: other axes, keepdims, weights, methods, modes, shape parameters.
+"""
+
+import numpy as np
+import pytest
+import scipy.linalg as sla
+import scipy.signal as ssig
+import scipy.special as sp
+import scipy.stats as st
+import tapegrad as tg
+
+R = np.random.default_rng(2024)
+
+
+def _outputs(out):
+    out = out if isinstance(out, (tuple, list)) else (out,)
+    return [np.asarray(o.numpy() if hasattr(o, "numpy") else o, dtype=np.float64) for o in out]
+
+
+def check_fd(tg_fn, np_fn, inputs, *, wrt=None, h=1e-6, rtol=1e-5, atol=1e-7, second=True,
+             h2=1e-4, rtol2=1e-4, atol2=1e-5):
+    """tapegrad's first and second derivatives of tg_fn against finite differences of
+    np_fn (the NumPy/SciPy function) at `inputs`, in the inputs listed by `wrt`."""
+    inputs = [np.array(x, dtype=np.float64) for x in inputs]
+    wrt = list(range(len(inputs))) if wrt is None else list(wrt)
+    rng = np.random.default_rng(7)
+    ref = _outputs(np_fn(*inputs))
+    ws = [rng.standard_normal(r.shape) for r in ref]
+
+    def F(*xs):
+        return sum(float(np.sum(w * o)) for w, o in zip(ws, _outputs(np_fn(*xs))))
+
+    ts = [tg.tensor(x, requires_grad=i in wrt) for i, x in enumerate(inputs)]
+    outs = tg_fn(*ts)
+    outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
+    assert len(outs) == len(ref)
+    for o, r in zip(outs, ref):
+        assert tuple(o.shape) == r.shape
+        np.testing.assert_allclose(o.numpy(), r, rtol=1e-10, atol=1e-12, err_msg="value")
+    total = sum(((o * tg.tensor(w)).sum() for o, w in zip(outs, ws) if o.requires_grad),
+                tg.tensor(0.0))
+    grads = tg.grad(total, [ts[i] for i in wrt], create_graph=second, allow_unused=True)
+    for i, g in zip(wrt, grads):
+        num = np.zeros(inputs[i].shape)
+        for k in np.ndindex(inputs[i].shape):
+            xp = [x.copy() for x in inputs]
+            xm = [x.copy() for x in inputs]
+            xp[i][k] += h
+            xm[i][k] -= h
+            num[k] = (F(*xp) - F(*xm)) / (2 * h)
+        got = np.zeros(inputs[i].shape) if g is None else g.numpy()
+        np.testing.assert_allclose(got, num, rtol=rtol, atol=atol,
+                                   err_msg=f"first derivative, input {i}")
+    if not second:
+        return
+    vs = [rng.standard_normal(inputs[i].shape) for i in wrt]
+    inner = sum(((g * tg.tensor(v)).sum() for g, v in zip(grads, vs)
+                 if g is not None and g.requires_grad), tg.tensor(0.0))
+    hv = (tg.grad(inner, [ts[i] for i in wrt], allow_unused=True) if inner.requires_grad
+          else [None] * len(wrt))
+    for _ in range(2):
+        us = [rng.standard_normal(inputs[i].shape) for i in wrt]
+        got = sum(float(np.sum(u * (0 if x is None else x.numpy()))) for u, x in zip(us, hv))
+
+        def shifted(a, b):
+            xs = [x.copy() for x in inputs]
+            for j, u, v in zip(wrt, us, vs):
+                xs[j] = xs[j] + a * h2 * u + b * h2 * v
+            return F(*xs)
+        num = (shifted(1, 1) - shifted(1, -1) - shifted(-1, 1) + shifted(-1, -1)) / (4 * h2 * h2)
+        np.testing.assert_allclose(got, num, rtol=rtol2, atol=atol2,
+                                   err_msg="second derivative u.Hv")
+
+
+def case(name, tg_fn, np_fn, *inputs, **kw):
+    return pytest.param(tg_fn, np_fn, inputs, kw, id=name)
+
+
+def normal(*shape):
+    return R.standard_normal(shape)
+
+
+def positive(*shape):
+    return R.uniform(0.5, 3.0, shape)
+
+
+def spread(*shape):
+    """Distinct values at least 0.05 apart (no ties, so order statistics are smooth)."""
+    n = int(np.prod(shape))
+    return (R.permutation(n) * 0.37 + R.uniform(0, 0.05, n)).reshape(shape) - 0.18 * n
+
+
+def with_nans(*shape, count=3):
+    x = spread(*shape).reshape(-1)
+    x[R.choice(x.size, count, replace=False)] = np.nan
+    return x.reshape(shape)
+
+
+METHODS = ("inverted_cdf", "averaged_inverted_cdf", "closest_observation",
+           "interpolated_inverted_cdf", "hazen", "weibull", "linear", "median_unbiased",
+           "normal_unbiased", "lower", "higher", "midpoint", "nearest")
+Q = np.array([0.05, 0.3, 0.5, 0.81, 0.97])
+
+STATISTICS = [
+    *[case(f"quantile_{m}", lambda x, m=m: tg.quantile(x, Q, axis=1, method=m),
+           lambda x, m=m: np.quantile(x, Q, axis=1, method=m), spread(3, 7), second=False)
+      for m in METHODS],
+    case("quantile_axes_keepdims", lambda x: tg.quantile(x, [[0.2], [0.7]], axis=(0, 2),
+                                                         keepdims=True, method="hazen"),
+         lambda x: np.quantile(x, [[0.2], [0.7]], axis=(0, 2), keepdims=True, method="hazen"),
+         spread(2, 3, 4)),
+    case("quantile_none", lambda x: tg.quantile(x, 0.42, method="weibull"),
+         lambda x: np.quantile(x, 0.42, method="weibull"), spread(3, 5)),
+    case("percentile", lambda x: tg.percentile(x, [12.5, 60.0], axis=0, method="median_unbiased"),
+         lambda x: np.percentile(x, [12.5, 60.0], axis=0, method="median_unbiased"),
+         spread(6, 3)),
+    *[case(f"nanquantile_{m}", lambda x, m=m: tg.nanquantile(x, Q, axis=0, method=m),
+           lambda x, m=m: np.nanquantile(x, Q, axis=0, method=m), with_nans(7, 3, count=4))
+      for m in ("linear", "normal_unbiased", "nearest", "midpoint")],
+    case("nanpercentile_keep", lambda x: tg.nanpercentile(x, 35.0, axis=1, keepdims=True),
+         lambda x: np.nanpercentile(x, 35.0, axis=1, keepdims=True), with_nans(3, 6)),
+    case("median_even", lambda x: tg.median(x, axis=0), lambda x: np.median(x, axis=0),
+         spread(4, 3)),
+    case("median_axes", lambda x: tg.median(x, axis=(0, 2), keepdims=True),
+         lambda x: np.median(x, axis=(0, 2), keepdims=True), spread(2, 3, 4)),
+    case("median_none", tg.median, np.median, spread(3, 4)),
+    case("nanmedian", lambda x: tg.nanmedian(x, axis=1), lambda x: np.nanmedian(x, axis=1),
+         with_nans(3, 6, count=4)),
+    case("nanmedian_none", tg.nanmedian, np.nanmedian, with_nans(3, 5, count=4)),
+    case("average_weights", lambda x, w: tg.average(x, axis=1, weights=w, returned=True),
+         lambda x, w: np.average(x, axis=1, weights=w, returned=True), normal(3, 4),
+         positive(4)),
+    case("average_weights_axes", lambda x, w: tg.average(x, axis=(2, 0), weights=w,
+                                                         keepdims=True),
+         lambda x, w: np.average(x, axis=(2, 0), weights=w, keepdims=True), normal(3, 2, 4),
+         positive(4, 3)),
+    case("average_weights_full", lambda x, w: tg.average(x, weights=w, returned=True),
+         lambda x, w: np.average(x, weights=w, returned=True), normal(3, 4), positive(3, 4)),
+    case("average_returned", lambda x: tg.average(x, axis=0, returned=True),
+         lambda x: np.average(x, axis=0, returned=True), normal(3, 4)),
+    *[case(f"nanvar_ddof{d}", lambda x, d=d: tg.nanvar(x, axis=1, ddof=d, keepdims=True),
+           lambda x, d=d: np.nanvar(x, axis=1, ddof=d, keepdims=True), with_nans(3, 6))
+      for d in (0, 1, 2)],
+    case("nanvar_none", tg.nanvar, np.nanvar, with_nans(3, 4)),
+    case("nanstd", lambda x: tg.nanstd(x, axis=0, ddof=1), lambda x: np.nanstd(x, axis=0, ddof=1),
+         with_nans(5, 3)),
+    case("nanstd_axes", lambda x: tg.nanstd(x, axis=(0, 2)), lambda x: np.nanstd(x, axis=(0, 2)),
+         with_nans(2, 3, 4)),
+    case("nanmean_axes", lambda x: tg.nanmean(x, axis=(0, 2), keepdims=True),
+         lambda x: np.nanmean(x, axis=(0, 2), keepdims=True), with_nans(2, 3, 4)),
+    case("nansum_dtype", lambda x: tg.nansum(x, axis=0, keepdims=True),
+         lambda x: np.nansum(x, axis=0, keepdims=True), with_nans(4, 3)),
+    case("ptp", lambda x: tg.ptp(x, axis=(0, 1)), lambda x: np.ptp(x, axis=(0, 1)),
+         spread(3, 2, 4)),
+    case("diff_prepend", lambda x, p: tg.diff(x, 2, axis=0, prepend=p, append=1.5),
+         lambda x, p: np.diff(x, 2, axis=0, prepend=p, append=1.5), normal(4, 3), normal(1, 3)),
+    *[case(f"gradient_edge{e}_{name}", lambda x, e=e, a=a: tg.gradient(x, *a, edge_order=e),
+           lambda x, e=e, a=a: np.gradient(x, *a, edge_order=e), normal(4, 5))
+      for e in (1, 2) for name, a in (
+          ("default", ()), ("scalar", (0.7,)), ("per_axis", (0.5, 2.0)),
+          ("coords", (np.array([0.0, 0.4, 1.5, 2.0]), np.array([0.0, 1.0, 1.2, 3.0, 3.1]))),
+          ("mixed", (np.array([0.0, 0.4, 1.5, 2.0]), 0.3)))],
+    case("gradient_axis", lambda x: tg.gradient(x, np.array([0.0, 0.5, 0.6, 2.0]), axis=-1,
+                                                edge_order=2),
+         lambda x: np.gradient(x, np.array([0.0, 0.5, 0.6, 2.0]), axis=-1, edge_order=2),
+         normal(2, 3, 4)),
+    case("gradient_axes", lambda x: tg.gradient(x, 0.5, 2.0, axis=(2, 0)),
+         lambda x: np.gradient(x, 0.5, 2.0, axis=(2, 0)), normal(3, 2, 4)),
+    case("logsumexp_b", lambda x, b: tg.logsumexp(x, axis=(0, 2), b=b, keepdims=True),
+         lambda x, b: sp.logsumexp(x, axis=(0, 2), b=b, keepdims=True), normal(2, 3, 4),
+         positive(3, 1)),
+    case("logsumexp_b_none", lambda x, b: tg.logsumexp(x, b=b),
+         lambda x, b: sp.logsumexp(x, b=b), normal(3, 4), positive(4)),
+]
+
+
+@pytest.mark.parametrize("tg_fn, np_fn, inputs, kw", STATISTICS)
+def test_statistics_against_finite_differences(tg_fn, np_fn, inputs, kw):
+    check_fd(tg_fn, np_fn, inputs, **kw)
