@@ -185,3 +185,139 @@ STATISTICS = [
 @pytest.mark.parametrize("tg_fn, np_fn, inputs, kw", STATISTICS)
 def test_statistics_against_finite_differences(tg_fn, np_fn, inputs, kw):
     check_fd(tg_fn, np_fn, inputs, **kw)
+
+
+def off_grid(*shape, scale=3.0):
+    x = R.uniform(-scale, scale, shape)
+    return np.floor(x) + R.uniform(0.15, 0.85, shape)
+
+
+def dirty(*shape):
+    x = normal(*shape).reshape(-1)
+    x[0], x[1], x[2] = np.nan, np.inf, -np.inf
+    return x.reshape(shape)
+
+
+def nan_pair():
+    a, b = normal(3, 4), normal(3, 4)
+    a[0, 1] = b[1, 2] = np.nan
+    return a, b
+
+
+NA, NB = nan_pair()
+EW = [
+    # (default posinf/neginf: the largest finite floats, which finite differences of a
+    # sum cannot resolve; those are checked with explicit values below)
+    case("nan_to_num", lambda x: tg.nan_to_num(x), np.nan_to_num,
+         np.where(np.eye(3, 4) > 0, np.nan, normal(3, 4))),
+    case("nan_to_num_values", lambda x: tg.nan_to_num(x, True, 2.0, 9.0, -9.0),
+         lambda x: np.nan_to_num(x, True, 2.0, 9.0, -9.0), dirty(2, 5)),
+    case("fmax_nan", tg.fmax, np.fmax, NA, NB),
+    case("fmin_nan", tg.fmin, np.fmin, NA, NB),
+    case("fmax_bcast_nan", tg.fmax, np.fmax, NA, normal(4)),
+    # (heaviside's x1 jumps at 0: its gradient there is 0 by convention; x2's is exact)
+    case("heaviside", tg.heaviside, np.heaviside, np.array([[-1.0, 0.0, 2.0], [0.0, 0.0, -3.0]]),
+         normal(2, 3), wrt=[1]),
+    case("heaviside_bcast", tg.heaviside, np.heaviside, np.array([[-1.0], [0.0]]), normal(3),
+         wrt=[1]),
+    case("floor_divide", tg.floor_divide, np.floor_divide, off_grid(3, 4), np.array([1.5, -2.0, 0.7, 3.0])),
+    case("remainder_neg", tg.remainder, np.remainder, off_grid(3, 4), np.array([-1.5, 2.0, -0.7, 3.0])),
+    case("fmod_neg", tg.fmod, np.fmod, off_grid(3, 4), np.array([-1.5, 2.0, -0.7, 3.0])),
+    case("divmod", tg.divmod, np.divmod, off_grid(2, 3), np.array([-1.5, 2.0, 0.7])),
+    case("round_neg", lambda x: tg.round(x, -1), lambda x: np.round(x, -1),
+         off_grid(3, 4, scale=3.0) * 10 + 0.1),
+    case("around", lambda x: tg.around(x, 2), lambda x: np.around(x, 2), off_grid(3) / 100 + 1e-4),
+    case("copysign", tg.copysign, np.copysign, normal(3, 4), normal(4)),
+    case("logaddexp2", tg.logaddexp2, np.logaddexp2, normal(3, 1), normal(4)),
+    case("sinc", tg.sinc, np.sinc, np.array([1e-3, -0.05, 0.0999, 0.1001, 0.5, 1.3, -2.7])),
+    case("arctan2_bcast", tg.arctan2, np.arctan2, normal(2, 1, 3), normal(4, 1)),
+]
+
+
+@pytest.mark.parametrize("tg_fn, np_fn, inputs, kw", EW)
+def test_elementwise_against_finite_differences(tg_fn, np_fn, inputs, kw):
+    check_fd(tg_fn, np_fn, inputs, **kw)
+
+
+IDX = R.integers(-4, 4, (3, 5))
+SHAPE = [
+    *[case(f"pad_{mode}_{w}", lambda x, mode=mode, w=w: tg.pad(x, w, mode=mode),
+           lambda x, mode=mode, w=w: np.pad(x, w, mode=mode), normal(3, 4))
+      for mode in ("edge", "reflect", "symmetric", "wrap")
+      for w in (((2, 5), (1, 0)), 7, ((1,), ), ((0, 9), (4, 4)))],
+    case("pad_reflect_1", lambda x: tg.pad(x, 3, mode="reflect"),
+         lambda x: np.pad(x, 3, mode="reflect"), normal(2, 2)),
+    case("pad_constant_values", lambda x: tg.pad(x, ((1, 2), (3, 0)), constant_values=((1, 2), (3, 4))),
+         lambda x: np.pad(x, ((1, 2), (3, 0)), constant_values=((1, 2), (3, 4))), normal(2, 3)),
+    case("cumprod_dtype", lambda x: tg.cumprod(x, axis=1, dtype=np.float64),
+         lambda x: np.cumprod(x, axis=1, dtype=np.float64), normal(3, 4)),
+    case("cumsum_method", lambda x: x.cumsum(axis=0), lambda x: np.cumsum(x, axis=0), normal(3, 4)),
+    case("cumprod_method_zero", lambda x: x.cumprod(), lambda x: np.cumprod(x),
+         np.array([[1.3, 0.0, -0.7], [0.0, 2.0, 0.5]])),
+    case("sort_kind", lambda x: tg.sort(x, axis=0, kind="heapsort"),
+         lambda x: np.sort(x, axis=0, kind="heapsort"), spread(4, 3)),
+    case("sort_method", lambda x: x.sort(axis=None) if False else tg.sort(x, None),
+         lambda x: np.sort(x, None), spread(3, 4)),
+    case("take_neg", lambda x: tg.take(x, IDX, axis=1), lambda x: np.take(x, IDX, axis=1),
+         normal(2, 4, 2)),
+    case("take_wrap", lambda x: tg.take(x, IDX * 3, axis=0, mode="wrap"),
+         lambda x: np.take(x, IDX * 3, axis=0, mode="wrap"), normal(4, 2)),
+    case("take_clip_flat", lambda x: tg.take(x, IDX * 3, mode="clip"),
+         lambda x: np.take(x, IDX * 3, mode="clip"), normal(2, 3)),
+    case("take_along_none", lambda x: tg.take_along_axis(x, np.array([5, 0, 5, 2]), axis=None),
+         lambda x: np.take_along_axis(x, np.array([5, 0, 5, 2]), axis=None), normal(2, 3)),
+    case("take_along_bcast", lambda x: tg.take_along_axis(x, np.array([[[1], [0]]]), axis=2),
+         lambda x: np.take_along_axis(x, np.array([[[1], [0]]]), axis=2), normal(3, 2, 4)),
+    case("put_along_axis", lambda x, v: tg.put_along_axis(x, np.array([[2], [0]]), v, axis=1),
+         lambda x, v: (lambda y: (np.put_along_axis(y, np.array([[2], [0]]), v, 1), y)[1])(x.copy()),
+         normal(2, 4), normal(2, 1)),
+    case("put_along_axis_bcast", lambda x, v: tg.put_along_axis(x, np.array([[0, 3]]), v, axis=1),
+         lambda x, v: (lambda y: (np.put_along_axis(y, np.array([[0, 3]]), v, 1), y)[1])(x.copy()),
+         normal(3, 4), normal(1, 2)),
+    case("put_along_axis_scalar_v", lambda x, v: tg.put_along_axis(x, np.array([[1], [2], [0]]), v, axis=1),
+         lambda x, v: (lambda y: (np.put_along_axis(y, np.array([[1], [2], [0]]), v, 1), y)[1])(x.copy()),
+         normal(3, 3), normal()),
+    case("repeat_bcast", lambda x: tg.repeat(x, [2], axis=1), lambda x: np.repeat(x, [2], axis=1),
+         normal(2, 3)),
+    case("tile_more", lambda x: tg.tile(x, (2, 1, 1, 2)), lambda x: np.tile(x, (2, 1, 1, 2)),
+         normal(3, 2)),
+    case("roll_neg_axes", lambda x: tg.roll(x, (7, -1), axis=(-1, 0)),
+         lambda x: np.roll(x, (7, -1), axis=(-1, 0)), normal(3, 4)),
+    case("roll_same_axis", lambda x: tg.roll(x, (1, 2), axis=(1, 1)),
+         lambda x: np.roll(x, (1, 2), axis=(1, 1)), normal(3, 4)),
+    case("roll_bcast_shift", lambda x: tg.roll(x, 2, axis=(0, 1)),
+         lambda x: np.roll(x, 2, axis=(0, 1)), normal(3, 4)),
+    case("diagonal_neg_axes", lambda x: tg.diagonal(x, -1, -1, 0), lambda x: np.diagonal(x, -1, -1, 0),
+         normal(4, 2, 3)),
+    case("trace_dtype", lambda x: tg.trace(x, -1, 2, 0), lambda x: np.trace(x, -1, 2, 0),
+         normal(3, 2, 4)),
+    case("diag_far", lambda x: tg.diag(x, 5), lambda x: np.diag(x, 5), normal(3, 4)),
+    case("tensordot_pairs", lambda a, b: tg.tensordot(a, b, axes=(1, 0)),
+         lambda a, b: np.tensordot(a, b, axes=(1, 0)), normal(2, 3), normal(3, 4)),
+    case("tensordot_neg", lambda a, b: tg.tensordot(a, b, axes=([-1, 0], [0, -1])),
+         lambda a, b: np.tensordot(a, b, axes=([-1, 0], [0, -1])), normal(2, 3, 4), normal(4, 2)),
+    case("inner_scalar", tg.inner, np.inner, normal(), normal(2, 3)),
+    case("outer_nd", tg.outer, np.outer, normal(2, 2), normal(3)),
+    case("kron_scalar", tg.kron, np.kron, normal(2, 3), normal()),
+    case("kron_3d_1d", tg.kron, np.kron, normal(2, 1, 2), normal(3)),
+    case("append_axis0", lambda a, b: tg.append(a, b, axis=0), lambda a, b: np.append(a, b, axis=0),
+         normal(2, 3), normal(1, 3)),
+    case("array_split_neg", lambda a: tg.array_split(a, 4, axis=-1),
+         lambda a: np.array_split(a, 4, axis=-1), normal(2, 6)),
+    case("column_stack_2d", lambda a, b: tg.column_stack((a, b)),
+         lambda a, b: np.column_stack((a, b)), normal(3, 2), normal(3)),
+    case("r_", lambda a, b: tg.r_[a, 0.5, b], lambda a, b: np.r_[a, 0.5, b], normal(3), normal(2)),
+    case("r_axis", lambda a, b: tg.r_["1", a, b], lambda a, b: np.r_["1", a, b],
+         normal(2, 3), normal(2, 1)),
+    case("r_ndmin", lambda a, b: tg.r_["0,2", a, b], lambda a, b: np.r_["0,2", a, b],
+         normal(3), normal(2, 3)),
+    case("r_trans", lambda a, b: tg.r_["0,2,0", a, b], lambda a, b: np.r_["0,2,0", a, b],
+         normal(3), normal(2, 1)),
+    case("c_", lambda a, b: tg.c_[a, b], lambda a, b: np.c_[a, b], normal(3), normal(3, 2)),
+    case("c_2d", lambda a, b: tg.c_[a, b], lambda a, b: np.c_[a, b], normal(2, 3), normal(2, 1)),
+]
+
+
+@pytest.mark.parametrize("tg_fn, np_fn, inputs, kw", SHAPE)
+def test_shape_against_finite_differences(tg_fn, np_fn, inputs, kw):
+    check_fd(tg_fn, np_fn, inputs, **kw)
