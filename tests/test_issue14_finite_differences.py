@@ -256,7 +256,7 @@ SHAPE = [
          np.array([[1.3, 0.0, -0.7], [0.0, 2.0, 0.5]])),
     case("sort_kind", lambda x: tg.sort(x, axis=0, kind="heapsort"),
          lambda x: np.sort(x, axis=0, kind="heapsort"), spread(4, 3)),
-    case("sort_method", lambda x: x.sort(axis=None) if False else tg.sort(x, None),
+    case("sort_none", lambda x: tg.sort(x, None),
          lambda x: np.sort(x, None), spread(3, 4)),
     case("take_neg", lambda x: tg.take(x, IDX, axis=1), lambda x: np.take(x, IDX, axis=1),
          normal(2, 4, 2)),
@@ -320,4 +320,105 @@ SHAPE = [
 
 @pytest.mark.parametrize("tg_fn, np_fn, inputs, kw", SHAPE)
 def test_shape_against_finite_differences(tg_fn, np_fn, inputs, kw):
+    check_fd(tg_fn, np_fn, inputs, **kw)
+
+
+SS, STS, SLA = tg.scipy.special, tg.scipy.stats, tg.scipy.linalg
+
+
+def spd(n):
+    x = normal(n, n)
+    return x @ x.T + n * np.eye(n)
+
+
+SIMPLEX = (lambda s: s / (s.sum(0) * 1.25))(R.uniform(0.2, 1.0, (3, 4)))
+SCIPY = [
+    case("iv", lambda x: SS.iv(np.array([[0.0], [1.5], [-2.0]]), x),
+         lambda x: sp.iv(np.array([[0.0], [1.5], [-2.0]]), x), positive(4)),
+    case("jn", lambda x: SS.jn(np.array([[0], [1], [4]]), x),
+         lambda x: sp.jn(np.array([[0], [1], [4]]), x), 3 * normal(4)),
+    case("yn", lambda x: SS.yn(np.array([[0], [2]]), x), lambda x: sp.yn(np.array([[0], [2]]), x),
+         positive(4)),
+    case("polygamma_bcast", lambda x: SS.polygamma(np.array([[0], [1], [3]]), x),
+         lambda x: sp.polygamma(np.array([[0], [1], [3]]), x), positive(4)),
+    case("gamma_neg", SS.gamma, sp.gamma, np.array([-0.5, -1.5, -3.3, 0.4, 4.2])),
+    case("gammaln_neg", SS.gammaln, sp.gammaln, np.array([-0.5, -1.5, -3.3, 0.4])),
+    case("digamma_neg", SS.digamma, sp.digamma, np.array([-0.5, -1.5, -3.3, 0.4])),
+    case("beta_bcast", SS.beta, sp.beta, positive(3, 1), positive(4)),
+    case("betaln", SS.betaln, sp.betaln, positive(2, 3), positive(3)),
+    case("erfcinv", SS.erfcinv, sp.erfcinv, R.uniform(0.1, 1.9, (3, 4))),
+    case("i0e_i1e", lambda x: (SS.i0e(x), SS.i1e(x)), lambda x: (sp.i0e(x), sp.i1e(x)),
+         np.array([-3.0, -0.4, 0.3, 2.5, 8.0])),
+    case("i1_small", SS.i1, sp.i1, np.array([1e-3, -0.02, 0.5])),
+    case("kl_div", SS.kl_div, sp.kl_div, positive(3, 4), positive(4)),
+    case("rel_entr", SS.rel_entr, sp.rel_entr, positive(3, 4), positive(3, 1)),
+    case("xlogy_zero_x", SS.xlogy, sp.xlogy, np.array([0.0, 1.0, -2.0]), positive(3), wrt=[1]),
+    case("xlog1py", SS.xlog1py, sp.xlog1py, normal(3, 4), R.uniform(-0.7, 2.0, (4,))),
+    case("softmax_axes", lambda x: SS.softmax(x, axis=(0, 2)), lambda x: sp.softmax(x, axis=(0, 2)),
+         normal(2, 3, 4)),
+    case("log_softmax", lambda x: SS.log_softmax(x, axis=-1), lambda x: sp.log_softmax(x, axis=-1),
+         normal(3, 4)),
+    case("sp_logsumexp_b", lambda x, b: SS.logsumexp(x, axis=1, b=b, keepdims=True),
+         lambda x, b: sp.logsumexp(x, axis=1, b=b, keepdims=True), normal(3, 4), positive(3, 1)),
+    case("t_logpdf", STS.t.logpdf, st.t.logpdf, normal(3, 4), positive(4), normal(3, 1),
+         positive(4)),
+    case("t_pdf_df", lambda x, df: STS.t.pdf(x, df), lambda x, df: st.t.pdf(x, df),
+         normal(3, 4), positive(3, 1)),
+    case("gamma_logpdf", STS.gamma.logpdf, st.gamma.logpdf, positive(3, 4) + 0.5, positive(4),
+         R.uniform(0, 0.4, (3, 1)), positive(4)),
+    case("gamma_pdf_small_a", lambda x, a: STS.gamma.pdf(x, a, scale=2.0),
+         lambda x, a: st.gamma.pdf(x, a, scale=2.0), positive(4), R.uniform(0.3, 0.9, 4)),
+    case("chi2_logpdf", STS.chi2.logpdf, st.chi2.logpdf, positive(3, 4) + 0.5, positive(4) + 1,
+         R.uniform(0, 0.4, (3, 1)), positive(4)),
+    case("chi2_pdf", STS.chi2.pdf, st.chi2.pdf, positive(3, 4), positive(4) + 1),
+    case("beta_logpdf", STS.beta.logpdf, st.beta.logpdf, R.uniform(0.2, 0.8, (3, 4)),
+         positive(4), positive(3, 1), R.uniform(-0.15, 0.15, 4), R.uniform(1.1, 1.4, (3, 1))),
+    case("beta_pdf", lambda x, a, b: STS.beta.pdf(x, a, b), lambda x, a, b: st.beta.pdf(x, a, b),
+         R.uniform(0.1, 0.9, (3, 4)), positive(4), positive(3, 1)),
+    case("norm_logcdf_tail", STS.norm.logcdf, st.norm.logcdf, np.array([-30.0, -5.0, 0.3, 4.0]),
+         normal(4), positive(4)),
+    case("norm_cdf", STS.norm.cdf, st.norm.cdf, normal(3, 4), normal(4), positive(3, 1)),
+    case("poisson_logpmf", lambda mu: STS.poisson.logpmf(np.array([[1.0], [2.0], [5.0]]), mu, 1),
+         lambda mu: st.poisson.logpmf(np.array([[1.0], [2.0], [5.0]]), mu, 1), positive(4)),
+    case("poisson_pmf", lambda mu: STS.poisson.pmf(np.array([0.0, 3.0, 1.0]), mu),
+         lambda mu: st.poisson.pmf(np.array([0.0, 3.0, 1.0]), mu), positive(3)),
+    case("dirichlet_logpdf_short", lambda x, a: STS.dirichlet.logpdf(x, a),
+         lambda x, a: st.dirichlet.logpdf(x, a), SIMPLEX, positive(4)),
+    case("dirichlet_pdf", lambda x, a: STS.dirichlet.pdf(x, a), lambda x, a: st.dirichlet.pdf(x, a),
+         (lambda s: s / s.sum())(R.uniform(0.2, 1.0, 3)), positive(3), wrt=[1]),
+    case("mvn_logpdf", lambda x, m, c: STS.multivariate_normal.logpdf(x, m, c),
+         lambda x, m, c: st.multivariate_normal.logpdf(x, m, c), normal(4, 3), normal(3),
+         spd(3), wrt=[0, 1]),
+    case("mvn_logpdf_cov", lambda c: STS.multivariate_normal.logpdf(
+        np.array([[0.3, -1.0, 0.5], [1.0, 0.2, 0.1]]), np.zeros(3), 0.5 * (c + c.T)),
+         lambda c: st.multivariate_normal.logpdf(
+        np.array([[0.3, -1.0, 0.5], [1.0, 0.2, 0.1]]), np.zeros(3), 0.5 * (c + c.T)), spd(3)),
+    case("mvn_diag", lambda x, c: STS.multivariate_normal.pdf(x, np.zeros(2), c),
+         lambda x, c: st.multivariate_normal.pdf(x, np.zeros(2), c), normal(5, 2), positive(2)),
+    case("mvn_scalar_cov", lambda x, c: STS.multivariate_normal.logpdf(x, np.full(2, 0.5), c),
+         lambda x, c: st.multivariate_normal.logpdf(x, np.full(2, 0.5), c), normal(4, 2),
+         positive()),
+    case("solve_triangular", lambda a, b: SLA.solve_triangular(a, b, trans=1, lower=True),
+         lambda a, b: sla.solve_triangular(a, b, trans=1, lower=True),
+         np.tril(normal(3, 3)) + 3 * np.eye(3) + np.triu(normal(3, 3), 1), normal(3, 2)),
+    case("solve_triangular_unit", lambda a, b: SLA.solve_triangular(a, b, unit_diagonal=True),
+         lambda a, b: sla.solve_triangular(a, b, unit_diagonal=True),
+         0.4 * normal(3, 3), normal(3)),
+    case("cho_solve", lambda c, b: SLA.cho_solve((c, False), b),
+         lambda c, b: sla.cho_solve((c, False), b),
+         np.linalg.cholesky(spd(3)).T + np.tril(normal(3, 3), -1), normal(3, 2)),
+    case("scipy_cholesky", SLA.cholesky, sla.cholesky, spd(3) + np.tril(normal(3, 3), -1)),
+    case("sqrtm", lambda a: SLA.sqrtm(0.5 * (a + a.T)), lambda a: sla.sqrtm(0.5 * (a + a.T)),
+         spd(3)),
+    *[case(f"{fn}_{mode}", lambda a, b, fn=fn, mode=mode: getattr(tg.scipy.signal, fn)(a, b, mode=mode),
+           lambda a, b, fn=fn, mode=mode: getattr(ssig, fn)(a, b, mode=mode), normal(*sa),
+           normal(*sb))
+      for fn in ("convolve", "correlate") for mode in ("full", "same", "valid")
+      for sa, sb in (((3, 5), (4, 2)), ((2, 3, 4), (2, 2, 3)), ((3,), (6,)))
+      if mode != "valid" or all(p >= q for p, q in zip(sa, sb)) or all(q >= p for p, q in zip(sa, sb))],
+]
+
+
+@pytest.mark.parametrize("tg_fn, np_fn, inputs, kw", SCIPY)
+def test_scipy_against_finite_differences(tg_fn, np_fn, inputs, kw):
     check_fd(tg_fn, np_fn, inputs, **kw)
