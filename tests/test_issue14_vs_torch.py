@@ -145,6 +145,9 @@ ELEMENTWISE = (
     + _unary("arccosh", "acosh", lambda *s: uniform(1.1, 4.0, *s))
     + _unary("arctanh", "atanh", lambda *s: uniform(-0.9, 0.9, *s))
     + _binary("arctan2", "atan2", away, away)
+    # (at the origin torch's first derivatives are 0, its second ones nan)
+    + [case("arctan2_origin", tg.arctan2, torch.atan2, np.array([0.0, -0.0, 1.0]),
+            np.array([0.0, 0.0, 2.0]), second=False)]
     + _binary("hypot", "hypot", away, away)
     + _unary("sinc", "sinc", normal)
     + [case("sinc_small", tg.sinc, torch.sinc,

@@ -317,11 +317,14 @@ def test_hypot_gradient_at_the_origin_is_zero_and_elsewhere_exact():
     np.testing.assert_array_equal(gy, [0.0, -0.8, 0.0])
 
 
-def test_arctan2_gradient_is_nan_at_the_origin_as_pytorch():
-    with np.errstate(all="ignore"):
-        gx, gy = grads(tg.arctan2, [0.0, 1.0], [0.0, 1.0])
-    assert np.isnan(gx[0]) and np.isnan(gy[0])
-    np.testing.assert_allclose([gx[1], gy[1]], [0.5, -0.5])
+def test_arctan2_gradient_is_zero_at_the_origin_as_pytorch():
+    # (torch.atan2's backward gives 0 and 0 at (0, 0); it was nan here, with a warning)
+    with np.errstate(all="raise"):
+        gx, gy = grads(tg.arctan2, [0.0, 1.0, -0.0], [0.0, 1.0, 0.0])
+    np.testing.assert_array_equal(gx, [0.0, 0.5, 0.0])
+    np.testing.assert_array_equal(gy, [0.0, -0.5, 0.0])
+    assert gradgradcheck(tg.arctan2, [tg.tensor([0.3, -1.2], requires_grad=True),
+                                      tg.tensor([-0.7, 0.4], requires_grad=True)])
 
 
 def test_arcsin_and_arccos_gradients_are_infinite_at_the_ends():

@@ -105,11 +105,14 @@ def _d_arctanh(v, ans, x):
 
 
 def _d_arctan2_x(v, ans, x, y):
-    return v * y / (x * x + y * y)
+    # NOTE: "safe where" at the origin, where x^2 + y^2 is 0 and so is the numerator: the
+    # gradient there is 0 (PyTorch's), not 0 / 0 = nan with a warning.
+    r2 = x * x + y * y
+    return v * tg.where(r2 == 0, 0, y / tg.where(r2 == 0, 1, r2))
 
 
 def _d_arctan2_y(v, ans, x, y):
-    return -v * x / (x * x + y * y)
+    return -_d_arctan2_x(v, ans, y, x)
 
 
 def _d_hypot_x(v, ans, x, y):
@@ -327,7 +330,8 @@ def register(registry, draw):
        samples=binary_samples(nonzero, nonzero, scalar_a=0.7, scalar_b=-1.3),
        doc="The angle of the point (x2, x1) in [-pi, pi] (arctan of x1/x2 with the "
            "quadrant from both signs), elementwise with NumPy broadcasting. The gradients "
-           "are x2/(x1**2 + x2**2) and -x1/(x1**2 + x2**2): nan at (0, 0) (as PyTorch).")
+           "are x2/(x1**2 + x2**2) and -x1/(x1**2 + x2**2), taken as 0 at (0, 0) (as "
+           "PyTorch).")
     op("hypot", np.hypot, _d_hypot_x, _d_hypot_y,
        samples=binary_samples(normal, normal),
        doc="sqrt(x1**2 + x2**2), elementwise with NumPy broadcasting, without overflow. "
