@@ -18,6 +18,8 @@ Deliberate differences (documented in the ops' docs), compared only away from th
 - eigh/svd/qr: the sign (phase) of each vector is a convention; vectors are compared up to
   sign and only through sign-invariant functions (|U|, U diag(s) V^T, projections), and
   only with distinct eigen/singular values.
+- logaddexp(2) with an infinite input, arctan2 at the origin, vector norms at 0: torch's
+  second derivatives are nan there, tapegrad's the limits (first order only compared).
 - sinc at 0: torch's second derivative is nan there, tapegrad's the limit -pi^2/3 (0 left out).
 - cumprod with zeros: both take the exact derivative (products of the other factors).
 """
@@ -161,6 +163,11 @@ ELEMENTWISE = (
     + _binary("logaddexp", "logaddexp", normal, normal)
     + [case("logaddexp_far", tg.logaddexp, torch.logaddexp,
             np.array([-800.0, 800.0, 3.0]), np.array([-801.0, 799.0, 3.0]))]
+    + [case("logaddexp_inf", tg.logaddexp, torch.logaddexp,
+            np.array([np.inf, 2.0, -np.inf, 1.0]), np.array([1.0, np.inf, 3.0, -np.inf]),
+            second=False),
+       case("logaddexp2_inf", tg.logaddexp2, torch.logaddexp2,
+            np.array([np.inf, -np.inf, 0.3]), np.array([1e300, 0.5, -np.inf]), second=False)]
     + _binary("logaddexp2", "logaddexp2", normal, normal)
     + _unary("reciprocal", "reciprocal", away)
     + _unary("cbrt", lambda x: torch.sign(x) * torch.abs(x) ** (1 / 3), away)

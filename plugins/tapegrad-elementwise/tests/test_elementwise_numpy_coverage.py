@@ -456,3 +456,20 @@ def test_bad_inputs_raise_numpys_error_types_naming_the_op():
         tg.heaviside(x)
     with pytest.raises(TypeError, match="only floating-point tensors can require gradients"):
         tg.tensor([1, 2], requires_grad=True)
+
+
+def test_logaddexp_gradients_with_an_infinite_input():
+    # logaddexp(inf, y) = inf for finite y: d/dx -> 1, d/dy -> 0 (the limits, PyTorch's);
+    # it was exp(inf - inf) = nan. -inf inputs get 0 and the other one 1.
+    with np.errstate(all="raise"):
+        gx, gy = grads(tg.logaddexp, [np.inf, 2.0, -np.inf, 1.0], [1.0, np.inf, 3.0, -np.inf])
+        np.testing.assert_array_equal(gx, [1.0, 0.0, 0.0, 1.0])
+        np.testing.assert_array_equal(gy, [0.0, 1.0, 1.0, 0.0])
+        gx, gy = grads(tg.logaddexp2, [np.inf, -np.inf], [1e308, 0.5])
+        np.testing.assert_array_equal(gx, [1.0, 0.0])
+        np.testing.assert_array_equal(gy, [0.0, 1.0])
+    x = tg.tensor([np.inf, 0.5], requires_grad=True)
+    (g,) = tg.grad(tg.logaddexp(x, tg.tensor([1.0, 2.0])).sum(), [x], create_graph=True)
+    (h,) = tg.grad(g.sum(), [x])
+    s = 1 / (1 + np.exp(1.5))                       # sigmoid(0.5 - 2)
+    np.testing.assert_allclose(h.numpy(), [0.0, s * (1 - s)])

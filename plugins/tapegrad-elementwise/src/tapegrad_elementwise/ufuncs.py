@@ -162,20 +162,32 @@ def _d_exp2(v, ans, x):
     return v * (ans * _LN2)
 
 
+def _share(v, ans, x, exp):
+    """v * exp(x - ans) = v * e^x / (e^x + e^y), which never overflows.
+
+    NOTE: where an input is +inf, ans is +inf and x - ans would be inf - inf = nan; there
+    the share is the limit, 1 for the infinite input and 0 for the other (PyTorch's).
+    Both sides of the subtraction are masked ("safe where") so no nan or warning appears.
+    """
+    top = ans == math.inf
+    e = exp(tg.where(top, 0, x) - tg.where(top, 0, ans))      # 1 where top
+    return v * tg.where(top, tg.where(x == math.inf, e, 0), e)
+
+
 def _d_logaddexp_x(v, ans, x, y):
-    return v * tg.exp(x - ans)          # = e^x / (e^x + e^y), never overflows
+    return _share(v, ans, x, tg.exp)
 
 
 def _d_logaddexp_y(v, ans, x, y):
-    return v * tg.exp(y - ans)
+    return _share(v, ans, y, tg.exp)
 
 
 def _d_logaddexp2_x(v, ans, x, y):
-    return v * tg.exp2(x - ans)
+    return _share(v, ans, x, tg.exp2)
 
 
 def _d_logaddexp2_y(v, ans, x, y):
-    return v * tg.exp2(y - ans)
+    return _share(v, ans, y, tg.exp2)
 
 
 def _d_reciprocal(v, ans, x):
@@ -363,10 +375,12 @@ def register(registry, draw):
        samples=binary_samples(normal, normal)
        + [(np.array([-800.0, 800.0]), np.array([-801.0, 799.0]))],
        doc="log(exp(x1) + exp(x2)), elementwise with NumPy broadcasting, without overflow. "
-           "The gradients exp(x1 - ans) and exp(x2 - ans) never overflow either.")
+           "The gradients exp(x1 - ans) and exp(x2 - ans) never overflow either; where an "
+           "input is +inf they are the limits, 1 for it and 0 for the other (as PyTorch).")
     op("logaddexp2", np.logaddexp2, _d_logaddexp2_x, _d_logaddexp2_y,
        samples=binary_samples(normal, normal),
-       doc="log2(2**x1 + 2**x2), elementwise with NumPy broadcasting, without overflow.")
+       doc="log2(2**x1 + 2**x2), elementwise with NumPy broadcasting, without overflow. "
+           "Gradients as logaddexp's (base 2), the limits 1 and 0 where an input is +inf.")
     op("reciprocal", np.reciprocal, _d_reciprocal, **unary_ans, samples=unary_samples(nonzero),
        doc="1 / x, elementwise (for integer x NumPy's integer division: 1/2 == 0; "
            "integers get no gradient).")
