@@ -422,3 +422,71 @@ SCIPY = [
 @pytest.mark.parametrize("tg_fn, np_fn, inputs, kw", SCIPY)
 def test_scipy_against_finite_differences(tg_fn, np_fn, inputs, kw):
     check_fd(tg_fn, np_fn, inputs, **kw)
+
+
+LA = tg.linalg
+
+
+def well(*shape):
+    return normal(*shape) + 3 * np.eye(shape[-1])
+
+
+def lower_read(n):
+    """A symmetric positive definite matrix with a different (unread) upper triangle."""
+    return spd(n) + np.triu(normal(n, n), 1)
+
+
+LINALG = [
+    *[case(f"norm_vec_{o}", lambda x, o=o: LA.norm(x, o, axis=1, keepdims=True),
+           lambda x, o=o: np.linalg.norm(x, o, axis=1, keepdims=True), normal(4, 3))
+      for o in (None, 1, -1, 0.5, -2.5, np.inf, -np.inf)],
+    *[case(f"norm_mat_axes_{o}", lambda x, o=o: LA.norm(x, o, axis=(0, 2)),
+           lambda x, o=o: np.linalg.norm(x, o, axis=(0, 2)), normal(3, 2, 4))
+      for o in (None, "nuc", 1, -1, 2, -2, np.inf, -np.inf)],
+    *[case(f"cond_{p}", lambda x, p=p: LA.cond(x, p), lambda x, p=p: np.linalg.cond(x, p), well(3, 3))
+      for p in (None, "fro", "nuc", 1, -1, -2, np.inf)],
+    *[case(f"matrix_power_{n}", lambda x, n=n: LA.matrix_power(x, n),
+           lambda x, n=n: np.linalg.matrix_power(x, n), 0.5 * well(3, 3)) for n in (-2, 4, 7)],
+    case("pinv_hermitian_lower", lambda a: LA.pinv(a, hermitian=True),
+         lambda a: np.linalg.pinv(a, hermitian=True), lower_read(3)),
+    case("pinv_rtol", lambda a: LA.pinv(a, rtol=1e-3), lambda a: np.linalg.pinv(a, rtol=1e-3),
+         normal(2, 3, 4)),
+    case("eigh_upper", lambda a: (LA.eigh(a, UPLO="U")[0], tg.abs(LA.eigh(a, UPLO="U")[1])),
+         lambda a: (np.linalg.eigh(a, UPLO="U")[0], np.abs(np.linalg.eigh(a, UPLO="U")[1])),
+         normal(3, 3)),
+    case("eigvalsh_lower", LA.eigvalsh, np.linalg.eigvalsh, normal(2, 3, 3)),
+    case("cholesky_lower_read", LA.cholesky, np.linalg.cholesky, lower_read(3)),
+    case("cholesky_upper", lambda a: LA.cholesky(a, upper=True),
+         lambda a: np.linalg.cholesky(a, upper=True), lower_read(3).T),
+    case("lstsq", lambda a, b: (LA.lstsq(a, b)[0], LA.lstsq(a, b)[1], LA.lstsq(a, b)[3]),
+         lambda a, b: (lambda r: (r[0], r[1], r[3]))(np.linalg.lstsq(a, b)), normal(5, 3),
+         normal(5, 2)),
+    case("lstsq_rcond", lambda a, b: LA.lstsq(a, b, rcond=1e-3)[0],
+         lambda a, b: np.linalg.lstsq(a, b, rcond=1e-3)[0], normal(3, 4), normal(3)),
+    case("solve_bcast", LA.solve, np.linalg.solve, well(2, 1, 3, 3), normal(4, 3, 2)),
+    case("solve_batch_vec", LA.solve, np.linalg.solve, well(2, 3, 3), normal(3)),
+    case("tensorsolve_axes", lambda a, b: LA.tensorsolve(a, b, axes=(1,)),
+         lambda a, b: np.linalg.tensorsolve(a, b, axes=(1,)), well(6, 6).reshape(6, 2, 3),
+         normal(6)),
+    case("tensorinv_ind1", lambda a: LA.tensorinv(a, 1), lambda a: np.linalg.tensorinv(a, 1),
+         well(4, 4).reshape(4, 2, 2)),
+    case("qr_complete", lambda a: tuple(LA.qr(a, mode="complete")),
+         lambda a: tuple(np.linalg.qr(a, mode="complete")), normal(2, 4)),
+    case("qr_r", lambda a: LA.qr(a, mode="r"), lambda a: np.linalg.qr(a, mode="r"), normal(2, 5, 3)),
+    case("svd_compute_uv", lambda a: LA.svd(a, compute_uv=False),
+         lambda a: np.linalg.svd(a, compute_uv=False), normal(2, 3, 5)),
+    case("eigvals", lambda a: tg.sort(LA.eigvals(a)), lambda a: np.sort(np.linalg.eigvals(a).real),
+         (lambda v: (v * np.array([1.0, 2.5, 4.0])) @ np.linalg.inv(v))(well(3, 3))),
+    case("multi_dot", lambda a, b, c: LA.multi_dot([a, b, c]),
+         lambda a, b, c: np.linalg.multi_dot([a, b, c]), normal(2, 5), normal(5, 3), normal(3)),
+    case("np_cross_axes", lambda a, b: tg.cross(a, b, axisa=0, axisb=-1, axisc=1),
+         lambda a, b: np.cross(a, b, axisa=0, axisb=-1, axisc=1), normal(3, 4, 2), normal(4, 1, 3)),
+    case("vecdot", lambda a, b: LA.vecdot(a, b, axis=0),
+         lambda a, b: np.linalg.vecdot(a, b, axis=0), normal(3, 4), normal(3, 1)),
+    case("la_matmul_1d", LA.matmul, np.linalg.matmul, normal(3), normal(2, 3, 4)),
+]
+
+
+@pytest.mark.parametrize("tg_fn, np_fn, inputs, kw", LINALG)
+def test_linalg_against_finite_differences(tg_fn, np_fn, inputs, kw):
+    check_fd(tg_fn, np_fn, inputs, **kw)
