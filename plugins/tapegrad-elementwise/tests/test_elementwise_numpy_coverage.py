@@ -469,7 +469,8 @@ def test_logaddexp_gradients_with_an_infinite_input():
         np.testing.assert_array_equal(gx, [1.0, 0.0])
         np.testing.assert_array_equal(gy, [0.0, 1.0])
     x = tg.tensor([np.inf, 0.5], requires_grad=True)
-    (g,) = tg.grad(tg.logaddexp(x, tg.tensor([1.0, 2.0])).sum(), [x], create_graph=True)
-    (h,) = tg.grad(g.sum(), [x])
+    tg.logaddexp(x, tg.tensor([1.0, 2.0])).backward(tg.ones(2), create_graph=True)
+    g, x.grad = x.grad, None
+    g.backward(tg.ones(2))
     s = 1 / (1 + np.exp(1.5))                       # sigmoid(0.5 - 2)
-    np.testing.assert_allclose(h.numpy(), [0.0, s * (1 - s)])
+    np.testing.assert_allclose(x.grad.numpy(), [0.0, s * (1 - s)])
