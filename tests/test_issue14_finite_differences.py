@@ -490,3 +490,90 @@ LINALG = [
 @pytest.mark.parametrize("tg_fn, np_fn, inputs, kw", LINALG)
 def test_linalg_against_finite_differences(tg_fn, np_fn, inputs, kw):
     check_fd(tg_fn, np_fn, inputs, **kw)
+
+
+# ---------------------------------------------------------------------------------------
+# Random argument forms: shapes, axes (ints, negative, tuples, None), keepdims, methods,
+# widths, shifts, indices; a fixed seed, so the draws are the same on every run
+# ---------------------------------------------------------------------------------------
+
+def _draws(rng):
+    """(name, tg_fn, np_fn, inputs, kw) for one random shape and its random arguments."""
+    nd = int(rng.integers(1, 4))
+    shape = tuple(int(s) for s in rng.integers(1, 5, nd))
+    n = int(np.prod(shape))
+    x = (rng.permutation(n) * 0.37 + rng.uniform(0, 0.05, n)).reshape(shape) - 0.18 * n
+    k = int(rng.integers(0, nd + 1))
+    axes = tuple(int(a) for a in rng.choice(nd, k, replace=False)) if k else None
+    if axes is not None and k == 1 and rng.random() < 0.5:
+        axes = axes[0] - nd                                 # a negative int axis
+    kd = bool(rng.random() < 0.5)
+    method = METHODS[int(rng.integers(len(METHODS)))]
+    q = np.round(rng.uniform(0.01, 0.99, [(), (2,), (2, 1)][int(rng.integers(3))]), 3) + 4e-4
+    with_nan = x.copy().reshape(-1)
+    with_nan[rng.choice(n, n // 4, replace=False)] = np.nan
+    with_nan = with_nan.reshape(shape)
+    ax = int(rng.integers(-nd, nd))
+    idx = rng.integers(-shape[ax], shape[ax], tuple(
+        s if i != ax % nd else int(rng.integers(1, 4)) for i, s in enumerate(shape)))
+    widths = tuple((int(a), int(b)) for a, b in rng.integers(0, 6, (nd, 2)))
+    mode = ("constant", "edge", "reflect", "symmetric", "wrap")[int(rng.integers(5))]
+    if mode == "reflect" and 1 in shape:
+        mode = "symmetric"                                  # (reflect needs 2 entries)
+    shift = tuple(int(s) for s in rng.integers(-6, 7, k)) if k else int(rng.integers(-6, 7))
+    repeats = [int(rng.integers(0, 3)), [int(r) for r in rng.integers(0, 3, shape[ax])]][
+        int(rng.integers(2))]
+    reps = tuple(int(r) for r in rng.integers(1, 3, int(rng.integers(1, 4))))
+    order = (None, 1, 2, 3, 0.5, -1, np.inf, -np.inf)[int(rng.integers(8))]
+    # NaN results (an all-NaN slice, count <= ddof) have no derivative: compared as 0
+    nan0 = tg.nan_to_num
+    yield (f"quantile{shape} {axes} {kd} {method} q{np.shape(q)}",
+           lambda x: tg.quantile(x, q, axis=axes, method=method, keepdims=kd),
+           lambda x: np.quantile(x, q, axis=axes, method=method, keepdims=kd), [x],
+           {"second": False})
+    yield (f"median{shape} {axes} {kd}", lambda x: tg.median(x, axis=axes, keepdims=kd),
+           lambda x: np.median(x, axis=axes, keepdims=kd), [x], {"second": False})
+    yield (f"nanmedian{shape} {axes} {kd}",
+           lambda x: nan0(tg.nanmedian(x, axis=axes, keepdims=kd)),
+           lambda x: np.nan_to_num(np.nanmedian(x, axis=axes, keepdims=kd)), [with_nan],
+           {"second": False})
+    yield (f"nanvar{shape} {axes} {kd}",
+           lambda x: nan0(tg.nanvar(x, axis=axes, keepdims=kd, ddof=1)),
+           lambda x: np.nan_to_num(np.nanvar(x, axis=axes, keepdims=kd, ddof=1)),
+           [with_nan / 10], {})
+    yield (f"ptp{shape} {axes} {kd}", lambda x: tg.ptp(x, axis=axes, keepdims=kd),
+           lambda x: np.ptp(x, axis=axes, keepdims=kd), [x], {})
+    yield (f"logsumexp_b{shape} {axes} {kd}",
+           lambda x, b: tg.logsumexp(x, axis=axes, keepdims=kd, b=b),
+           lambda x, b: sp.logsumexp(x, axis=axes, keepdims=kd, b=b),
+           [x / 10, rng.uniform(0.5, 2, shape[-1:])], {})
+    yield (f"pad{shape} {widths} {mode}", lambda x: tg.pad(x, widths, mode=mode),
+           lambda x: np.pad(x, widths, mode=mode), [x], {})
+    yield (f"roll{shape} {shift} {axes}", lambda x: tg.roll(x, shift, axis=axes),
+           lambda x: np.roll(x, shift, axis=axes), [x], {})
+    yield (f"take_along_axis{shape} {ax}", lambda x: tg.take_along_axis(x, idx, axis=ax),
+           lambda x: np.take_along_axis(x, idx, axis=ax), [x], {})
+    yield (f"take{shape} {ax}", lambda x: tg.take(x, idx, axis=ax, mode="wrap"),
+           lambda x: np.take(x, idx, axis=ax, mode="wrap"), [x], {})
+    yield (f"repeat{shape} {repeats} {ax}", lambda x: tg.repeat(x, repeats, axis=ax),
+           lambda x: np.repeat(x, repeats, axis=ax), [x], {})
+    yield (f"tile{shape} {reps}", lambda x: tg.tile(x, reps), lambda x: np.tile(x, reps), [x], {})
+    yield (f"cumprod{shape} {ax}", lambda x: tg.cumprod(x, axis=ax),
+           lambda x: np.cumprod(x, axis=ax), [np.where(rng.random(shape) < 0.2, 0.0, x / 10)], {})
+    yield (f"vector_norm{shape} {order} {ax} {kd}",
+           lambda x: tg.linalg.norm(x, order, axis=ax, keepdims=kd),
+           lambda x: np.linalg.norm(x, order, axis=ax, keepdims=kd), [x / 5], {"h2": 2e-5})
+
+
+@pytest.mark.filterwarnings("ignore:Degrees of freedom:RuntimeWarning",
+                            "ignore:All-NaN slice:RuntimeWarning")
+def test_random_argument_forms_against_finite_differences():
+    rng = np.random.default_rng(14)
+    failures = []
+    for _ in range(12):
+        for name, tg_fn, np_fn, inputs, kw in _draws(rng):
+            try:
+                check_fd(tg_fn, np_fn, inputs, **kw)
+            except AssertionError as e:
+                failures.append(f"{name}: {str(e).strip().splitlines()[0:3]}")
+    assert not failures, "\n".join(failures)
