@@ -10,14 +10,17 @@ Deliberate differences (documented in the ops' docs), compared only away from th
 
 - hypot at (0, 0): tapegrad's gradient is 0 (a subgradient), torch's is nan.
 - heaviside, floor_divide: torch has no gradient (raises); not compared here.
-- median of an even count: NumPy's (mean of the two middle values), torch returns the
-  lower one; medians are compared on odd counts only (torch.quantile(0.5) on even ones).
-- sort/argsort/median/quantile at ties: torch's sort is not stable by default and its
-  gradient at ties goes to one of the tied elements; tapegrad's goes where NumPy's stable
-  sort puts them. Ties are compared in value only (their sum of gradients is equal).
-- eigh/svd/qr: the sign (phase) of each vector is a convention; vectors are compared up to
-  sign and only through sign-invariant functions (|U|, U diag(s) V^T, projections), and
-  only with distinct eigen/singular values.
+- fmax/fmin at ties: tapegrad splits the gradient evenly, torch gives it to x1; compared
+  without ties. Where both inputs are NaN tapegrad gives g to both.
+- median/nanmedian of an even count: NumPy's mean of the two middle values, torch.median
+  returns the lower one; compared on odd counts (torch.quantile(0.5) on even ones).
+- sort at ties: tapegrad's gradient goes where NumPy's stable sort puts the element, so
+  ties are compared against torch.sort(stable=True).
+- eigh/svd/qr/eig: the sign of each vector is a convention; vectors are compared through
+  sign-invariant functions (|U|, |V| sign(w)), with distinct eigen/singular values.
+- one-triangle inputs (cholesky, eigh, eigvalsh): tapegrad's gradient is that of the
+  triangle NumPy reads, torch's the symmetric one; compared through a symmetrized input
+  (the same function for both) or torch applied to the read triangle made symmetric.
 - logaddexp(2) with an infinite input, arctan2 at the origin, vector norms at 0: torch's
   second derivatives are nan there, tapegrad's the limits (first order only compared).
 - sinc at 0: torch's second derivative is nan there, tapegrad's the limit -pi^2/3 (0 left out).
