@@ -317,11 +317,14 @@ def test_hypot_gradient_at_the_origin_is_zero_and_elsewhere_exact():
     np.testing.assert_array_equal(gy, [0.0, -0.8, 0.0])
 
 
-def test_arctan2_gradient_is_nan_at_the_origin_as_pytorch():
-    with np.errstate(all="ignore"):
-        gx, gy = grads(tg.arctan2, [0.0, 1.0], [0.0, 1.0])
-    assert np.isnan(gx[0]) and np.isnan(gy[0])
-    np.testing.assert_allclose([gx[1], gy[1]], [0.5, -0.5])
+def test_arctan2_gradient_is_zero_at_the_origin_as_pytorch():
+    # (torch.atan2's backward gives 0 and 0 at (0, 0); it was nan here, with a warning)
+    with np.errstate(all="raise"):
+        gx, gy = grads(tg.arctan2, [0.0, 1.0, -0.0], [0.0, 1.0, 0.0])
+    np.testing.assert_array_equal(gx, [0.0, 0.5, 0.0])
+    np.testing.assert_array_equal(gy, [0.0, -0.5, 0.0])
+    assert gradgradcheck(tg.arctan2, [tg.tensor([0.3, -1.2], requires_grad=True),
+                                      tg.tensor([-0.7, 0.4], requires_grad=True)])
 
 
 def test_arcsin_and_arccos_gradients_are_infinite_at_the_ends():
@@ -453,3 +456,21 @@ def test_bad_inputs_raise_numpys_error_types_naming_the_op():
         tg.heaviside(x)
     with pytest.raises(TypeError, match="only floating-point tensors can require gradients"):
         tg.tensor([1, 2], requires_grad=True)
+
+
+def test_logaddexp_gradients_with_an_infinite_input():
+    # logaddexp(inf, y) = inf for finite y: d/dx -> 1, d/dy -> 0 (the limits, PyTorch's);
+    # it was exp(inf - inf) = nan. -inf inputs get 0 and the other one 1.
+    with np.errstate(all="raise"):
+        gx, gy = grads(tg.logaddexp, [np.inf, 2.0, -np.inf, 1.0], [1.0, np.inf, 3.0, -np.inf])
+        np.testing.assert_array_equal(gx, [1.0, 0.0, 0.0, 1.0])
+        np.testing.assert_array_equal(gy, [0.0, 1.0, 1.0, 0.0])
+        gx, gy = grads(tg.logaddexp2, [np.inf, -np.inf], [1e308, 0.5])
+        np.testing.assert_array_equal(gx, [1.0, 0.0])
+        np.testing.assert_array_equal(gy, [0.0, 1.0])
+    x = tg.tensor([np.inf, 0.5], requires_grad=True)
+    tg.logaddexp(x, tg.tensor([1.0, 2.0])).backward(tg.ones(2), create_graph=True)
+    g, x.grad = x.grad, None
+    g.backward(tg.ones(2))
+    s = 1 / (1 + np.exp(1.5))                       # sigmoid(0.5 - 2)
+    np.testing.assert_allclose(x.grad.numpy(), [0.0, s * (1 - s)])

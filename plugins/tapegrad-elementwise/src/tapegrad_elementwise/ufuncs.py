@@ -105,11 +105,14 @@ def _d_arctanh(v, ans, x):
 
 
 def _d_arctan2_x(v, ans, x, y):
-    return v * y / (x * x + y * y)
+    # NOTE: "safe where" at the origin, where x^2 + y^2 is 0 and so is the numerator: the
+    # gradient there is 0 (PyTorch's), not 0 / 0 = nan with a warning.
+    r2 = x * x + y * y
+    return v * tg.where(r2 == 0, 0, y / tg.where(r2 == 0, 1, r2))
 
 
 def _d_arctan2_y(v, ans, x, y):
-    return -v * x / (x * x + y * y)
+    return -_d_arctan2_x(v, ans, y, x)
 
 
 def _d_hypot_x(v, ans, x, y):
@@ -159,20 +162,32 @@ def _d_exp2(v, ans, x):
     return v * (ans * _LN2)
 
 
+def _share(v, ans, x, exp):
+    """v * exp(x - ans) = v * e^x / (e^x + e^y), which never overflows.
+
+    NOTE: where an input is +inf, ans is +inf and x - ans would be inf - inf = nan; there
+    the share is the limit, 1 for the infinite input and 0 for the other (PyTorch's).
+    Both sides of the subtraction are masked ("safe where") so no nan or warning appears.
+    """
+    top = ans == math.inf
+    e = exp(tg.where(top, 0, x) - tg.where(top, 0, ans))      # 1 where top
+    return v * tg.where(top, tg.where(x == math.inf, e, 0), e)
+
+
 def _d_logaddexp_x(v, ans, x, y):
-    return v * tg.exp(x - ans)          # = e^x / (e^x + e^y), never overflows
+    return _share(v, ans, x, tg.exp)
 
 
 def _d_logaddexp_y(v, ans, x, y):
-    return v * tg.exp(y - ans)
+    return _share(v, ans, y, tg.exp)
 
 
 def _d_logaddexp2_x(v, ans, x, y):
-    return v * tg.exp2(x - ans)
+    return _share(v, ans, x, tg.exp2)
 
 
 def _d_logaddexp2_y(v, ans, x, y):
-    return v * tg.exp2(y - ans)
+    return _share(v, ans, y, tg.exp2)
 
 
 def _d_reciprocal(v, ans, x):
@@ -327,7 +342,8 @@ def register(registry, draw):
        samples=binary_samples(nonzero, nonzero, scalar_a=0.7, scalar_b=-1.3),
        doc="The angle of the point (x2, x1) in [-pi, pi] (arctan of x1/x2 with the "
            "quadrant from both signs), elementwise with NumPy broadcasting. The gradients "
-           "are x2/(x1**2 + x2**2) and -x1/(x1**2 + x2**2): nan at (0, 0) (as PyTorch).")
+           "are x2/(x1**2 + x2**2) and -x1/(x1**2 + x2**2), taken as 0 at (0, 0) (as "
+           "PyTorch).")
     op("hypot", np.hypot, _d_hypot_x, _d_hypot_y,
        samples=binary_samples(normal, normal),
        doc="sqrt(x1**2 + x2**2), elementwise with NumPy broadcasting, without overflow. "
@@ -359,10 +375,12 @@ def register(registry, draw):
        samples=binary_samples(normal, normal)
        + [(np.array([-800.0, 800.0]), np.array([-801.0, 799.0]))],
        doc="log(exp(x1) + exp(x2)), elementwise with NumPy broadcasting, without overflow. "
-           "The gradients exp(x1 - ans) and exp(x2 - ans) never overflow either.")
+           "The gradients exp(x1 - ans) and exp(x2 - ans) never overflow either; where an "
+           "input is +inf they are the limits, 1 for it and 0 for the other (as PyTorch).")
     op("logaddexp2", np.logaddexp2, _d_logaddexp2_x, _d_logaddexp2_y,
        samples=binary_samples(normal, normal),
-       doc="log2(2**x1 + 2**x2), elementwise with NumPy broadcasting, without overflow.")
+       doc="log2(2**x1 + 2**x2), elementwise with NumPy broadcasting, without overflow. "
+           "Gradients as logaddexp's (base 2), the limits 1 and 0 where an input is +inf.")
     op("reciprocal", np.reciprocal, _d_reciprocal, **unary_ans, samples=unary_samples(nonzero),
        doc="1 / x, elementwise (for integer x NumPy's integer division: 1/2 == 0; "
            "integers get no gradient).")

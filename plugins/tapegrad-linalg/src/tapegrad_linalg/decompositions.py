@@ -553,9 +553,12 @@ def _pinv_grad(G, P, A):
 
 
 def _pinv_vjp(g, ans, a, rcond=None, hermitian=False, rtol=_NoValue):
-    G = _pinv_grad(g, ans, a)
-    # hermitian=True goes through eigh, which reads the lower triangle only.
-    return (_triangle_grad(G, lower=True) if hermitian else G,)
+    if not hermitian:
+        return (_pinv_grad(g, ans, a),)
+    # hermitian=True goes through eigh, which reads the lower triangle only: ans is the
+    # pseudo-inverse of the symmetric matrix of that triangle, so the rule takes that
+    # matrix (NOTE: not `a`, whose upper triangle may differ), then maps G to the triangle.
+    return (_triangle_grad(_pinv_grad(g, ans, _copyltu(a)), lower=True),)
 
 
 def _lstsq_kernel(a, b, rcond=None):

@@ -352,19 +352,25 @@ class AxisConcatenator:
                 obj = _leading_ones(obj, ndmin)
                 if trans1d != -1 and obj.ndim > 1:
                     obj = tg.swapaxes(obj, -1, trans1d)
+                dtypes.append(obj.dtype)
             elif isinstance(item, _SCALARS):          # NumPy's ScalarType (bool included)
-                obj = item                    # cast to the arrays' dtype below, as NumPy
+                obj = item
                 scalars.append(len(objs))
+                dtypes.append(item)           # a Python number promotes weakly (NEP 50)
             else:
                 obj = self._array(item, ndmin, trans1d, device)
                 dtypes.append(obj.dtype)
             objs.append(obj)
         if not objs:
             raise ValueError(f"{self._name}: nothing to concatenate")
-        dtype = np.result_type(*dtypes) if dtypes else None
-        for k in scalars:
-            value = np.array(objs[k], dtype=dtype, ndmin=ndmin)
-            objs[k] = tg.asarray(value, device=device)
+        # NOTE: as NumPy, every item is cast to the result type of ALL items, scalars and
+        # ranges included: r_[int tensor, 2.5] is float64, not int64 with 2.5 cut to 2.
+        dtype = np.result_type(*dtypes)
+        for k, obj in enumerate(objs):
+            if k in scalars:
+                objs[k] = tg.asarray(np.array(obj, dtype=dtype, ndmin=ndmin), device=device)
+            elif obj.dtype != dtype:
+                objs[k] = obj.astype(dtype)
         try:
             return tg.concatenate(objs, axis=axis)
         except ValueError as exc:
