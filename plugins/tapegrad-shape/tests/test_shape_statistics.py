@@ -152,9 +152,11 @@ def test_gradient_is_linear_so_its_gradient_is_its_transpose():
     np.testing.assert_allclose(got, jac.T @ w, rtol=1e-12)
 
 
-def test_gradient_spacing_tensor_is_a_constant():
+def test_gradient_spacing_tensor_is_a_constant_and_refuses_to_require_grad():
     f, x = tg.tensor(r(5), requires_grad=True), tg.tensor(COORDS, requires_grad=True)
-    tg.gradient(f, x).sum().backward()
+    with pytest.raises(NotImplementedError, match="gradient: the derivative with respect to the spacing"):
+        tg.gradient(f, x)
+    tg.gradient(f, x.detach()).sum().backward()
     assert f.grad is not None and x.grad is None
 
 

@@ -48,6 +48,7 @@ cdef class Op:
     cdef readonly bint seq_input      # inputs arrive as one sequence (concatenate, stack)
     cdef readonly tuple params        # names that extra positional arguments bind to
     cdef readonly tuple differentiable  # input indexes that get gradients; () = none
+    cdef readonly tuple not_implemented  # inputs with a derivative the rule lacks: refuse grad
     cdef readonly bint view           # output may alias input 0's storage (shares its version)
     cdef readonly bint twice_differentiable  # False: VJP is not itself differentiable
     cdef readonly list samples        # sample inputs for the contract kit

@@ -331,6 +331,17 @@ class OpNotAvailableError(AttributeError, NotImplementedError):
     """An op is not registered: the plugin that provides it is not installed."""
 
 
+def _refuse_unimplemented_gradient(Op op, Py_ssize_t i, t):
+    # NOTE: an input outside `differentiable` would get no gradient, silently: right for
+    # a bool mask or an index (piecewise constant), wrong where the derivative exists but
+    # the rule does not compute it (scipy's iv in its order). Those ops list the input in
+    # not_implemented, and a tensor there that requires grad is refused at the call.
+    raise NotImplementedError(
+        f"{op.name}: the derivative with respect to input {i} ({_describe((t,))}) is not "
+        f"implemented, and that tensor requires grad; pass it detached (t.detach()) if its "
+        f"gradient is not needed")
+
+
 def missing_op_error(str name):
     provider = _PROVIDERS.get(name)
     if provider is not None:
@@ -500,8 +511,9 @@ cdef class Op:
 
     def __init__(self, str name, str plugin, dict kernels, vjp, jvp, int nin, bint seq_input,
                  tuple params, differentiable, bint view, bint twice_differentiable,
-                 samples, doc, save_inputs, bint save_ans):
+                 samples, doc, save_inputs, bint save_ans, tuple not_implemented=()):
         self.name = name
+        self.not_implemented = not_implemented
         self.plugin = plugin
         self.kernels = kernels
         self.vjp = vjp
@@ -983,8 +995,11 @@ cdef object _apply_arrays(Op op, tuple inputs, PyObject** in_argv, dict kwargs, 
                 scalar_type = -2
         if _is_stale_view(t) and _grad_enabled():
             _refresh_view(t)
-        if t._requires_grad and (op._all_diff or (op.differentiable is not None and i in op.differentiable)):
-            needs_grad = True
+        if t._requires_grad:
+            if op._all_diff or (op.differentiable is not None and i in op.differentiable):
+                needs_grad = True
+            elif op.not_implemented and i in op.not_implemented and _grad_enabled():
+                _refuse_unimplemented_gradient(op, i, t)
     if converted is not None:
         inputs = tuple(converted)
         in_argv = tapegrad_tuple_items(inputs)

@@ -128,8 +128,10 @@ class Sample:
 class FunctionDef:
     """A public function composed of other ops (no kernel, no VJP of its own)."""
 
-    def __init__(self, name, fn, plugin, samples, method, differentiable, writes_into=None):
+    def __init__(self, name, fn, plugin, samples, method, differentiable, writes_into=None,
+                 not_implemented=()):
         self.name = name
+        self.not_implemented = tuple(not_implemented)   # as Op.not_implemented (the kit checks)
         self.fn = fn
         self.plugin = plugin
         self.samples = [Sample.coerce(s) for s in (samples or [])]
@@ -189,7 +191,7 @@ class Registry:
     def register_op(self, name, kernels, vjp=None, samples=None, *, differentiable=None,
                     nin=None, params=None, jvp=None, method=None, seq_input=False, view=False,
                     twice_differentiable=True, save_inputs=True, save_ans=True, doc=None,
-                    override=False):
+                    not_implemented=(), override=False):
         """Define op `name`.
 
         kernels: {device name: fn(*arrays, **params) -> array}.
@@ -210,6 +212,10 @@ class Registry:
         twice_differentiable: False if the VJP is not itself differentiable: gradients
             it computes under create_graph then raise, naming the op, when differentiated
             again (instead of a silent zero).
+        not_implemented: indexes of inputs outside `differentiable` whose derivative exists
+            but the rule does not compute (an order of a Bessel function): a tensor there
+            that requires grad raises NotImplementedError at the call, instead of silently
+            getting no gradient. (Masks and indices, whose derivative is 0, need nothing.)
         jvp: optional forward-mode rule ``jvp(t, ans, *inputs, **params)``: `t` holds one
             tangent per input (None where it has none); returns the output's tangent (in
             ans's shape, or one that broadcasts to it). The contract kit checks it.
@@ -238,23 +244,26 @@ class Registry:
         op = Op(name, self.plugin, dict(kernels), vjp, jvp, nin, bool(seq_input), params,
                 differentiable, bool(view), bool(twice_differentiable),
                 [Sample.coerce(s) for s in (samples or [])], doc or "", save_inputs,
-                bool(save_ans))
+                bool(save_ans), tuple(not_implemented))
         self._stage(self.ops, name, op, override)
         self.methods[name] = method
         return op
 
     def register_function(self, name, fn, *, samples=None, method=None, differentiable=None,
-                          override=False, writes_into=None):
+                          override=False, writes_into=None, not_implemented=()):
         """Define a public function composed of other ops (``tg.<name>``).
 
         Its samples are gradchecked by the contract kit like an op's. `writes_into`: the
         position of the argument the function writes into in place, returning None (as
         np.copyto, np.put); the kit then checks "write into a copy of it, return the copy",
         and NumPy's function of that name called on a Tensor dispatches to it.
+        `not_implemented`: as register_op's (the function itself must refuse a tensor there
+        that requires grad; the kit checks that it does).
         """
         if not callable(fn):
             raise PluginError(f"function '{name}' is not callable")
-        fdef = FunctionDef(name, fn, self.plugin, samples, method, differentiable, writes_into)
+        fdef = FunctionDef(name, fn, self.plugin, samples, method, differentiable, writes_into,
+                           not_implemented)
         self._stage(self.functions, name, fdef, override)
         self.methods[name] = method
         return fdef

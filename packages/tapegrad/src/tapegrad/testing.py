@@ -597,7 +597,21 @@ def _check_jvp(entry, sample, positions, where, report, atol, rtol, eps):
 
 
 def _check_nondifferentiable(entry, sample, positions, where, report):
-    args = _tensors(sample, np.float64, range(len(sample.args)))
+    refused = [i for i in getattr(entry, "not_implemented", ())
+               if i < len(sample.args) and isinstance(sample.args[i], np.ndarray)
+               and sample.args[i].dtype.kind == "f"]
+    if refused:
+        # An input whose derivative exists but is not implemented must refuse to require
+        # grad (never a silent missing gradient); the other checks run with it detached.
+        try:
+            _call(entry, _tensors(sample, np.float64, range(len(sample.args))), sample.kwargs)
+        except NotImplementedError:
+            report.checks.append("refuses grad where the derivative is not implemented")
+        else:
+            raise ContractError(f"{where}: inputs {refused} are not_implemented but a tensor "
+                                f"there that requires grad was accepted")
+    args = _tensors(sample, np.float64,
+                    [i for i in range(len(sample.args)) if i not in refused])
     flat, _ = _flatten_seq(args)
     floats = [i for i, x in enumerate(args) if isinstance(x, TensorBase) and x.dtype.kind == "f"]
     others = [i for i in floats if i not in positions]

@@ -402,27 +402,28 @@ def _register_orders(reg, draw, module):
          [(1, pos(3, 4)), (np.array([0, 1, 2]), pos(2, 3)), (np.array([[0], [3]]), pos(3)),
           (2, np.asarray(pos()))],
          "polygamma(n, x): the n-th derivative of digamma (n = 0: digamma). Its derivative "
-         "in x is polygamma(n + 1, x); n, an integer, is not differentiable."),
+         "in x is polygamma(n + 1, x); n, an integer, is not differentiable (a tensor there that requires grad raises NotImplementedError)."),
         ("iv", _iv_vjp,
          [(1.5, pos(3, 4)), (np.array([0.0, 0.5, 2.0]), pos(2, 3)),
           (np.array([[1], [-2]]), pos(3))],
          "iv(v, x): the modified Bessel function of the first kind of real order v. Its "
          "derivative in x is (iv(v - 1, x) + iv(v + 1, x)) / 2; the order v is not "
-         "differentiable (its derivative has no closed form)."),
+         "differentiable (its derivative has no closed form): a v that requires grad raises "
+         "NotImplementedError."),
         ("jn", _jn_vjp,
          [(1, draw.normal(3, 4)), (np.array([0, 1, 3]), draw.normal(2, 3)),
           (np.array([[2], [-1]]), draw.normal(3))],
          "jn(n, x): the Bessel function of the first kind of integer order n. Its "
-         "derivative in x is (jn(n - 1, x) - jn(n + 1, x)) / 2; n is not differentiable."),
+         "derivative in x is (jn(n - 1, x) - jn(n + 1, x)) / 2; n is not differentiable (a tensor there that requires grad raises NotImplementedError)."),
         ("yn", _yn_vjp,
          [(1, pos(3, 4)), (np.array([0, 1, 3]), pos(2, 3)), (np.array([[2], [0]]), pos(3))],
          "yn(n, x): the Bessel function of the second kind of integer order n (x > 0). Its "
-         "derivative in x is (yn(n - 1, x) - yn(n + 1, x)) / 2; n is not differentiable."),
+         "derivative in x is (yn(n - 1, x) - yn(n + 1, x)) / 2; n is not differentiable (a tensor there that requires grad raises NotImplementedError)."),
     )
     for name, vjp, samples, doc in ops:
         op = reg(name, kernels={"cpu": scipy_kernel(getattr(sp, name), orders=1)}, vjp=vjp,
-                 jvp=diagonal_jvp(vjp, 1), differentiable=(1,), method=False,
-                 save_ans=False, samples=samples, doc=f"scipy.special.{doc}")
+                 jvp=diagonal_jvp(vjp, 1), differentiable=(1,), not_implemented=(0,),
+                 method=False, save_ans=False, samples=samples, doc=f"scipy.special.{doc}")
         setattr(module, name, op)
 
 

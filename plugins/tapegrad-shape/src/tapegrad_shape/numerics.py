@@ -31,7 +31,7 @@ import warnings
 import numpy as np
 import tapegrad as tg
 
-from .ops import _as_tensor, _as_tensor_like, _axes, _rand
+from .ops import _as_tensor, _as_tensor_like, _axes, _constant_argument, _rand
 
 __all__ = ["convolve", "correlate", "cov", "corrcoef", "ediff1d", "geomspace", "logspace",
            "interp", "ldexp", "modf", "trapezoid", "unwrap", "vander", "register"]
@@ -541,7 +541,7 @@ def interp(x, xp, fp, left=None, right=None, period=None):
     xp increasing (not checked, as NumPy), x < xp[0] gives `left` (default fp[0]),
     x > xp[-1] `right` (default fp[-1]); with `period` the points repeat (left/right are
     ignored). Differentiable in x and fp (and left/right); xp is a constant (a tensor
-    given there gets no gradient). At a knot
+    there that requires grad raises NotImplementedError). At a knot
     xp[j] the derivative in x is the slope of the segment to its right (at xp[-1]: of
     the last segment), outside [xp[0], xp[-1]] it is 0.
 
@@ -551,10 +551,7 @@ def interp(x, xp, fp, left=None, right=None, period=None):
     >>> tg.interp([0.5, 1.5, 9.], [0., 1., 2.], tg.tensor([0., 10., 0.])).tolist()
     [5.0, 5.0, 0.0]
     """
-    if isinstance(xp, tg.Tensor):
-        # NOTE: xp is a constant, also when it is a tensor that requires grad: it gets no
-        # gradient (as np.gradient's spacing), only x and fp do.
-        xp = xp.detach().cpu().numpy()
+    xp = _constant_argument("interp", "xp", xp)
     x, fp = _tensors(x, fp)
     xp = np.asarray(xp)
     if fp.dtype.kind == "c" or xp.dtype.kind == "c":
@@ -713,7 +710,7 @@ def register(registry):
        doc="For each x, the segment j of the increasing xp with xp[j] <= x < xp[j + 1] "
            "(clipped to 0 .. len(xp) - 2): what tg.interp reads. Not differentiable.")
     knots = np.array([-1.5, -0.4, 0.3, 1.1, 2.0])
-    fn("interp", interp, method=False, differentiable=(0, 2, 3, 4), samples=[
+    fn("interp", interp, method=False, not_implemented=(1,), differentiable=(0, 2, 3, 4), samples=[
         tg.Sample(np.array([-1.2, 0.1, 0.77, 1.9]), knots, _rand(5)),
         tg.Sample(np.array([[-2.0, 0.5], [2.5, 1.3]]), knots, _rand(5), np.array(0.5),
                   np.array(-0.25)),

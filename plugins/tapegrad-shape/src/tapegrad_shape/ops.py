@@ -92,6 +92,20 @@ def _as_tensor(x):
     return tg.asarray(x)
 
 
+def _constant_argument(op, what, v):
+    """An argument the function uses as a constant (np.gradient's spacing, np.interp's xp),
+    as a host array. NOTE: its derivative exists but is not computed, so a tensor there that
+    requires grad is refused rather than silently given no gradient."""
+    if isinstance(v, tg.Tensor):
+        if v.requires_grad and tg.is_grad_enabled():
+            raise NotImplementedError(
+                f"{op}: the derivative with respect to {what} is not implemented, and the "
+                f"tensor given there (shape {v.shape}, {v.dtype}) requires grad; pass it "
+                f"detached ({what}.detach()) if its gradient is not needed")
+        v = v.detach().cpu().numpy()
+    return v
+
+
 def _as_tensor_like(x, ref):
     """x as a tensor; a non-tensor becomes a constant on `ref`'s device (not the default
     one), so that compositions of a tensor and arrays or numbers run on its device."""

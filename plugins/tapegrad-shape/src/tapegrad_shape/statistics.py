@@ -30,8 +30,8 @@ import numbers
 import numpy as np
 import tapegrad as tg
 
-from .ops import (_EXTREMUM_SAMPLES, _as_tensor, _as_tensor_like, _axes, _distinct,
-                  _kept_shape, _mask, _rand, _sqrt_of_var)
+from .ops import (_EXTREMUM_SAMPLES, _as_tensor, _as_tensor_like, _axes, _constant_argument,
+                  _distinct, _kept_shape, _mask, _rand, _sqrt_of_var)
 
 __all__ = ["gradient", "diff", "any", "all", "ptp", "nansum", "nanmean", "nanvar", "nanstd",
            "average", "median", "quantile", "percentile", "nanmedian", "nanquantile",
@@ -109,11 +109,7 @@ def _spacings(varargs, x, axes):
                         f"{len(axes)} axes (give none, one scalar, or one per axis)")
     out = []
     for ax, spacing in zip(axes, varargs):
-        # NOTE: the spacing is a constant, also when it is a tensor that requires grad: it
-        # gets no gradient (as an integer index would not), only f does.
-        if isinstance(spacing, tg.Tensor):
-            spacing = spacing.detach().cpu().numpy()
-        d = np.asarray(spacing)
+        d = np.asarray(_constant_argument("gradient", "the spacing", spacing))
         if d.ndim == 0:
             out.append(float(d))
             continue
@@ -174,7 +170,8 @@ def gradient(f, *varargs, axis=None, edge_order=1):
     differences at the ends. `varargs`: nothing (spacing 1), one scalar for every axis, or
     one per axis: a scalar spacing or the 1-D coordinates of the samples. One tensor for
     one axis, a tuple of one per axis otherwise. Linear in f, so differentiable to any
-    order in f; the spacing is a constant (a tensor given there gets no gradient).
+    order in f; the spacing is a constant (a tensor there that requires grad raises
+    NotImplementedError: its derivative is not computed).
 
     >>> import tapegrad as tg
     >>> tg.gradient(tg.tensor([1., 2., 4., 7.]), 2.0).tolist()
@@ -709,8 +706,10 @@ def register(registry):
         tg.Sample(_rand(5)), tg.Sample(_rand(3, 5), n=2), tg.Sample(_rand(3, 4), axis=0),
         tg.Sample(_rand(3, 4), 1, 0, _rand(1, 4), _rand(2, 4, seed=1)),
         tg.Sample(_rand(4), 1, -1, np.array(0.5), _rand(2))])
-    # NOTE: the spacing (coordinates) is a constant: only f is differentiated.
-    fn("gradient", gradient, method=False, differentiable=(0,), samples=[
+    # NOTE: the spacing (coordinates) is a constant: only f is differentiated, and a
+    # spacing tensor that requires grad is refused (not_implemented: the spacings).
+    fn("gradient", gradient, method=False, not_implemented=(1, 2, 3), differentiable=(0,),
+       samples=[
         tg.Sample(_rand(5)), tg.Sample(_rand(5), 0.5, edge_order=2),
         tg.Sample(_rand(3, 4)), tg.Sample(_rand(3, 4), 2.0, axis=-1),
         tg.Sample(_rand(4, 5), np.array([0.0, 0.5, 1.5, 1.7]), np.array([0, 1, 3, 4, 9.0])),
