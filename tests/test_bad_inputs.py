@@ -258,7 +258,7 @@ CASES = [
       tg.testing.GradcheckError, r"input 0 at index \(1,\).*analytic 2 vs numeric 4"),
     # -- tapegrad-shape -------------------------------------------------------------------
     C("tapegrad-shape", "sum", "an axis out of range",
-      "tg.ones((2, 3)).sum(axis=2)", IndexError, r"^sum: axis 2 is out of bounds.*\(2, 3\)"),
+      "tg.ones((2, 3)).sum(axis=2)", np.exceptions.AxisError, r"^sum: axis 2 is out of bounds.*\(2, 3\)"),
     C("tapegrad-shape", "sum", "keepdims passed positionally",
       "tg.sum(tg.ones((2, 2)), 0, True)", TypeError, r"at most 1 \(axis\)"),
     C("tapegrad-shape", "reshape", "a shape of another size",
@@ -287,8 +287,9 @@ CASES = [
     C("tapegrad-linalg", "einsum", "an output label no operand has",
       "tg.einsum('ij,jk->il', tg.ones((2, 3)), tg.ones((3, 4)))", ValueError,
       r"output label 'l' is in no operand"),
-    C("tapegrad-linalg", "einsum", "an ellipsis",
-      "tg.einsum('...ij->...ji', tg.ones((2, 3)))", ValueError, r"ellipsis.*not supported yet"),
+    C("tapegrad-linalg", "einsum", "a label whose lengths differ between operands",
+      "tg.einsum('ij,jk', tg.ones((2, 3)), tg.ones((4, 5)))", ValueError,
+      r"^einsum: label 'j' has length 3 in operand 0 \(shape \(2, 3\)\) and 4 in operand 1"),
     # -- tapegrad-nn ----------------------------------------------------------------------
     C("tapegrad-nn", "cross_entropy", "a class label out of range",
       "tg.cross_entropy(tg.ones((2, 3)), [0, 3])", IndexError, r"class label 3 is out of range for 3 classes"),

@@ -675,14 +675,31 @@ cdef str _describe(tuple inputs):
     return "; ".join(parts)
 
 
-cdef object _op_error(Op op, BaseException exc, tuple inputs, dict kwargs):
-    for cls in (IndexError, ValueError, TypeError):
-        if isinstance(exc, cls):
+cdef object _same_type_error(BaseException exc, str msg):
+    """An exception of exc's own type (np.linalg.LinAlgError, np.exceptions.AxisError,
+    UFuncTypeError, ...) carrying msg, so that a NumPy user's ``except`` still catches it.
+
+    NOTE: some classes cannot be built from a message alone (NumPy's private
+    _UFuncNoLoopError(ufunc, dtypes), _UFuncCastingError(ufunc, casting, from_, to)); the
+    nearest class up the MRO that can is used (UFuncTypeError, then TypeError). AxisError
+    built from one string keeps the message but has axis = ndim = None (its __str__ would
+    otherwise rebuild its own message); the original, with its attributes, stays as
+    __cause__. The error path only: the hot path never comes here."""
+    for cls in type(exc).__mro__:
+        if cls is Exception or cls is BaseException:
             break
-    else:
-        cls = RuntimeError
+        try:
+            new = cls(msg)
+        except Exception:
+            continue
+        if str(new) == msg:
+            return new
+    return RuntimeError(msg)
+
+
+cdef object _op_error(Op op, BaseException exc, tuple inputs, dict kwargs):
     params = f" with {kwargs}" if kwargs else ""
-    return cls(f"{op.name}: {exc} ({_describe(inputs)}){params}")
+    return _same_type_error(exc, f"{op.name}: {exc} ({_describe(inputs)}){params}")
 
 
 cdef bint _holds_tensor(object a, int depth=0):
@@ -2595,7 +2612,7 @@ cdef class TensorBase:
         try:
             self._device.setitem(self._data, index, value)
         except (ValueError, TypeError, IndexError) as exc:
-            raise type(exc)(
+            raise _same_type_error(exc,
                 f"setitem: {exc} (tensor shape {tuple(self._data.shape)} {self._data.dtype}, "
                 f"index {index!r})") from exc
         _bump(self, "setitem")

@@ -31,7 +31,7 @@ import numpy as np
 import tapegrad as tg
 
 from ._helpers import (_at_least_2d, _diag_embed, _diagonal, _eye, _host, _mT, _rand,
-                       _safe_offdiag_divide, _square, _tril, _triangle_grad, linalg_errors)
+                       _safe_offdiag_divide, _square, _tril, _triangle_grad)
 
 SlogdetResult = namedtuple("SlogdetResult", "sign logabsdet")
 EighResult = namedtuple("EighResult", "eigenvalues eigenvectors")
@@ -148,7 +148,6 @@ def _slogdet_jvp(t, ans, a):
     return tg.stack([tg.zeros_like(dl), dl], axis=-1)
 
 
-@linalg_errors
 def slogdet(a):
     """Sign and natural log of the absolute determinant, as ``np.linalg.slogdet``.
 
@@ -287,7 +286,6 @@ def _qr_vjp(g, ans, a, mode="reduced"):
     return (tg.concatenate([gX, Q @ gV], axis=-1),)
 
 
-@linalg_errors
 def qr(a, mode="reduced"):
     """The QR decomposition, as ``np.linalg.qr(a, mode)``: ``QRResult(Q, R)`` for mode
     'reduced' (differentiable) and 'complete' (differentiable for m <= n, where it equals
@@ -345,7 +343,6 @@ def _eigh_vjp(g, ans, a, UPLO="L"):
     return (_triangle_grad(V @ inner @ _mT(V), lower=UPLO == "L"),)
 
 
-@linalg_errors
 def eigh(a, UPLO="L"):
     """Eigenvalues (ascending) and eigenvectors of symmetric matrices, as
     ``np.linalg.eigh(a, UPLO)``: ``EighResult(eigenvalues, eigenvectors)``. Only the
@@ -400,7 +397,6 @@ def _eig_vjp(g, ans, a):
     return (tg.linalg_solve(_mT(V), inner @ _mT(V)),)
 
 
-@linalg_errors
 def eig(a):
     """Eigenvalues and (unit-length) right eigenvectors of square matrices whose spectrum
     is real, as ``np.linalg.eig``: ``EigResult(eigenvalues, eigenvectors)``. A matrix with
@@ -487,7 +483,6 @@ def _svd_vjp(g, ans, a, full_matrices=False):
     return (U @ inner @ Vt,)
 
 
-@linalg_errors
 def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
     """The singular value decomposition, as ``np.linalg.svd``: ``SVDResult(U, S, Vh)``
     with ``a = U @ (S[..., None] * Vh)``, or the singular values alone for
@@ -575,7 +570,6 @@ def _lstsq_vjp(g, ans, a, b, rcond=None):
     return ga, gb
 
 
-@linalg_errors
 def lstsq(a, b, rcond=None):
     """The least-squares solution of ``a @ x = b``, as ``np.linalg.lstsq(a, b, rcond)``:
     ``(x, residuals, rank, s)`` for a 2-d a (M, N) and b (M,) or (M, K) (NumPy's lstsq is
@@ -657,7 +651,6 @@ _SVD_SAMPLES = [
 # function's docstring
 # ---------------------------------------------------------------------------------------
 
-@linalg_errors
 def inv(a):
     """The inverse of square matrices, as np.linalg.inv (tg.linalg.inv); a singular matrix
     raises LinAlgError. Gradient -inv(a).T @ g @ inv(a).T. Batched over leading axes, as
@@ -666,7 +659,6 @@ def inv(a):
     return tg.linalg_inv(a)
 
 
-@linalg_errors
 def det(a):
     """The determinant, as np.linalg.det (tg.linalg.det). Gradient det(a) inv(a).T; at a
     singular matrix the backward raises LinAlgError (PyTorch uses an SVD there). Batched
@@ -675,7 +667,6 @@ def det(a):
     return tg.linalg_det(a)
 
 
-@linalg_errors
 def solve(a, b):
     """x with a @ x = b, as np.linalg.solve (tg.linalg.solve), NumPy 2's rule for b: a 1-d
     b is a vector, an N-d b a stack of matrices (..., M, K); batch axes broadcast.
@@ -684,7 +675,6 @@ def solve(a, b):
     return tg.linalg_solve(a, b)
 
 
-@linalg_errors
 def cholesky(a, /, *, upper=False):
     """The Cholesky factor L (a = L L^T; U = L^T with upper=True), as np.linalg.cholesky
     (tg.linalg.cholesky). NumPy reads only the lower (upper) triangle, so only that
@@ -694,7 +684,6 @@ def cholesky(a, /, *, upper=False):
     return tg.linalg_cholesky(a, upper=upper)
 
 
-@linalg_errors
 def eigvalsh(a, UPLO="L"):
     """The eigenvalues of symmetric matrices, ascending, as np.linalg.eigvalsh
     (tg.linalg.eigvalsh). Gradient V diag(g) V^T (defined for repeated eigenvalues too),
@@ -703,7 +692,6 @@ def eigvalsh(a, UPLO="L"):
     return tg.linalg_eigvalsh(a, UPLO=UPLO)
 
 
-@linalg_errors
 def eigvals(a):
     """The eigenvalues of square matrices with a real spectrum, as np.linalg.eigvals
     (tg.linalg.eigvals); a complex spectrum raises TypeError (complex dtypes: issue 18).
@@ -712,7 +700,6 @@ def eigvals(a):
     return tg.linalg_eigvals(a)
 
 
-@linalg_errors
 def svdvals(x, /):
     """The singular values, descending, as np.linalg.svdvals (tg.linalg.svdvals). Gradient
     U diag(g) V^T (defined for repeated singular values too). Batched over leading axes,
@@ -721,7 +708,6 @@ def svdvals(x, /):
     return tg.linalg_svdvals(x)
 
 
-@linalg_errors
 def pinv(a, rcond=None, hermitian=False, *, rtol=_NoValue):
     """The Moore-Penrose pseudo-inverse, as np.linalg.pinv(a, rcond, hermitian, rtol=)
     (tg.linalg.pinv; NumPy 2.4's rcond/rtol rules). Gradient: PyTorch's formula, exact
@@ -731,7 +717,6 @@ def pinv(a, rcond=None, hermitian=False, *, rtol=_NoValue):
     return tg.linalg_pinv(a, rcond=rcond, hermitian=hermitian, rtol=rtol)
 
 
-@linalg_errors
 def matrix_rank(A, tol=None, hermitian=False, *, rtol=None):
     """The rank of matrices (singular values above the tolerance), as
     np.linalg.matrix_rank(A, tol, hermitian, rtol=) (tg.linalg.matrix_rank); an integer
