@@ -73,3 +73,39 @@ def test_setitem_error_keeps_its_type():
     with pytest.raises(IndexError, match=r"setitem: index 5 is out of bounds") as info:
         x[5] = 1.0
     assert type(info.value) is IndexError
+
+
+class Prefixed:
+    @tg.hookimpl
+    def tapegrad_register_ops(self, registry):
+        def kernel(x, text):
+            raise ValueError(text)
+        registry.register_op("err_named", kernels={"cpu": kernel}, nin=1, params=("text",))
+        registry.register_op("_err_priv", kernels={"cpu": kernel}, nin=1, params=("text",))
+
+
+@pytest.mark.parametrize("call,text,expected", [
+    ("err_named", "err_named: names the op", "err_named: names the op (input 0:"),
+    ("_err_priv", "_err_priv: names the op", "_err_priv: names the op (input 0:"),
+    ("_err_priv", "err_priv: public spelling", "err_priv: public spelling (input 0:"),
+    ("err_named", "a bare message", "err_named: a bare message (input 0:"),
+])
+def test_a_message_that_names_the_op_gets_no_second_prefix(call, text, expected):
+    name = tg.register_plugin(Prefixed(), name="test-prefixed")
+    try:
+        with pytest.raises(ValueError) as info:
+            getattr(tg, call)(tg.zeros(2), text)
+    finally:
+        tg.unregister_plugin(name)
+    assert str(info.value).startswith(expected)
+
+
+def test_ufunc_keywords_are_refused_naming_the_op():
+    # A ufunc kernel would take them: where= left uninitialized memory in the result and
+    # its backward crashed, out= aliased the caller's array, dtype= changed the dtype.
+    x = tg.zeros(2, requires_grad=True)
+    for kwargs in ({"where": [True, False]}, {"out": np.zeros(2)}, {"dtype": np.float32},
+                   {"casting": "unsafe"}):
+        with pytest.raises(TypeError, match=rf"err_add\(\) got an unexpected keyword argument "
+                                            rf"'{next(iter(kwargs))}': NumPy's ufunc keywords"):
+            tg.err_add(x, x, **kwargs)

@@ -699,7 +699,12 @@ cdef object _same_type_error(BaseException exc, str msg):
 
 cdef object _op_error(Op op, BaseException exc, tuple inputs, dict kwargs):
     params = f" with {kwargs}" if kwargs else ""
-    return _same_type_error(exc, f"{op.name}: {exc} ({_describe(inputs)}){params}")
+    text = str(exc)
+    # a kernel's own message often names the op already ("linalg_inv: ..."; the private
+    # "_linalg_eigh" as "linalg_eigh: ..."): no second prefix then
+    if not (text.startswith(op.name + ": ") or text.startswith(op.name.lstrip("_") + ": ")):
+        text = f"{op.name}: {text}"
+    return _same_type_error(exc, f"{text} ({_describe(inputs)}){params}")
 
 
 cdef bint _holds_tensor(object a, int depth=0):
@@ -1023,8 +1028,18 @@ cdef object _apply_arrays(Op op, tuple inputs, PyObject** in_argv, dict kwargs, 
             _scalars_as_arrays_c(argv, n, scalar_type)
         else:
             _scalars_as_arrays(arrays, scalar_type)
-    if arrays is None and kwargs:
-        arrays = _tuple_of(argv, n)
+    if kwargs:
+        if type(kernel) is _ufunc_type and not op.params:
+            # NOTE: a ufunc kernel would take NumPy's ufunc keywords itself: where= leaves
+            # uninitialized memory, out= aliases the caller's array, dtype= changes the
+            # result's dtype, and the gradient rule, which takes none of them, crashes.
+            raise TypeError(
+                f"{op.name}() got an unexpected keyword argument "
+                f"{', '.join(repr(k) for k in kwargs)}: NumPy's ufunc keywords (out=, where=, "
+                f"dtype=, casting=, order=, subok=, signature=) are not supported by tapegrad "
+                f"ops (for where= use tg.where(mask, result, other), for dtype= .astype(dtype))")
+        if arrays is None:
+            arrays = _tuple_of(argv, n)
     try:
         if arrays is None:
             out = PyObject_Vectorcall(kernel, argv, n, NULL)

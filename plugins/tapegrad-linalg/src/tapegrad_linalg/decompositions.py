@@ -44,6 +44,15 @@ _COMPLEX_ISSUE = ("complex results are not supported yet (tapegrad issue 18, com
                   "for a symmetric matrix use tg.linalg.eigh")
 
 
+def _real_input(a, op):
+    """Refuse a complex input where the op packs a real result (eigenvalues, singular
+    values, log|det|) with a complex one into one array: unpacked, the real part would
+    come back complex128 where NumPy gives float64."""
+    if np.iscomplexobj(a):
+        raise TypeError(f"{op}: complex input ({a.dtype}) is not supported yet "
+                        f"(tapegrad issue 18, complex dtypes)")
+
+
 def _as_tensor(a):
     return a if isinstance(a, tg.Tensor) else tg.asarray(a)
 
@@ -133,6 +142,7 @@ def _det_jvp(t, ans, a):
 
 def _slogdet_kernel(a):
     _square(a, "linalg_slogdet")
+    _real_input(a, "linalg_slogdet")
     sign, logabsdet = np.linalg.slogdet(a)
     return np.stack([sign, logabsdet], axis=-1)
 
@@ -327,6 +337,7 @@ def _uplo(UPLO, op):
 def _eigh_kernel(a, UPLO="L"):
     _square(a, "linalg_eigh")
     _uplo(UPLO, "linalg_eigh")
+    _real_input(a, "linalg_eigh")
     w, v = np.linalg.eigh(a, UPLO=UPLO)
     return np.concatenate([w[..., None, :], v], axis=-2)          # (n + 1, n)
 
@@ -433,6 +444,7 @@ def _eigvals_vjp(g, ans, a):
 
 def _svd_kernel(a, full_matrices=False):
     _at_least_2d(a, "linalg_svd")
+    _real_input(a, "linalg_svd")
     u, s, vh = np.linalg.svd(a, full_matrices=full_matrices)
     m, n = a.shape[-2:]
     width = max(u.shape[-1], vh.shape[-2])

@@ -172,6 +172,10 @@ def _dirichlet_x(x, alpha):
     k = np.shape(alpha)[0] if np.ndim(alpha) == 1 else None
     if k is None:
         raise ValueError(f"dirichlet: alpha must be a vector, got shape {np.shape(alpha)}")
+    av = np.asarray(alpha.detach().numpy() if isinstance(alpha, tg.Tensor) else alpha)
+    if not np.all(av > 0):                    # SciPy refuses too (else: a silent NaN)
+        raise ValueError(f"dirichlet: all parameters alpha must be greater than 0, got "
+                         f"{av.tolist()}")
     x = x if isinstance(x, tg.Tensor) else tg.tensor(np.asarray(x, dtype=float))
     if x.shape[0] == k - 1:
         rest = 1 - tg.sum(x, axis=0, keepdims=True)
@@ -235,7 +239,7 @@ def _mvn_logpdf(x, mean=None, cov=1):
     # else one point; otherwise the last axis holds the coordinates.
     if x.ndim == 0:
         x = tg.reshape(x, (1,))
-    if x.ndim == 1:
+    if x.ndim == 1 and (d == 1 or x.shape[0] == d):    # else: the length error below
         x = tg.reshape(x, (-1, 1) if d == 1 else (1, d))
     if x.shape[-1] != d:
         raise ValueError(f"multivariate_normal: x's last axis must have length {d} to "

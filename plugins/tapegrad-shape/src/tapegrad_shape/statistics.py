@@ -537,11 +537,12 @@ def _check_q(q, op, scale):
     q = np.asanyarray(q)
     if q.dtype.kind not in "biuf":
         raise TypeError(f"{op}: q must be real numbers, got dtype {q.dtype}")
+    given = q                             # the message shows q as passed, not q / 100
     if scale != 1:
         q = np.true_divide(q, scale)
     if q.size and not (np.all(q >= 0) and np.all(q <= 1)):
         what = "Percentiles" if scale == 100 else "Quantiles"
-        raise ValueError(f"{op}: {what} must be in the range [0, {scale}], got {q.tolist()}")
+        raise ValueError(f"{op}: {what} must be in the range [0, {scale}], got {given.tolist()}")
     if q.ndim > 2:
         raise ValueError(f"{op}: q must be a scalar or 1-D or 2-D, got shape {q.shape}")
     return q, weak
