@@ -247,6 +247,7 @@ def ptp(a, axis=None, keepdims=False):
     [4.0, 1.0]
     """
     x = _as_tensor(a)
+    _axes(axis, x.ndim, "ptp")                # a bad axis names ptp, not its max
     return tg.max(x, axis, keepdims=keepdims) - tg.min(x, axis, keepdims=keepdims)
 
 
