@@ -32,3 +32,15 @@ def test_r_trans1d_out_of_range_names_r_(directive):
 def test_r_trans1d_in_range_still_matches_numpy(directive):
     np.testing.assert_array_equal(tg.r_[directive, tg.arange(2.0)].numpy(),
                                   np.r_[directive, np.arange(2.0)])
+
+
+def test_trace_and_ptp_errors_name_themselves():
+    # they named the op they are made of (diagonal, max)
+    with pytest.raises(ValueError, match=r"^trace: needs a tensor of at least 2 dimensions"):
+        tg.trace(tg.ones(3))
+    with pytest.raises(np.exceptions.AxisError, match=r"^trace: axis 2 is out of bounds"):
+        tg.trace(tg.ones((2, 2)), axis1=0, axis2=2)
+    with pytest.raises(np.exceptions.AxisError, match=r"^ptp: axis 3 is out of bounds for a "
+                                                      r"tensor of dimension 2"):
+        tg.ptp(tg.ones((2, 3)), axis=3)
+    assert tg.ptp(tg.tensor([[1.0, 5.0], [2.0, 3.0]]), axis=(0, 1)).item() == 4.0
