@@ -273,6 +273,7 @@ class _Recorder:
         self.once_reason = None        # set when this recording must not be kept (record_once)
         self.rng_cells = {}            # id(state from tg.random.get_state) -> (state, cell)
         self.rng_steps = set()         # ids of the steps that seed, save or restore generators
+        self.check_steps = set()       # ids of the steps of compile_check (no effect)
         self.hidden_backward = False   # while _record_backward runs its placeholder backward
         self.thread = get_ident()      # only this thread's calls belong to the recording
         self.arg_of_slot = {}          # argument slot -> index of the (first) argument
@@ -539,6 +540,17 @@ class _Recorder:
     @_recording_thread_only
     def guard(self, value_fn):
         self.guards.append((value_fn, value_fn()))
+
+    @_recording_thread_only
+    def eager(self, reason):
+        if self.eager_reason is None:
+            self.eager_reason = reason
+
+    @_recording_thread_only
+    def check(self, run, tensors):
+        arrays = tuple((<TensorBase>t)._data for t in tensors)
+        st = self._step(K_CALL, run, arrays, tensors, None, None, (<TensorBase>tensors[0])._device)
+        self.check_steps.add(id(st))
 
     @_recording_thread_only
     def backward_started(self, accumulate, create_graph):
@@ -976,7 +988,8 @@ class CompiledFunction:
         # rerun: a fallback puts the generators back as they were before the replay.
         program.first_effect = next((i for i, st in enumerate(program.forward)
                                      if (<_Step>st).kind != K_KERNEL
-                                     and id(st) not in rec.rng_steps), len(program.forward))
+                                     and id(st) not in rec.rng_steps
+                                     and id(st) not in rec.check_steps), len(program.forward))
         # A fallback can come only from a step that checks its shape; it has drawn random
         # numbers (to give back) only if such a step follows one that uses a generator.
         first_rng = next((i for i, st in enumerate(program.forward)
@@ -1561,6 +1574,37 @@ def _external_guards(rec):
         for fn in provider(tensors, fns):
             out.append((fn, fn()))
     return tuple(out)
+
+
+def compile_check(check, *tensors):
+    """Run ``check(*arrays)`` (NumPy arrays of the tensors' values; it raises for bad
+    values) now, and where a tg.compile'd function records, as a step of its program: every
+    replay runs it again on that call's values.
+
+    For library code that validates tensor values in Python (a probability vector on the
+    simplex, weights that sum to zero, repeated indices): a plain check would run only while
+    the function recorded, so a replay would return a result where the eager call raises.
+    Inside a gradient rule it checks the values of each replayed backward."""
+    tensors = tuple(t for t in tensors if isinstance(t, TensorBase))
+    devices = tuple((<TensorBase>t)._device for t in tensors)
+
+    def run(*arrays):
+        check(*[(<Device>d).to_numpy(a) for d, a in zip(devices, arrays)])
+
+    run(*[(<TensorBase>t)._data for t in tensors])
+    tracer = _engine.get_tracer()
+    if tracer is not None and tensors:
+        tracer.check(run, tensors)
+
+
+def run_eagerly(reason):
+    """Make the signature that records now (if one does) run eagerly on this and every
+    later call, with a tg.CompileWarning giving `reason`: for library code that branches in
+    Python on tensor values in a way that compile_check cannot cover (what it returns
+    depends on them, as lstsq's rank and residuals do)."""
+    tracer = _engine.get_tracer()
+    if tracer is not None:
+        tracer.eager(reason)
 
 
 def record_once(reason):

@@ -29,6 +29,7 @@ from collections import namedtuple
 
 import numpy as np
 import tapegrad as tg
+from tapegrad._compile import compile_check, run_eagerly
 
 from ._helpers import (_at_least_2d, _diag_embed, _diagonal, _eye, _host, _mT, _rand,
                        _safe_offdiag_divide, _square, _tril, _triangle_grad)
@@ -482,10 +483,7 @@ def _svd_vjp(g, ans, a, full_matrices=False):
     inner = _safe_offdiag_divide(num, E, "linalg_svd", "singular vectors") + _diag_embed(gS)
     Vt = _mT(V)
     if m > k or n > k:
-        if (_host(S) == 0).any():
-            raise np.linalg.LinAlgError(
-                f"linalg_svd: the gradient through the singular vectors of a non-square "
-                f"{m}x{n} matrix with a zero singular value is not defined")
+        compile_check(lambda s: _refuse_zero_singular_value(s, m, n), S)
     if m > k:
         gUS = gU / tg.expand_dims(S, -2)
         return ((U @ inner + gUS - U @ (_mT(U) @ gUS)) @ Vt,)
@@ -493,6 +491,13 @@ def _svd_vjp(g, ans, a, full_matrices=False):
         SgV = _mT(gV) / tg.expand_dims(S, -1)
         return (U @ (inner @ Vt + SgV - (SgV @ V) @ Vt),)
     return (U @ inner @ Vt,)
+
+
+def _refuse_zero_singular_value(s, m, n):
+    if (s == 0).any():
+        raise np.linalg.LinAlgError(
+            f"linalg_svd: the gradient through the singular vectors of a non-square "
+            f"{m}x{n} matrix with a zero singular value is not defined")
 
 
 def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
@@ -606,6 +611,9 @@ def lstsq(a, b, rcond=None):
                                     f"b has shape {sb} (b.shape[0] must be {sa[0]})")
     m, n = sa
     s = tg.linalg_svdvals(a)
+    # NOTE: the rank decides the residuals returned: tg.compile cannot replay that
+    run_eagerly("linalg.lstsq: the rank it returns, and whether it returns residuals, "
+                "depend on a's values (a replay would repeat the recording's)")
     s_host = _host(s)
     eps = np.finfo(np.result_type(a.dtype, b.dtype, np.float32)).eps
     # NumPy 2's default rcond, and LAPACK's rule that a negative rcond means eps

@@ -70,6 +70,7 @@ import operator
 
 import numpy as np
 import tapegrad as tg
+from tapegrad._compile import compile_check
 
 # NOTE: `from . import ops`, not `from .ops import ...`: ops.py imports this module at its
 # top, so at that moment ops is half imported; its helpers are looked up at call time.
@@ -301,7 +302,12 @@ def put_along_axis(arr, indices, values, axis):
         values = tg.asarray(values, device=arr.device)   # a list of tensors keeps its graph
     out = tg._put_along_axis(arr, indices, values, axis=axis)   # raises for bad indices
     if tg.needs_grad(values) and tg.is_grad_enabled():
-        _refuse_duplicate_writes(arr.shape, _host(indices), axis, values)
+        # (on the values of every tg.compile replay too: indices may come from an argsort)
+        if isinstance(indices, tg.Tensor):
+            compile_check(lambda idx: _refuse_duplicate_writes(arr.shape, idx, axis, values),
+                          indices)
+        else:
+            _refuse_duplicate_writes(arr.shape, _host(indices), axis, values)
     return out
 
 

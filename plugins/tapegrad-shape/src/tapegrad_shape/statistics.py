@@ -29,6 +29,7 @@ import numbers
 
 import numpy as np
 import tapegrad as tg
+from tapegrad._compile import compile_check
 
 from .ops import (_EXTREMUM_SAMPLES, _as_tensor, _as_tensor_like, _axes, _distinct,
                   _kept_shape, _mask, _rand, _sqrt_of_var)
@@ -251,6 +252,11 @@ def ptp(a, axis=None, keepdims=False):
     return tg.max(x, axis, keepdims=keepdims) - tg.min(x, axis, keepdims=keepdims)
 
 
+def _check_weight_sums(scl):
+    if np.any(scl == 0):
+        raise ZeroDivisionError("average: the weights sum to zero, so they cannot be normalized")
+
+
 def _broadcast_weights(w, x, axes):
     """`w` set up to broadcast along `axes` of x, as np.average requires of its weights."""
     if w.shape == x.shape:
@@ -295,9 +301,7 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
     x = x if x.dtype == dtype else x.astype(dtype)
     w = w if w.dtype == dtype else w.astype(dtype)
     scl = tg.sum(w, axes, keepdims=keepdims)
-    # NOTE: a check on values (tg.compile records it once: a replay does not raise).
-    if bool(tg.any(scl == 0).item()):
-        raise ZeroDivisionError("average: the weights sum to zero, so they cannot be normalized")
+    compile_check(_check_weight_sums, scl)     # on every tg.compile replay too
     avg = tg.sum(x * w, axes, keepdims=keepdims) / scl
     if not returned:
         return avg
