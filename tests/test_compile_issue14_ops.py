@@ -192,3 +192,25 @@ def test_lstsq_runs_eagerly_under_compile():
         cf(tg.tensor(np.random.default_rng(0).standard_normal((3, 2))), b)
     deficient = tg.tensor([[1.0, 2.0], [2.0, 4.0], [3.0, 6.0]])
     assert cf(deficient, b).item() == f(deficient, b).item()
+
+
+# -- a tensor given where a parameter (a number, a tuple) is expected ----------------------
+# (its values are read in Python or by the kernel as a literal: the replays returned the
+# recording's repeats, pad widths, shift, spacing, percentile)
+
+@pytest.mark.parametrize("call,params", [
+    (lambda x, r: tg.repeat(x, r), ([1, 2, 1, 0, 1], [2, 1, 1, 3, 0])),
+    (lambda x, r: tg.tile(x, r), (2, 3)),
+    (lambda x, w: tg.pad(x, w), (1, 2)),
+    (lambda x, s: tg.roll(x, s), (1, 2)),
+    (lambda x, d: tg.gradient(x * x, d), (1.0, 2.0)),
+    (lambda x, q: tg.percentile(x, q), (50.0, 90.0)),
+    (lambda x, q: tg.quantile(x, q, method="lower"), (0.5, 0.9)),
+], ids=["repeat", "tile", "pad", "roll", "gradient", "percentile", "quantile"])
+def test_a_tensor_parameter_runs_eagerly_and_matches_eager(call, params):
+    cf = tg.compile(call)
+    x = tg.arange(5.0)
+    with pytest.warns(tg.CompileWarning, match="runs eagerly"):
+        cf(x, tg.tensor(params[0]))
+    for p in params:
+        np.testing.assert_array_equal(cf(x, tg.tensor(p)).numpy(), call(x, tg.tensor(p)).numpy())

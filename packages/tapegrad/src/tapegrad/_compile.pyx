@@ -452,6 +452,21 @@ class _Recorder:
     # -- the engine's calls -----------------------------------------------------------
     @_recording_thread_only
     def kernel(self, fn, arrays, kwargs, out, device, inputs):
+        if kwargs and self.eager_reason is None:
+            for key, value in kwargs.items():
+                if isinstance(value, TensorBase) or (type(value) in (tuple, list) and any(
+                        isinstance(v, TensorBase) for v in value)):
+                    # NOTE: the step would keep that tensor object (a literal), and each
+                    # replay would read the recording's values (tg.repeat(x, r) with
+                    # another r returned the recorded repeats).
+                    self.eager_reason = (
+                        f"a tensor was passed as the parameter '{key}' of the kernel "
+                        f"{getattr(fn, '__name__', type(fn).__name__)} (shape "
+                        f"{tuple(value.shape) if isinstance(value, TensorBase) else '...'}); "
+                        f"a kernel reads a parameter's values, which a replay would take from "
+                        f"the recording, so this signature runs eagerly (pass numbers or a "
+                        f"tuple instead)")
+                    break
         self._step(K_KERNEL, fn, arrays, inputs, kwargs, out, device)
 
     @_recording_thread_only
@@ -1604,7 +1619,7 @@ def run_eagerly(reason):
     depends on them, as lstsq's rank and residuals do)."""
     tracer = _engine.get_tracer()
     if tracer is not None:
-        tracer.eager(reason)
+        tracer.eager(f"{reason}, so this signature runs eagerly")
 
 
 def record_once(reason):

@@ -29,7 +29,7 @@ import numbers
 
 import numpy as np
 import tapegrad as tg
-from tapegrad._compile import compile_check
+from tapegrad._compile import compile_check, run_eagerly
 
 from .ops import (_EXTREMUM_SAMPLES, _as_tensor, _as_tensor_like, _axes, _distinct,
                   _kept_shape, _mask, _rand, _sqrt_of_var)
@@ -113,6 +113,8 @@ def _spacings(varargs, x, axes):
         # NOTE: the spacing is a constant, also when it is a tensor that requires grad: it
         # gets no gradient (as an integer index would not), only f does.
         if isinstance(spacing, tg.Tensor):
+            run_eagerly("gradient: a spacing tensor's values are read in Python (a replay "
+                        "would reuse the recording's)")
             spacing = spacing.detach().cpu().numpy()
         d = np.asarray(spacing)
         if d.ndim == 0:
@@ -537,6 +539,8 @@ def _check_q(q, op, scale):
         if q.requires_grad:
             raise TypeError(f"{op}: q is not differentiable here; pass a tensor that does "
                             f"not require grad (or numbers / an array)")
+        run_eagerly(f"{op}: q is a tensor whose values are read in Python (a replay would "
+                    f"reuse the recording's q)")
         q = q.numpy()
     weak = type(q) in (int, float)        # NumPy: a Python number promotes weakly
     q = np.asanyarray(q)
