@@ -304,7 +304,9 @@ def put_along_axis(arr, indices, values, axis):
     if tg.needs_grad(values) and tg.is_grad_enabled():
         # (on the values of every tg.compile replay too: indices may come from an argsort)
         if isinstance(indices, tg.Tensor):
-            compile_check(lambda idx: _refuse_duplicate_writes(arr.shape, idx, axis, values),
+            # (values' shape only: the recorded check must not keep the tensor alive)
+            like = np.broadcast_to(np.float64(0), tuple(getattr(values, "shape", ())))
+            compile_check(lambda idx: _refuse_duplicate_writes(arr.shape, idx, axis, like),
                           indices)
         else:
             _refuse_duplicate_writes(arr.shape, _host(indices), axis, values)
