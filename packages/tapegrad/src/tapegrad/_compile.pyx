@@ -273,6 +273,7 @@ class _Recorder:
         self.once_reason = None        # set when this recording must not be kept (record_once)
         self.rng_cells = {}            # id(state from tg.random.get_state) -> (state, cell)
         self.rng_steps = set()         # ids of the steps that seed, save or restore generators
+        self.check_steps = set()       # ids of the steps of compile_check (no effect)
         self.hidden_backward = False   # while _record_backward runs its placeholder backward
         self.thread = get_ident()      # only this thread's calls belong to the recording
         self.arg_of_slot = {}          # argument slot -> index of the (first) argument
@@ -451,6 +452,21 @@ class _Recorder:
     # -- the engine's calls -----------------------------------------------------------
     @_recording_thread_only
     def kernel(self, fn, arrays, kwargs, out, device, inputs):
+        if kwargs and self.eager_reason is None:
+            for key, value in kwargs.items():
+                if isinstance(value, TensorBase) or (type(value) in (tuple, list) and any(
+                        isinstance(v, TensorBase) for v in value)):
+                    # NOTE: the step would keep that tensor object (a literal), and each
+                    # replay would read the recording's values (tg.repeat(x, r) with
+                    # another r returned the recorded repeats).
+                    self.eager_reason = (
+                        f"a tensor was passed as the parameter '{key}' of the kernel "
+                        f"{getattr(fn, '__name__', type(fn).__name__)} (shape "
+                        f"{tuple(value.shape) if isinstance(value, TensorBase) else '...'}); "
+                        f"a kernel reads a parameter's values, which a replay would take from "
+                        f"the recording, so this signature runs eagerly (pass numbers or a "
+                        f"tuple instead)")
+                    break
         self._step(K_KERNEL, fn, arrays, inputs, kwargs, out, device)
 
     @_recording_thread_only
@@ -539,6 +555,17 @@ class _Recorder:
     @_recording_thread_only
     def guard(self, value_fn):
         self.guards.append((value_fn, value_fn()))
+
+    @_recording_thread_only
+    def eager(self, reason):
+        if self.eager_reason is None:
+            self.eager_reason = reason
+
+    @_recording_thread_only
+    def check(self, run, tensors):
+        arrays = tuple((<TensorBase>t)._data for t in tensors)
+        st = self._step(K_CALL, run, arrays, tensors, None, None, (<TensorBase>tensors[0])._device)
+        self.check_steps.add(id(st))
 
     @_recording_thread_only
     def backward_started(self, accumulate, create_graph):
@@ -976,7 +1003,8 @@ class CompiledFunction:
         # rerun: a fallback puts the generators back as they were before the replay.
         program.first_effect = next((i for i, st in enumerate(program.forward)
                                      if (<_Step>st).kind != K_KERNEL
-                                     and id(st) not in rec.rng_steps), len(program.forward))
+                                     and id(st) not in rec.rng_steps
+                                     and id(st) not in rec.check_steps), len(program.forward))
         # A fallback can come only from a step that checks its shape; it has drawn random
         # numbers (to give back) only if such a step follows one that uses a generator.
         first_rng = next((i for i, st in enumerate(program.forward)
@@ -1561,6 +1589,37 @@ def _external_guards(rec):
         for fn in provider(tensors, fns):
             out.append((fn, fn()))
     return tuple(out)
+
+
+def compile_check(check, *tensors):
+    """Run ``check(*arrays)`` (NumPy arrays of the tensors' values; it raises for bad
+    values) now, and where a tg.compile'd function records, as a step of its program: every
+    replay runs it again on that call's values.
+
+    For library code that validates tensor values in Python (a probability vector on the
+    simplex, weights that sum to zero, repeated indices): a plain check would run only while
+    the function recorded, so a replay would return a result where the eager call raises.
+    Inside a gradient rule it checks the values of each replayed backward."""
+    tensors = tuple(t for t in tensors if isinstance(t, TensorBase))
+    devices = tuple((<TensorBase>t)._device for t in tensors)
+
+    def run(*arrays):
+        check(*[(<Device>d).to_numpy(a) for d, a in zip(devices, arrays)])
+
+    run(*[(<TensorBase>t)._data for t in tensors])
+    tracer = _engine.get_tracer()
+    if tracer is not None and tensors:
+        tracer.check(run, tensors)
+
+
+def run_eagerly(reason):
+    """Make the signature that records now (if one does) run eagerly on this and every
+    later call, with a tg.CompileWarning giving `reason`: for library code that branches in
+    Python on tensor values in a way that compile_check cannot cover (what it returns
+    depends on them, as lstsq's rank and residuals do)."""
+    tracer = _engine.get_tracer()
+    if tracer is not None:
+        tracer.eager(f"{reason}, so this signature runs eagerly")
 
 
 def record_once(reason):

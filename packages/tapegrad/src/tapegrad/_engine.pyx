@@ -687,14 +687,36 @@ cdef str _describe(tuple inputs):
     return "; ".join(parts)
 
 
-cdef object _op_error(Op op, BaseException exc, tuple inputs, dict kwargs):
-    for cls in (IndexError, ValueError, TypeError):
-        if isinstance(exc, cls):
+cdef object _same_type_error(BaseException exc, str msg):
+    """An exception of exc's own type (np.linalg.LinAlgError, np.exceptions.AxisError,
+    UFuncTypeError, ...) carrying msg, so that a NumPy user's ``except`` still catches it.
+
+    NOTE: some classes cannot be built from a message alone (NumPy's private
+    _UFuncNoLoopError(ufunc, dtypes), _UFuncCastingError(ufunc, casting, from_, to)); the
+    nearest class up the MRO that can is used (UFuncTypeError, then TypeError). AxisError
+    built from one string keeps the message but has axis = ndim = None (its __str__ would
+    otherwise rebuild its own message); the original, with its attributes, stays as
+    __cause__. The error path only: the hot path never comes here."""
+    for cls in type(exc).__mro__:
+        if cls is Exception or cls is BaseException:
             break
-    else:
-        cls = RuntimeError
+        try:
+            new = cls(msg)
+        except Exception:
+            continue
+        if str(new) == msg:
+            return new
+    return RuntimeError(msg)
+
+
+cdef object _op_error(Op op, BaseException exc, tuple inputs, dict kwargs):
     params = f" with {kwargs}" if kwargs else ""
-    return cls(f"{op.name}: {exc} ({_describe(inputs)}){params}")
+    text = str(exc)
+    # a kernel's own message often names the op already ("linalg_inv: ..."; the private
+    # "_linalg_eigh" as "linalg_eigh: ..."): no second prefix then
+    if not (text.startswith(op.name + ": ") or text.startswith(op.name.lstrip("_") + ": ")):
+        text = f"{op.name}: {text}"
+    return _same_type_error(exc, f"{text} ({_describe(inputs)}){params}")
 
 
 cdef bint _holds_tensor(object a, int depth=0):
@@ -1021,8 +1043,18 @@ cdef object _apply_arrays(Op op, tuple inputs, PyObject** in_argv, dict kwargs, 
             _scalars_as_arrays_c(argv, n, scalar_type)
         else:
             _scalars_as_arrays(arrays, scalar_type)
-    if arrays is None and kwargs:
-        arrays = _tuple_of(argv, n)
+    if kwargs:
+        if type(kernel) is _ufunc_type and not op.params:
+            # NOTE: a ufunc kernel would take NumPy's ufunc keywords itself: where= leaves
+            # uninitialized memory, out= aliases the caller's array, dtype= changes the
+            # result's dtype, and the gradient rule, which takes none of them, crashes.
+            raise TypeError(
+                f"{op.name}() got an unexpected keyword argument "
+                f"{', '.join(repr(k) for k in kwargs)}: NumPy's ufunc keywords (out=, where=, "
+                f"dtype=, casting=, order=, subok=, signature=) are not supported by tapegrad "
+                f"ops (for where= use tg.where(mask, result, other), for dtype= .astype(dtype))")
+        if arrays is None:
+            arrays = _tuple_of(argv, n)
     try:
         if arrays is None:
             out = PyObject_Vectorcall(kernel, argv, n, NULL)
@@ -2610,7 +2642,7 @@ cdef class TensorBase:
         try:
             self._device.setitem(self._data, index, value)
         except (ValueError, TypeError, IndexError) as exc:
-            raise type(exc)(
+            raise _same_type_error(exc,
                 f"setitem: {exc} (tensor shape {tuple(self._data.shape)} {self._data.dtype}, "
                 f"index {index!r})") from exc
         _bump(self, "setitem")

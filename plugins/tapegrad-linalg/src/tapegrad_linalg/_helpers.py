@@ -3,10 +3,9 @@ the gradient rules that use them stay differentiable and device-agnostic)."""
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 import tapegrad as tg
+from tapegrad._compile import compile_check
 
 from .ops import _mT, _rand, _shape  # noqa: F401  (re-exported for the linalg modules)
 
@@ -89,32 +88,19 @@ def _safe_offdiag_divide(num, den, op, what):
     eigenvalues are used) contributes 0, which is the gradient in that case.
     """
     n = den.shape[-1]
-    off = 1.0 - np.eye(n)
-    zero_gap = (_host(den) == 0) & (off == 1)
-    if zero_gap.any():
-        if (_host(num)[np.broadcast_to(zero_gap, _host(num).shape)] != 0).any():
-            raise np.linalg.LinAlgError(
-                f"{op}: the gradient through the {what} is not defined for repeated "
-                f"{'singular values' if 'singular' in what else 'eigenvalues'} (the {what} are "
-                f"not unique there; PyTorch returns inf/nan); use a loss that depends on the "
-                f"values only, or perturb the input")
-    safe = np.where(zero_gap | (off == 0), 1.0, 0.0)
-    keep = np.where(zero_gap, 0.0, off)
-    return num / (den + _const(safe, den)) * _const(keep, den)
+    off = _const(1.0 - np.eye(n), den)
+    # NOTE: the masks are tensor ops and the check a compile_check: masks read off host
+    # values would be constants to tg.compile, which a replay with other values reuses.
+    zero_gap = tg.where(den == 0, off, 0.0)                    # 1 where a gap is 0
+    compile_check(lambda nv, zv: _refuse_degenerate(nv, zv, op, what), num, zero_gap)
+    safe = zero_gap + (1.0 - off)                              # 1 on gaps and the diagonal
+    return num / (den + safe) * (off - zero_gap)
 
 
-def linalg_errors(fn):
-    """fn, re-raising NumPy's LinAlgError as LinAlgError: the engine reports a kernel's
-    ValueError (LinAlgError's base) as a plain ValueError naming the op, and a NumPy user
-    catches ``np.linalg.LinAlgError``."""
-    @functools.wraps(fn)
-    def call(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except np.linalg.LinAlgError:
-            raise
-        except ValueError as exc:
-            if isinstance(exc.__cause__, np.linalg.LinAlgError):
-                raise np.linalg.LinAlgError(str(exc)) from exc.__cause__
-            raise
-    return call
+def _refuse_degenerate(num, zero_gap, op, what):
+    if (num[np.broadcast_to(zero_gap == 1, num.shape)] != 0).any():
+        raise np.linalg.LinAlgError(
+            f"{op}: the gradient through the {what} is not defined for repeated "
+            f"{'singular values' if 'singular' in what else 'eigenvalues'} (the {what} are "
+            f"not unique there; PyTorch returns inf/nan); use a loss that depends on the "
+            f"values only, or perturb the input")

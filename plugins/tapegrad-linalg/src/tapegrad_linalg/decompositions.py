@@ -29,9 +29,10 @@ from collections import namedtuple
 
 import numpy as np
 import tapegrad as tg
+from tapegrad._compile import compile_check, run_eagerly
 
 from ._helpers import (_at_least_2d, _diag_embed, _diagonal, _eye, _host, _mT, _rand,
-                       _safe_offdiag_divide, _square, _tril, _triangle_grad, linalg_errors)
+                       _safe_offdiag_divide, _square, _tril, _triangle_grad)
 
 SlogdetResult = namedtuple("SlogdetResult", "sign logabsdet")
 EighResult = namedtuple("EighResult", "eigenvalues eigenvectors")
@@ -42,6 +43,15 @@ SVDResult = namedtuple("SVDResult", "U S Vh")
 _NoValue = np._NoValue
 _COMPLEX_ISSUE = ("complex results are not supported yet (tapegrad issue 18, complex dtypes); "
                   "for a symmetric matrix use tg.linalg.eigh")
+
+
+def _real_input(a, op):
+    """Refuse a complex input where the op packs a real result (eigenvalues, singular
+    values, log|det|) with a complex one into one array: unpacked, the real part would
+    come back complex128 where NumPy gives float64."""
+    if np.iscomplexobj(a):
+        raise TypeError(f"{op}: complex input ({a.dtype}) is not supported yet "
+                        f"(tapegrad issue 18, complex dtypes)")
 
 
 def _as_tensor(a):
@@ -133,6 +143,7 @@ def _det_jvp(t, ans, a):
 
 def _slogdet_kernel(a):
     _square(a, "linalg_slogdet")
+    _real_input(a, "linalg_slogdet")
     sign, logabsdet = np.linalg.slogdet(a)
     return np.stack([sign, logabsdet], axis=-1)
 
@@ -148,7 +159,6 @@ def _slogdet_jvp(t, ans, a):
     return tg.stack([tg.zeros_like(dl), dl], axis=-1)
 
 
-@linalg_errors
 def slogdet(a):
     """Sign and natural log of the absolute determinant, as ``np.linalg.slogdet``.
 
@@ -287,7 +297,6 @@ def _qr_vjp(g, ans, a, mode="reduced"):
     return (tg.concatenate([gX, Q @ gV], axis=-1),)
 
 
-@linalg_errors
 def qr(a, mode="reduced"):
     """The QR decomposition, as ``np.linalg.qr(a, mode)``: ``QRResult(Q, R)`` for mode
     'reduced' (differentiable) and 'complete' (differentiable for m <= n, where it equals
@@ -329,6 +338,7 @@ def _uplo(UPLO, op):
 def _eigh_kernel(a, UPLO="L"):
     _square(a, "linalg_eigh")
     _uplo(UPLO, "linalg_eigh")
+    _real_input(a, "linalg_eigh")
     w, v = np.linalg.eigh(a, UPLO=UPLO)
     return np.concatenate([w[..., None, :], v], axis=-2)          # (n + 1, n)
 
@@ -345,7 +355,6 @@ def _eigh_vjp(g, ans, a, UPLO="L"):
     return (_triangle_grad(V @ inner @ _mT(V), lower=UPLO == "L"),)
 
 
-@linalg_errors
 def eigh(a, UPLO="L"):
     """Eigenvalues (ascending) and eigenvectors of symmetric matrices, as
     ``np.linalg.eigh(a, UPLO)``: ``EighResult(eigenvalues, eigenvectors)``. Only the
@@ -400,7 +409,6 @@ def _eig_vjp(g, ans, a):
     return (tg.linalg_solve(_mT(V), inner @ _mT(V)),)
 
 
-@linalg_errors
 def eig(a):
     """Eigenvalues and (unit-length) right eigenvectors of square matrices whose spectrum
     is real, as ``np.linalg.eig``: ``EigResult(eigenvalues, eigenvectors)``. A matrix with
@@ -437,6 +445,7 @@ def _eigvals_vjp(g, ans, a):
 
 def _svd_kernel(a, full_matrices=False):
     _at_least_2d(a, "linalg_svd")
+    _real_input(a, "linalg_svd")
     u, s, vh = np.linalg.svd(a, full_matrices=full_matrices)
     m, n = a.shape[-2:]
     width = max(u.shape[-1], vh.shape[-2])
@@ -474,10 +483,7 @@ def _svd_vjp(g, ans, a, full_matrices=False):
     inner = _safe_offdiag_divide(num, E, "linalg_svd", "singular vectors") + _diag_embed(gS)
     Vt = _mT(V)
     if m > k or n > k:
-        if (_host(S) == 0).any():
-            raise np.linalg.LinAlgError(
-                f"linalg_svd: the gradient through the singular vectors of a non-square "
-                f"{m}x{n} matrix with a zero singular value is not defined")
+        compile_check(lambda s: _refuse_zero_singular_value(s, m, n), S)
     if m > k:
         gUS = gU / tg.expand_dims(S, -2)
         return ((U @ inner + gUS - U @ (_mT(U) @ gUS)) @ Vt,)
@@ -487,7 +493,13 @@ def _svd_vjp(g, ans, a, full_matrices=False):
     return (U @ inner @ Vt,)
 
 
-@linalg_errors
+def _refuse_zero_singular_value(s, m, n):
+    if (s == 0).any():
+        raise np.linalg.LinAlgError(
+            f"linalg_svd: the gradient through the singular vectors of a non-square "
+            f"{m}x{n} matrix with a zero singular value is not defined")
+
+
 def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
     """The singular value decomposition, as ``np.linalg.svd``: ``SVDResult(U, S, Vh)``
     with ``a = U @ (S[..., None] * Vh)``, or the singular values alone for
@@ -578,7 +590,6 @@ def _lstsq_vjp(g, ans, a, b, rcond=None):
     return ga, gb
 
 
-@linalg_errors
 def lstsq(a, b, rcond=None):
     """The least-squares solution of ``a @ x = b``, as ``np.linalg.lstsq(a, b, rcond)``:
     ``(x, residuals, rank, s)`` for a 2-d a (M, N) and b (M,) or (M, K) (NumPy's lstsq is
@@ -603,6 +614,9 @@ def lstsq(a, b, rcond=None):
                                     f"b has shape {sb} (b.shape[0] must be {sa[0]})")
     m, n = sa
     s = tg.linalg_svdvals(a)
+    # NOTE: the rank decides the residuals returned: tg.compile cannot replay that
+    run_eagerly("linalg.lstsq: the rank it returns, and whether it returns residuals, "
+                "depend on a's values (a replay would repeat the recording's)")
     s_host = _host(s)
     eps = np.finfo(np.result_type(a.dtype, b.dtype, np.float32)).eps
     # NumPy 2's default rcond, and LAPACK's rule that a negative rcond means eps
@@ -660,7 +674,6 @@ _SVD_SAMPLES = [
 # function's docstring
 # ---------------------------------------------------------------------------------------
 
-@linalg_errors
 def inv(a):
     """The inverse of square matrices, as np.linalg.inv (tg.linalg.inv); a singular matrix
     raises LinAlgError. Gradient -inv(a).T @ g @ inv(a).T. Batched over leading axes, as
@@ -669,7 +682,6 @@ def inv(a):
     return tg.linalg_inv(a)
 
 
-@linalg_errors
 def det(a):
     """The determinant, as np.linalg.det (tg.linalg.det). Gradient det(a) inv(a).T; at a
     singular matrix the backward raises LinAlgError (PyTorch uses an SVD there). Batched
@@ -678,7 +690,6 @@ def det(a):
     return tg.linalg_det(a)
 
 
-@linalg_errors
 def solve(a, b):
     """x with a @ x = b, as np.linalg.solve (tg.linalg.solve), NumPy 2's rule for b: a 1-d
     b is a vector, an N-d b a stack of matrices (..., M, K); batch axes broadcast.
@@ -687,7 +698,6 @@ def solve(a, b):
     return tg.linalg_solve(a, b)
 
 
-@linalg_errors
 def cholesky(a, /, *, upper=False):
     """The Cholesky factor L (a = L L^T; U = L^T with upper=True), as np.linalg.cholesky
     (tg.linalg.cholesky). NumPy reads only the lower (upper) triangle, so only that
@@ -697,7 +707,6 @@ def cholesky(a, /, *, upper=False):
     return tg.linalg_cholesky(a, upper=upper)
 
 
-@linalg_errors
 def eigvalsh(a, UPLO="L"):
     """The eigenvalues of symmetric matrices, ascending, as np.linalg.eigvalsh
     (tg.linalg.eigvalsh). Gradient V diag(g) V^T (defined for repeated eigenvalues too),
@@ -706,7 +715,6 @@ def eigvalsh(a, UPLO="L"):
     return tg.linalg_eigvalsh(a, UPLO=UPLO)
 
 
-@linalg_errors
 def eigvals(a):
     """The eigenvalues of square matrices with a real spectrum, as np.linalg.eigvals
     (tg.linalg.eigvals); a complex spectrum raises TypeError (complex dtypes: issue 18).
@@ -715,7 +723,6 @@ def eigvals(a):
     return tg.linalg_eigvals(a)
 
 
-@linalg_errors
 def svdvals(x, /):
     """The singular values, descending, as np.linalg.svdvals (tg.linalg.svdvals). Gradient
     U diag(g) V^T (defined for repeated singular values too). Batched over leading axes,
@@ -724,7 +731,6 @@ def svdvals(x, /):
     return tg.linalg_svdvals(x)
 
 
-@linalg_errors
 def pinv(a, rcond=None, hermitian=False, *, rtol=_NoValue):
     """The Moore-Penrose pseudo-inverse, as np.linalg.pinv(a, rcond, hermitian, rtol=)
     (tg.linalg.pinv; NumPy 2.4's rcond/rtol rules). Gradient: PyTorch's formula, exact
@@ -734,7 +740,6 @@ def pinv(a, rcond=None, hermitian=False, *, rtol=_NoValue):
     return tg.linalg_pinv(a, rcond=rcond, hermitian=hermitian, rtol=rtol)
 
 
-@linalg_errors
 def matrix_rank(A, tol=None, hermitian=False, *, rtol=None):
     """The rank of matrices (singular values above the tolerance), as
     np.linalg.matrix_rank(A, tol, hermitian, rtol=) (tg.linalg.matrix_rank); an integer

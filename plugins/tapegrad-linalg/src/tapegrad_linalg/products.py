@@ -19,11 +19,10 @@ import operator
 import numpy as np
 import tapegrad as tg
 
-from ._helpers import _mT, _rand, _square, linalg_errors
+from ._helpers import _mT, _rand, _square
 from .decompositions import _as_tensor, _general
 
 
-@linalg_errors
 def matrix_power(a, n):
     """a raised to the integer power n (matrix products), as ``np.linalg.matrix_power``:
     n = 0 gives the identity (zero gradient), a negative n the power of ``inv(a)``.
@@ -74,7 +73,6 @@ def _chain_order(dims):
     return split
 
 
-@linalg_errors
 def multi_dot(arrays, *, out=None):
     """The product of a chain of matrices in the cheapest order, as
     ``np.linalg.multi_dot``: the first (last) array may be 1-d, a row (column) vector; the
@@ -232,7 +230,6 @@ def matrix_transpose(x, /):
     return _mT(x)
 
 
-@linalg_errors
 def tensorinv(a, ind=2):
     """The inverse of a tensor under tensordot over its first `ind` axes, as
     ``np.linalg.tensorinv``."""
@@ -248,7 +245,6 @@ def tensorinv(a, ind=2):
     return tg.reshape(ia, old[ind:] + old[:ind])
 
 
-@linalg_errors
 def tensorsolve(a, b, axes=None):
     """x with ``tensordot(a, x, axes=x.ndim) == b``, as ``np.linalg.tensorsolve``."""
     a, b = _as_tensor(a), _as_tensor(b)

@@ -159,11 +159,14 @@ def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
     >>> tg.scipy.linalg.cho_solve((c, False), tg.tensor([6.0, 4.0]))
     tensor([1., 1.])
     """
-    try:
-        c, lower = c_and_lower
-    except (TypeError, ValueError):
-        raise TypeError("cho_solve: the first argument must be the pair (c, lower), as "
-                        "scipy.linalg.cho_factor returns it") from None
+    # NOTE: a bare matrix would unpack into its two rows (c, lower = a) and fail later
+    # with "truth value ... ambiguous"; only a real pair is taken.
+    if not isinstance(c_and_lower, (tuple, list)) or len(c_and_lower) != 2:
+        what = (f"a tensor of shape {tuple(c_and_lower.shape)}" if hasattr(c_and_lower, "shape")
+                else type(c_and_lower).__name__)
+        raise TypeError(f"cho_solve: the first argument must be the pair (c, lower), as "
+                        f"scipy.linalg.cho_factor returns it, got {what}")
+    c, lower = c_and_lower
     return tg.scipy_linalg_cho_solve(c, b, lower=bool(lower))
 
 

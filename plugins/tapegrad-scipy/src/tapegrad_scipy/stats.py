@@ -27,6 +27,7 @@ import math
 import numpy as np
 import scipy.special as sp
 import tapegrad as tg
+from tapegrad._compile import compile_check
 
 from . import linalg
 from ._common import Draw
@@ -149,10 +150,10 @@ def _beta_pdf(x, a, b, loc=0, scale=1):
 def _poisson_logpmf(k, mu, loc=0):
     k = k.detach() if isinstance(k, tg.Tensor) else tg.tensor(np.asarray(k, dtype=float))
     k = k - loc
-    # NOTE: which k are whole numbers is a constant of the graph (k gets no gradient),
-    # so it is read off k's values on the host, as SciPy does.
-    kv = np.asarray(k.numpy())
-    support = tg.tensor((kv >= 0) & (kv == np.floor(kv)), device=k.device)
+    # NOTE: which k are whole numbers is computed with tensor ops, not read off k's values
+    # on the host: a mask built from host values is a constant to tg.compile, and a replay
+    # with other k gave the recording's support (logpmf(1.5) finite).
+    support = tg.logical_and(k >= 0, k == tg.floor(k))
     ks = tg.where(support, k, 0.0)
     lp = tg.xlogy(ks, mu) - tg.gammaln(ks + 1) - mu
     return _valid(mu >= 0, tg.where(support, lp, _NEG_INF))
@@ -172,6 +173,10 @@ def _dirichlet_x(x, alpha):
     k = np.shape(alpha)[0] if np.ndim(alpha) == 1 else None
     if k is None:
         raise ValueError(f"dirichlet: alpha must be a vector, got shape {np.shape(alpha)}")
+    if isinstance(alpha, tg.Tensor):
+        compile_check(_check_alpha, alpha)   # (its values: checked on every replay too)
+    else:
+        _check_alpha(np.asarray(alpha))
     x = x if isinstance(x, tg.Tensor) else tg.tensor(np.asarray(x, dtype=float))
     if x.shape[0] == k - 1:
         rest = 1 - tg.sum(x, axis=0, keepdims=True)
@@ -179,11 +184,20 @@ def _dirichlet_x(x, alpha):
     elif x.shape[0] != k:
         raise ValueError(f"dirichlet: x must have {k} or {k - 1} entries along its first "
                          f"axis to match alpha of shape ({k},), got shape {x.shape}")
-    xv = np.asarray(x.detach().numpy())
+    compile_check(_check_simplex, x)
+    return x
+
+
+def _check_alpha(av):
+    if not np.all(av > 0):                    # SciPy refuses too (else: a silent NaN)
+        raise ValueError(f"dirichlet: all parameters alpha must be greater than 0, got "
+                         f"{av.tolist()}")
+
+
+def _check_simplex(xv):
     if np.any(xv < 0) or np.any(xv > 1) or np.any(np.abs(xv.sum(axis=0) - 1) > 1e-9):
         raise ValueError("dirichlet: each x must lie within the simplex (entries in "
                          "[0, 1] that sum to 1 along the first axis)")
-    return x
 
 
 def _dirichlet_logpdf(x, alpha):
@@ -235,7 +249,7 @@ def _mvn_logpdf(x, mean=None, cov=1):
     # else one point; otherwise the last axis holds the coordinates.
     if x.ndim == 0:
         x = tg.reshape(x, (1,))
-    if x.ndim == 1:
+    if x.ndim == 1 and (d == 1 or x.shape[0] == d):    # else: the length error below
         x = tg.reshape(x, (-1, 1) if d == 1 else (1, d))
     if x.shape[-1] != d:
         raise ValueError(f"multivariate_normal: x's last axis must have length {d} to "

@@ -415,6 +415,10 @@ class AxisConcatenator:
             k1 = trans1d + k2 + 1 if trans1d < 0 else trans1d
             default = list(range(ndmin))
             order = default[:k1] + default[k2:] + default[k1:k2]
+            if sorted(order) != default:   # NumPy: a bare "axes don't match array"
+                raise ValueError(
+                    f"{self._name}: trans1d {trans1d} is out of range for an item of "
+                    f"{ndim} dimension(s) (shape {tuple(x.shape[k2:])} made {ndmin}-d)")
             if order != default:
                 x = tg.transpose(x, tuple(order))
         return x

@@ -34,6 +34,7 @@ import operator
 
 import numpy as np
 import tapegrad as tg
+from tapegrad._compile import run_eagerly
 
 from . import rearrange
 
@@ -102,6 +103,9 @@ def _constant_argument(op, what, v):
                 f"{op}: the derivative with respect to {what} is not implemented, and the "
                 f"tensor given there (shape {v.shape}, {v.dtype}) requires grad; pass it "
                 f"detached ({what}.detach()) if its gradient is not needed")
+        # Its values are read in Python: a replay would reuse the recording's.
+        run_eagerly(f"{op}: {what} is a tensor whose values are read in Python (a replay "
+                    f"would reuse the recording's)")
         v = v.detach().cpu().numpy()
     return v
 

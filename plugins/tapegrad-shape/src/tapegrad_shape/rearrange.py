@@ -70,6 +70,7 @@ import operator
 
 import numpy as np
 import tapegrad as tg
+from tapegrad._compile import compile_check
 
 # NOTE: `from . import ops`, not `from .ops import ...`: ops.py imports this module at its
 # top, so at that moment ops is half imported; its helpers are looked up at call time.
@@ -301,7 +302,14 @@ def put_along_axis(arr, indices, values, axis):
         values = tg.asarray(values, device=arr.device)   # a list of tensors keeps its graph
     out = tg._put_along_axis(arr, indices, values, axis=axis)   # raises for bad indices
     if tg.needs_grad(values) and tg.is_grad_enabled():
-        _refuse_duplicate_writes(arr.shape, _host(indices), axis, values)
+        # (on the values of every tg.compile replay too: indices may come from an argsort)
+        if isinstance(indices, tg.Tensor):
+            # (values' shape only: the recorded check must not keep the tensor alive)
+            like = np.broadcast_to(np.float64(0), tuple(getattr(values, "shape", ())))
+            compile_check(lambda idx: _refuse_duplicate_writes(arr.shape, idx, axis, like),
+                          indices)
+        else:
+            _refuse_duplicate_writes(arr.shape, _host(indices), axis, values)
     return out
 
 
@@ -659,13 +667,18 @@ def diagonal(a, offset=0, axis1=0, axis2=1):
     >>> x.diagonal().tolist(), tg.diagonal(x, 1).tolist(), tg.diagonal(x, -1).tolist()
     ([1.0, 5.0], [2.0, 6.0], [4.0])
     """
+    return _diagonal(a, offset, axis1, axis2, "diagonal")
+
+
+def _diagonal(a, offset, axis1, axis2, op):
+    """diagonal, its errors naming `op` (trace's name them trace)."""
     x = tg.asarray(a)
     if x.ndim < 2:
-        raise ValueError(f"diagonal: needs a tensor of at least 2 dimensions, got shape {x.shape}")
-    ax1, ax2 = _axis(axis1, x.ndim, "diagonal"), _axis(axis2, x.ndim, "diagonal")
+        raise ValueError(f"{op}: needs a tensor of at least 2 dimensions, got shape {x.shape}")
+    ax1, ax2 = _axis(axis1, x.ndim, op), _axis(axis2, x.ndim, op)
     if ax1 == ax2:
-        raise ValueError(f"diagonal: axis1 and axis2 cannot be the same (both are {ax1})")
-    rows, cols = _diagonal_index(x.shape[ax1], x.shape[ax2], _int(offset, "offset", "diagonal"))
+        raise ValueError(f"{op}: axis1 and axis2 cannot be the same (both are {ax1})")
+    rows, cols = _diagonal_index(x.shape[ax1], x.shape[ax2], _int(offset, "offset", op))
     return _ops.moveaxis(x, (ax1, ax2), (-2, -1))[..., rows, cols]
 
 
@@ -677,7 +690,7 @@ def trace(a, offset=0, axis1=0, axis2=1, dtype=None):
     >>> tg.tensor([[1., 2.], [3., 4.]]).trace()
     tensor(5.)
     """
-    return tg.sum(diagonal(a, offset, axis1, axis2), axis=-1, dtype=dtype)
+    return tg.sum(_diagonal(a, offset, axis1, axis2, "trace"), axis=-1, dtype=dtype)
 
 
 def diag(v, k=0):

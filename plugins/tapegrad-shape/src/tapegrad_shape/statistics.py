@@ -29,6 +29,7 @@ import numbers
 
 import numpy as np
 import tapegrad as tg
+from tapegrad._compile import compile_check, run_eagerly
 
 from .ops import (_EXTREMUM_SAMPLES, _as_tensor, _as_tensor_like, _axes, _constant_argument,
                   _distinct, _kept_shape, _mask, _rand, _sqrt_of_var)
@@ -244,7 +245,13 @@ def ptp(a, axis=None, keepdims=False):
     [4.0, 1.0]
     """
     x = _as_tensor(a)
+    _axes(axis, x.ndim, "ptp")                # a bad axis names ptp, not its max
     return tg.max(x, axis, keepdims=keepdims) - tg.min(x, axis, keepdims=keepdims)
+
+
+def _check_weight_sums(scl):
+    if np.any(scl == 0):
+        raise ZeroDivisionError("average: the weights sum to zero, so they cannot be normalized")
 
 
 def _broadcast_weights(w, x, axes):
@@ -291,9 +298,7 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
     x = x if x.dtype == dtype else x.astype(dtype)
     w = w if w.dtype == dtype else w.astype(dtype)
     scl = tg.sum(w, axes, keepdims=keepdims)
-    # NOTE: a check on values (tg.compile records it once: a replay does not raise).
-    if bool(tg.any(scl == 0).item()):
-        raise ZeroDivisionError("average: the weights sum to zero, so they cannot be normalized")
+    compile_check(_check_weight_sums, scl)     # on every tg.compile replay too
     avg = tg.sum(x * w, axes, keepdims=keepdims) / scl
     if not returned:
         return avg
@@ -529,16 +534,19 @@ def _check_q(q, op, scale):
         if q.requires_grad:
             raise TypeError(f"{op}: q is not differentiable here; pass a tensor that does "
                             f"not require grad (or numbers / an array)")
+        run_eagerly(f"{op}: q is a tensor whose values are read in Python (a replay would "
+                    f"reuse the recording's q)")
         q = q.numpy()
     weak = type(q) in (int, float)        # NumPy: a Python number promotes weakly
     q = np.asanyarray(q)
     if q.dtype.kind not in "biuf":
         raise TypeError(f"{op}: q must be real numbers, got dtype {q.dtype}")
+    given = q                             # the message shows q as passed, not q / 100
     if scale != 1:
         q = np.true_divide(q, scale)
     if q.size and not (np.all(q >= 0) and np.all(q <= 1)):
         what = "Percentiles" if scale == 100 else "Quantiles"
-        raise ValueError(f"{op}: {what} must be in the range [0, {scale}], got {q.tolist()}")
+        raise ValueError(f"{op}: {what} must be in the range [0, {scale}], got {given.tolist()}")
     if q.ndim > 2:
         raise ValueError(f"{op}: q must be a scalar or 1-D or 2-D, got shape {q.shape}")
     return q, weak
