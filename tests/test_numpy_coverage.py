@@ -129,3 +129,13 @@ def test_numpy_coverage_page_is_current():
     committed = (ROOT / "docs" / "numpy-coverage.md").read_text()
     assert committed == GEN.render(COVERAGE, NAMES, PROVIDED), (
         f"docs/numpy-coverage.md is stale: {REGENERATE}")
+
+
+def test_the_readme_quotes_the_current_counts():
+    readme = (ROOT / "README.md").read_text()
+    provided = {ns: len(PROVIDED[ns]) for ns in ("numpy", "linalg")}
+    total = {ns: len(NAMES[ns]) for ns in ("numpy", "linalg")}
+    quoted = (f"{provided['numpy']} of NumPy {np.__version__.rsplit('.', 1)[0]}'s "
+              f"{total['numpy']} public functions and {provided['linalg']} of\n"
+              f"`np.linalg`'s {total['linalg']}")
+    assert quoted in readme, f"README.md should say: {quoted!r}"
