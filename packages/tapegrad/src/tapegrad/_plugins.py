@@ -74,7 +74,8 @@ _FIRST_PARTY = {
         "poly polyadd polyder polydiv polyfit polyint polymul polysub polyval "
         "matvec vdot vecdot vecmat"),
     "tapegrad-nn": ("softmax log_softmax logsumexp cross_entropy mse_loss "
-                    "binary_cross_entropy_with_logits linear nn optim data"),
+                    "binary_cross_entropy_with_logits linear nn optim data "
+                    "conv1d conv2d conv3d conv_transpose1d conv_transpose2d"),
     "tapegrad-checkpoint": "checkpoint checkpoint_sequential",
     "tapegrad-higher": "grad vjp jvp jacobian hessian hvp",
     "tapegrad-cuda": "cuda",

@@ -40,6 +40,9 @@ import numbers
 import numpy as np
 import tapegrad as tg
 
+from . import conv as _conv
+from .conv import conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d  # noqa: F401
+
 REDUCTIONS = ("mean", "sum", "none")
 
 # The public names this module forwards to the registered ops (tg.<name>), so that
@@ -48,6 +51,7 @@ _FORWARDED = ("softmax", "log_softmax", "logsumexp", "cross_entropy",
               "binary_cross_entropy_with_logits", "relu", "tanh", "sigmoid")
 
 __all__ = ["linear", "dropout", "mse_loss", "register", *_FORWARDED]
+__all__ += ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d"]
 
 
 def __getattr__(name):
@@ -554,6 +558,7 @@ def register(registry):
     """Register this plugin's ops and functions with `registry` (called by the
     ``tapegrad_register_ops`` hook in ``tapegrad_nn.plugin``)."""
     reg = registry.register_op
+    _conv.register(registry)
     reg("softmax", kernels={"cpu": _softmax_kernel}, vjp=_softmax_vjp, params=("axis",),
         save_inputs=(False,), samples=_SOFTMAX_SAMPLES,
         doc="softmax(x, axis=-1): exp(x) / sum(exp(x), axis), computed with the maximum "

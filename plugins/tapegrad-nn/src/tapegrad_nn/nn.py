@@ -1008,3 +1008,8 @@ class BCEWithLogitsLoss(_Loss):
 
     def forward(self, input, target):
         return tg.binary_cross_entropy_with_logits(input, target, reduction=self.reduction)
+
+
+# The convolution layers live in their own module (they subclass Module, defined above).
+from .conv_layers import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d  # noqa: E402
+__all__ += ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d"]

@@ -1,0 +1,442 @@
+"""Convolutions: ``conv1d/2d/3d`` and ``conv_transpose1d/2d`` (``torch.nn.functional``'s
+names, arguments and layouts: NCL / NCHW / NCDHW inputs, weights (out, in/groups, *kernel)
+for convolutions and (in, out/groups, *kernel) for transposed ones).
+
+All of them are three N-d ops with their own kernels and rules:
+
+- ``_conv(x, w)``: the convolution (cross-correlation, as PyTorch) of x (N, C, *S) with
+  w (O, C/groups, *K) -> (N, O, *L);
+- ``_conv_transpose(y, w, size=S)``: its adjoint in x, (N, O, *L) -> (N, C, *S): the
+  transposed convolution, and the input gradient of ``_conv``;
+- ``_conv_weight(x, g, ksize=K)``: its adjoint in w, the weight gradient of ``_conv``.
+
+``<g, _conv(x, w)>`` is linear in each of g, x and w, so each op's gradients are the other
+two ops: the set is closed under differentiation and every order of derivative is exact.
+Parameters are per spatial axis: ``stride``, ``dilation`` (tuples of ints) and ``padding``
+(a tuple of (before, after) pairs, so that PyTorch's ``padding="same"`` with an even kernel
+can pad one more after than before, as PyTorch does). Bias is added by the public functions
+with one broadcast add.
+
+CPU kernels: im2col with ``sliding_window_view`` on the padded input, copied once into a
+(groups, N*L, C/groups*K) matrix, then one batched BLAS matmul; the transposed op does
+the matmul first and scatters (col2im, one strided add per kernel offset). Each kernel
+holds at most one im2col-sized buffer, and a rule calls the ops one after the other, so a
+backward never holds two.
+
+>>> import tapegrad as tg
+>>> x = tg.ones((1, 1, 4, 4), requires_grad=True)
+>>> y = tg.conv2d(x, tg.ones((2, 1, 3, 3)), padding=1)
+>>> y.shape, y[0, 0].tolist()[0]
+((1, 2, 4, 4), [4.0, 6.0, 6.0, 4.0])
+>>> y.sum().backward()
+>>> x.grad[0, 0, 0].tolist()
+[8.0, 12.0, 12.0, 8.0]
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+import tapegrad as tg
+from numpy.lib.stride_tricks import sliding_window_view
+
+__all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "register"]
+
+
+# ---------------------------------------------------------------------------------------
+# Kernels (arrays in, array out)
+# ---------------------------------------------------------------------------------------
+
+def _out_size(size, k, stride, padding, dilation):
+    """The spatial output shape of a convolution (a negative entry: the kernel does not fit)."""
+    return tuple((s + lo + hi - d * (kk - 1) - 1) // st + 1
+                 for s, kk, st, (lo, hi), d in zip(size, k, stride, padding, dilation))
+
+
+def _im2col(x, ksize, stride, padding, dilation, groups):
+    """x (N, C, *S) -> (cols (groups, N*L, C/groups * prod(K)), L): the one im2col buffer."""
+    nd = len(ksize)
+    if any(lo or hi for lo, hi in padding):
+        x = np.pad(x, ((0, 0), (0, 0)) + tuple(padding))
+    extent = tuple(d * (k - 1) + 1 for k, d in zip(ksize, dilation))
+    v = sliding_window_view(x, extent, axis=tuple(range(2, 2 + nd)))  # (N, C, *., *extent)
+    v = v[(slice(None), slice(None)) + tuple(slice(None, None, s) for s in stride)
+          + tuple(slice(None, None, d) for d in dilation)]          # (N, C, *L, *K), a view
+    n, c, out = v.shape[0], v.shape[1], v.shape[2:2 + nd]
+    v = v.reshape((n, groups, c // groups) + v.shape[2:])
+    # (G, N, *L, C/G, *K): rows are output positions, columns one window of one group.
+    v = v.transpose((1, 0, *range(3, 3 + nd), 2, *range(3 + nd, 3 + 2 * nd)))
+    cols = np.ascontiguousarray(v).reshape(groups, n * math.prod(out), -1)
+    return cols, out
+
+
+def _conv_kernel(x, w, *, stride, padding, dilation, groups):
+    nd = w.ndim - 2
+    cols, out = _im2col(x, w.shape[2:], stride, padding, dilation, groups)
+    o = w.shape[0]
+    wr = w.reshape(groups, o // groups, -1)
+    y = np.matmul(cols, wr.transpose(0, 2, 1))                   # (G, N*L, O/G)
+    y = y.reshape((groups, x.shape[0]) + out + (o // groups,))
+    y = y.transpose((1, 0, 2 + nd, *range(2, 2 + nd)))            # (N, G, O/G, *L)
+    return np.ascontiguousarray(y).reshape((x.shape[0], o) + out)
+
+
+def _grouped_rows(y, groups):
+    """(N, O, *L) -> (G, O/G, N*L)."""
+    n, o = y.shape[:2]
+    return y.reshape(n, groups, o // groups, -1).transpose(1, 2, 0, 3).reshape(groups, o // groups, -1)
+
+
+def _conv_weight_kernel(x, g, *, ksize, stride, padding, dilation, groups):
+    cols, out = _im2col(x, ksize, stride, padding, dilation, groups)
+    if out != g.shape[2:]:
+        raise ValueError(f"_conv_weight: g's spatial shape {g.shape[2:]} is not the "
+                         f"convolution's output shape {out}")
+    gw = np.matmul(_grouped_rows(g, groups), cols)               # (G, O/G, C/G * K)
+    return gw.reshape((g.shape[1], x.shape[1] // groups) + tuple(ksize))
+
+
+def _conv_transpose_kernel(y, w, *, size, stride, padding, dilation, groups):
+    nd = w.ndim - 2
+    n, o, out = y.shape[0], y.shape[1], y.shape[2:]
+    k, cg = w.shape[2:], w.shape[1]
+    if _out_size(size, k, stride, padding, dilation) != out:
+        raise ValueError(f"_conv_transpose: size {tuple(size)} does not convolve back to the "
+                         f"input's spatial shape {out}")
+    rows = _grouped_rows(y, groups).transpose(0, 2, 1)          # (G, N*L, O/G)
+    cols = np.matmul(rows, w.reshape(groups, o // groups, -1))   # (G, N*L, C/G * K)
+    cols = cols.reshape((groups, n) + out + (cg,) + k)
+    cols = cols.transpose((1, 0, 2 + nd, *range(2, 2 + nd), *range(3 + nd, 3 + 2 * nd)))
+    padded = tuple(s + lo + hi for s, (lo, hi) in zip(size, padding))
+    xp = np.zeros((n, groups, cg) + padded, dtype=cols.dtype)
+    # col2im: window offset `idx` of output position l lands at l*stride + idx*dilation.
+    for idx in np.ndindex(*k):
+        target = tuple(slice(i * d, i * d + (l - 1) * s + 1, s)
+                       for i, d, l, s in zip(idx, dilation, out, stride))
+        xp[(slice(None),) * 3 + target] += cols[(Ellipsis,) + idx]
+    crop = tuple(slice(lo, lo + s) for s, (lo, _) in zip(size, padding))
+    return np.ascontiguousarray(xp[(slice(None),) * 3 + crop]).reshape((n, groups * cg) + tuple(size))
+
+
+# ---------------------------------------------------------------------------------------
+# Rules: each op's gradients are the other two ops (see the module docstring)
+# ---------------------------------------------------------------------------------------
+
+def _conv_vjp(g, ans, x, w, *, stride, padding, dilation, groups):
+    p = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+    gx = tg._conv_transpose(g, w, size=x.shape[2:], **p) if tg.needs_grad(x) else None
+    gw = tg._conv_weight(x, g, ksize=w.shape[2:], **p) if tg.needs_grad(w) else None
+    return gx, gw
+
+
+def _conv_transpose_vjp(h, ans, y, w, *, size, stride, padding, dilation, groups):
+    p = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+    gy = tg._conv(h, w, **p) if tg.needs_grad(y) else None
+    gw = tg._conv_weight(h, y, ksize=w.shape[2:], **p) if tg.needs_grad(w) else None
+    return gy, gw
+
+
+def _conv_weight_vjp(h, ans, x, g, *, ksize, stride, padding, dilation, groups):
+    p = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+    gx = tg._conv_transpose(g, h, size=x.shape[2:], **p) if tg.needs_grad(x) else None
+    gg = tg._conv(x, h, **p) if tg.needs_grad(g) else None
+    return gx, gg
+
+
+def _product_rule(op, t, a, b, **p):
+    """The tangent of the bilinear op(a, b): op(ta, b) + op(a, tb)."""
+    ta, tb = t
+    terms = ([op(ta, b, **p)] if ta is not None else []) + ([op(a, tb, **p)] if tb is not None else [])
+    return terms[0] if len(terms) == 1 else terms[0] + terms[1]
+
+
+def _conv_jvp(t, ans, x, w, **p):
+    return _product_rule(tg._conv, t, x, w, **p)
+
+
+def _conv_transpose_jvp(t, ans, y, w, **p):
+    return _product_rule(tg._conv_transpose, t, y, w, **p)
+
+
+def _conv_weight_jvp(t, ans, x, g, **p):
+    return _product_rule(tg._conv_weight, t, x, g, **p)
+
+
+# ---------------------------------------------------------------------------------------
+# The public functions (argument checks, then one op and one bias add)
+# ---------------------------------------------------------------------------------------
+
+def _ints(name, arg, value, nd, minimum):
+    """An int or a tuple of `nd` ints, each >= minimum, as a tuple."""
+    items = (value,) * nd if isinstance(value, (numbers.Integral, np.integer)) else value
+    try:
+        items = tuple(items)
+    except TypeError:
+        items = None
+    if (items is None or len(items) != nd
+            or any(isinstance(v, bool) or not isinstance(v, (numbers.Integral, np.integer))
+                   or v < minimum for v in items)):
+        raise ValueError(f"{name}: {arg} must be an int or a tuple of {nd} ints, each >= "
+                         f"{minimum}, got {value!r}")
+    return tuple(int(v) for v in items)
+
+
+def _operands(name, nd, input, weight, bias):
+    """(x batched, weight, bias, whether x was unbatched), with dtype and rank checks."""
+    x, w = tg.asarray(input), tg.asarray(weight)
+    if x.ndim not in (nd + 1, nd + 2):
+        raise ValueError(f"{name}: expected a {nd + 2}-d (batched) or {nd + 1}-d (unbatched) "
+                         f"input, got input of shape {x.shape}")
+    if w.ndim != nd + 2:
+        raise ValueError(f"{name}: expected a {nd + 2}-d weight, got weight of shape {w.shape}")
+    operands = [("input", x), ("weight", w)]
+    if bias is not None:
+        bias = tg.asarray(bias)
+        operands.append(("bias", bias))
+    for arg, t in operands:
+        if t.dtype.kind != "f":
+            raise TypeError(f"{name}: {arg} must be floating point, got {t.dtype}")
+    if any(t.dtype != x.dtype for _, t in operands):
+        raise TypeError(f"{name}: input, weight and bias must have the same dtype (as in "
+                        f"PyTorch), got " + ", ".join(f"{a} {t.dtype}" for a, t in operands))
+    unbatched = x.ndim == nd + 1
+    return (tg.reshape(x, (1,) + x.shape) if unbatched else x), w, bias, unbatched
+
+
+def _groups(name, groups):
+    if isinstance(groups, bool) or not isinstance(groups, (numbers.Integral, np.integer)) or groups < 1:
+        raise ValueError(f"{name}: groups must be a positive int, got {groups!r}")
+    return int(groups)
+
+
+def _finish(name, y, bias, channels, unbatched, nd):
+    if bias is not None:
+        if bias.shape != (channels,):
+            raise ValueError(f"{name}: bias must have shape ({channels},) (the output "
+                             f"channels), got {bias.shape}")
+        y = y + tg.reshape(bias, (channels,) + (1,) * nd)
+    return tg.reshape(y, y.shape[1:]) if unbatched else y
+
+
+def _shown_weight(w, channels, groups):
+    """The weight's shape with its in/groups axis spelled out: (16, 4/groups=1, 3, 3)."""
+    dims = [str(w.shape[0]), f"{channels}/groups={groups}"] + [str(k) for k in w.shape[2:]]
+    return "(" + ", ".join(dims) + ")"
+
+
+def _conv_nd(name, nd, input, weight, bias, stride, padding, dilation, groups):
+    x, w, bias, unbatched = _operands(name, nd, input, weight, bias)
+    groups = _groups(name, groups)
+    stride = _ints(name, "stride", stride, nd, 1)
+    dilation = _ints(name, "dilation", dilation, nd, 1)
+    o, cg, k = w.shape[0], w.shape[1], w.shape[2:]
+    if o % groups:
+        raise ValueError(f"{name}: out_channels {o} (weight {w.shape}) must be divisible by "
+                         f"groups={groups}")
+    if x.shape[1] != cg * groups:
+        raise ValueError(f"{name}: expected input with {cg * groups} channels (weight "
+                         f"{_shown_weight(w, cg * groups, groups)}) but got input of shape "
+                         f"{x.shape[1:] if unbatched else x.shape}")
+    if isinstance(padding, str):
+        if padding == "valid":
+            pads = ((0, 0),) * nd
+        elif padding == "same":
+            if any(s != 1 for s in stride):
+                raise ValueError(f"{name}: padding='same' needs stride 1 (as in PyTorch), "
+                                 f"got stride={stride}")
+            # NOTE: as PyTorch, an odd total puts the extra padding after (right/bottom).
+            total = [d * (kk - 1) for d, kk in zip(dilation, k)]
+            pads = tuple((t // 2, t - t // 2) for t in total)
+        else:
+            raise ValueError(f"{name}: padding must be an int, a tuple of {nd} ints, 'same' "
+                             f"or 'valid', got {padding!r}")
+    else:
+        pads = tuple((p, p) for p in _ints(name, "padding", padding, nd, 0))
+    out = _out_size(x.shape[2:], k, stride, pads, dilation)
+    if any(n < 1 for n in out) or any(k_ == 0 for k_ in k):
+        raise ValueError(f"{name}: the kernel {tuple(k)} with dilation {dilation} does not fit "
+                         f"in the input {x.shape} padded by {tuple(p[0] for p in pads)}")
+    y = tg._conv(x, w, stride=stride, padding=pads, dilation=dilation, groups=groups)
+    return _finish(name, y, bias, o, unbatched, nd)
+
+
+def _conv_transpose_nd(name, nd, input, weight, bias, stride, padding, output_padding, groups,
+                       dilation):
+    x, w, bias, unbatched = _operands(name, nd, input, weight, bias)
+    groups = _groups(name, groups)
+    stride = _ints(name, "stride", stride, nd, 1)
+    dilation = _ints(name, "dilation", dilation, nd, 1)
+    if isinstance(padding, str):
+        raise ValueError(f"{name}: padding must be an int or a tuple of {nd} ints (PyTorch "
+                         f"has no string padding for transposed convolutions), got {padding!r}")
+    padding = _ints(name, "padding", padding, nd, 0)
+    output_padding = _ints(name, "output_padding", output_padding, nd, 0)
+    if any(op >= s for op, s in zip(output_padding, stride)):
+        # NOTE: PyTorch also accepts output_padding < dilation; not supported here.
+        raise ValueError(f"{name}: output_padding {output_padding} must be smaller than "
+                         f"stride {stride}")
+    c_in, cg, k = w.shape[0], w.shape[1], w.shape[2:]
+    if c_in % groups:
+        raise ValueError(f"{name}: in_channels {c_in} (weight {w.shape}) must be divisible "
+                         f"by groups={groups}")
+    if x.shape[1] != c_in:
+        raise ValueError(f"{name}: expected input with {c_in} channels (weight {w.shape}, "
+                         f"(in, out/groups, *kernel)) but got input of shape "
+                         f"{x.shape[1:] if unbatched else x.shape}")
+    size = tuple((n - 1) * s - 2 * p + d * (kk - 1) + op + 1 for n, s, p, d, kk, op in
+                 zip(x.shape[2:], stride, padding, dilation, k, output_padding))
+    if any(n < 1 for n in size) or any(k_ == 0 for k_ in k):
+        raise ValueError(f"{name}: the output size {size} (input {x.shape}, kernel {tuple(k)}, "
+                         f"padding {padding}) is not positive")
+    y = tg._conv_transpose(x, w, size=size, stride=stride, padding=tuple((p, p) for p in padding),
+                           dilation=dilation, groups=groups)
+    return _finish(name, y, bias, cg * groups, unbatched, nd)
+
+
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """1-d convolution of input (N, C, L) (or (C, L)) with weight (O, C/groups, K), as
+    ``torch.nn.functional.conv1d``; `padding` an int, a 1-tuple, "same" or "valid".
+
+    >>> import tapegrad as tg
+    >>> tg.conv1d(tg.ones((1, 1, 5)), tg.ones((1, 1, 3)), padding="same").tolist()
+    [[[2.0, 3.0, 3.0, 3.0, 2.0]]]
+    """
+    return _conv_nd("conv1d", 1, input, weight, bias, stride, padding, dilation, groups)
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """2-d convolution of input (N, C, H, W) (or (C, H, W)) with weight (O, C/groups, kH, kW),
+    as ``torch.nn.functional.conv2d``; stride, padding, dilation: an int or a pair
+    (padding also "same" or "valid").
+
+    >>> import tapegrad as tg
+    >>> tg.conv2d(tg.ones((2, 3, 8, 8)), tg.ones((4, 3, 3, 3)), stride=2).shape
+    (2, 4, 3, 3)
+    """
+    return _conv_nd("conv2d", 2, input, weight, bias, stride, padding, dilation, groups)
+
+
+def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """3-d convolution of input (N, C, D, H, W) (or (C, D, H, W)) with weight
+    (O, C/groups, kD, kH, kW), as ``torch.nn.functional.conv3d``.
+
+    >>> import tapegrad as tg
+    >>> tg.conv3d(tg.ones((1, 2, 4, 4, 4)), tg.ones((3, 2, 2, 2, 2))).shape
+    (1, 3, 3, 3, 3)
+    """
+    return _conv_nd("conv3d", 3, input, weight, bias, stride, padding, dilation, groups)
+
+
+def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
+                     dilation=1):
+    """1-d transposed convolution (the gradient of conv1d in its input) of input (N, C_in, L)
+    with weight (C_in, C_out/groups, K), as ``torch.nn.functional.conv_transpose1d`` (note
+    its argument order: groups before dilation). Output length
+    ``(L - 1)*stride - 2*padding + dilation*(K - 1) + output_padding + 1``.
+
+    >>> import tapegrad as tg
+    >>> tg.conv_transpose1d(tg.ones((1, 1, 3)), tg.ones((1, 1, 2)), stride=2).tolist()
+    [[[1.0, 1.0, 1.0, 1.0, 1.0, 1.0]]]
+    """
+    return _conv_transpose_nd("conv_transpose1d", 1, input, weight, bias, stride, padding,
+                              output_padding, groups, dilation)
+
+
+def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
+                     dilation=1):
+    """2-d transposed convolution of input (N, C_in, H, W) with weight
+    (C_in, C_out/groups, kH, kW), as ``torch.nn.functional.conv_transpose2d``.
+
+    >>> import tapegrad as tg
+    >>> tg.conv_transpose2d(tg.ones((1, 4, 3, 3)), tg.ones((4, 2, 3, 3)), stride=2,
+    ...                     padding=1, output_padding=1).shape
+    (1, 2, 6, 6)
+    """
+    return _conv_transpose_nd("conv_transpose2d", 2, input, weight, bias, stride, padding,
+                              output_padding, groups, dilation)
+
+
+# ---------------------------------------------------------------------------------------
+# Samples and registration
+# ---------------------------------------------------------------------------------------
+
+def _r(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape)
+
+
+def _p(nd, stride=1, padding=0, dilation=1, groups=1):
+    pad = padding if isinstance(padding, tuple) else ((padding, padding),) * nd
+    return dict(stride=(stride,) * nd, padding=pad, dilation=(dilation,) * nd, groups=groups)
+
+
+_CONV_SAMPLES = [
+    tg.Sample(_r(2, 2, 5), _r(3, 2, 3, seed=1), **_p(1)),
+    tg.Sample(_r(1, 4, 7), _r(4, 2, 2, seed=2), **_p(1, stride=2, padding=((1, 2),), groups=2)),
+    tg.Sample(_r(1, 2, 4, 5), _r(2, 2, 2, 3, seed=3), **_p(2, padding=1)),
+    tg.Sample(_r(1, 2, 5, 5), _r(2, 1, 2, 2, seed=4), **_p(2, stride=2, dilation=2, groups=2)),
+    tg.Sample(_r(1, 1, 3, 3, 3), _r(2, 1, 2, 2, 2, seed=5), **_p(3)),
+]
+_CONV_WEIGHT_SAMPLES = [
+    tg.Sample(_r(2, 2, 5), _r(2, 3, 3, seed=1), ksize=(3,), **_p(1)),
+    tg.Sample(_r(1, 4, 7), _r(1, 4, 5, seed=2), ksize=(2,), **_p(1, stride=2, padding=((1, 2),), groups=2)),
+    tg.Sample(_r(1, 2, 5, 5), _r(1, 2, 2, 2, seed=4), ksize=(2, 2), **_p(2, stride=2, dilation=2, groups=2)),
+]
+_CONV_TRANSPOSE_SAMPLES = [
+    tg.Sample(_r(2, 3, 3), _r(3, 2, 3, seed=1), size=(5,), **_p(1)),
+    tg.Sample(_r(1, 4, 3), _r(4, 2, 2, seed=2), size=(5,), **_p(1, stride=2, padding=((1, 1),), groups=2)),
+    tg.Sample(_r(1, 2, 2, 2), _r(2, 1, 2, 2, seed=4), size=(5, 5), **_p(2, stride=2, dilation=2, groups=2)),
+]
+
+_FUNCTION_SAMPLES = {
+    "conv1d": [
+        tg.Sample(_r(2, 2, 5), _r(3, 2, 3, seed=1), _r(3, seed=2)),
+        tg.Sample(_r(1, 4, 6), _r(2, 2, 2, seed=1), padding="same", dilation=1, groups=2),
+        tg.Sample(_r(2, 5), _r(2, 2, 3, seed=1), None, 2, 1),
+    ],
+    "conv2d": [
+        tg.Sample(_r(1, 2, 4, 4), _r(2, 2, 3, 3, seed=1), _r(2, seed=2), stride=(1, 2), padding=1),
+        tg.Sample(_r(1, 2, 5, 4), _r(2, 2, 2, 2, seed=3), padding="same", dilation=(2, 1)),
+    ],
+    "conv3d": [
+        tg.Sample(_r(1, 2, 3, 3, 3), _r(2, 1, 2, 2, 2, seed=1), _r(2, seed=2), groups=2),
+    ],
+    "conv_transpose1d": [
+        tg.Sample(_r(2, 2, 3), _r(2, 3, 2, seed=1), _r(3, seed=2), stride=2, output_padding=1),
+        tg.Sample(_r(1, 4, 3), _r(4, 1, 3, seed=1), padding=1, groups=2, dilation=2),
+    ],
+    "conv_transpose2d": [
+        tg.Sample(_r(1, 2, 2, 3), _r(2, 2, 3, 2, seed=1), _r(2, seed=2), stride=(2, 1), padding=(1, 0)),
+    ],
+}
+
+_PARAMS_DOC = ("stride, dilation: tuples of ints per spatial axis; padding: a tuple of "
+               "(before, after) pairs; groups: an int")
+
+
+def register(registry):
+    """Register the convolution ops and functions with `registry` (called from
+    ``tapegrad_nn.functional.register``)."""
+    registry.register_op(
+        "_conv", kernels={"cpu": _conv_kernel}, vjp=_conv_vjp, jvp=_conv_jvp, save_ans=False,
+        method=False, samples=_CONV_SAMPLES,
+        doc="_conv(x, w, *, stride, padding, dilation, groups): the N-d convolution "
+            "(cross-correlation, as PyTorch) of x (N, C, *S) with w (O, C/groups, *K) -> "
+            f"(N, O, *L), the op behind tg.conv1d/2d/3d; {_PARAMS_DOC}.")
+    registry.register_op(
+        "_conv_transpose", kernels={"cpu": _conv_transpose_kernel}, vjp=_conv_transpose_vjp,
+        jvp=_conv_transpose_jvp, save_ans=False, method=False, samples=_CONV_TRANSPOSE_SAMPLES,
+        doc="_conv_transpose(y, w, *, size, stride, padding, dilation, groups): the adjoint "
+            "of _conv in x: y (N, O, *L) and w (O, C/groups, *K) -> (N, C, *size), the op "
+            f"behind tg.conv_transpose1d/2d and the input gradient of _conv; {_PARAMS_DOC}.")
+    registry.register_op(
+        "_conv_weight", kernels={"cpu": _conv_weight_kernel}, vjp=_conv_weight_vjp,
+        jvp=_conv_weight_jvp, save_ans=False, method=False, samples=_CONV_WEIGHT_SAMPLES,
+        doc="_conv_weight(x, g, *, ksize, stride, padding, dilation, groups): the adjoint of "
+            "_conv in w: x (N, C, *S) and g (N, O, *L) -> (O, C/groups, *ksize), the weight "
+            f"gradient of _conv; {_PARAMS_DOC}.")
+    for name, fn in (("conv1d", conv1d), ("conv2d", conv2d), ("conv3d", conv3d),
+                     ("conv_transpose1d", conv_transpose1d),
+                     ("conv_transpose2d", conv_transpose2d)):
+        registry.register_function(name, fn, method=False, samples=_FUNCTION_SAMPLES[name])
