@@ -141,7 +141,7 @@ def test_float32_stays_float32():
     assert tg.conv_transpose2d(y, w).dtype == np.float32
 
 
-def test_the_forward_keeps_one_im2col_buffer_and_the_big_case_is_fast_enough():
+def test_a_cnn_sized_layer_runs_forward_and_backward():
     # A CNN-sized layer: the kernel must stay a few BLAS calls (loops would take seconds).
     x = tg.tensor(randn(16, 32, 28, 28).astype(np.float32), requires_grad=True)
     w = tg.tensor(randn(64, 32, 3, 3).astype(np.float32), requires_grad=True)
@@ -422,3 +422,24 @@ def test_a_torch_state_dict_loads_and_gives_torch_outputs(make):
     fan_in = ref.weight.shape[1] * math.prod(ref.weight.shape[2:])
     assert ref.weight.abs().max().item() <= 1 / math.sqrt(fan_in)
     assert np.abs(make(tg.nn).weight.numpy()).max() <= 1 / math.sqrt(fan_in)
+
+
+def test_backward_holds_at_most_one_im2col_buffer():
+    import tracemalloc
+    n, c, o, hw = 4, 8, 8, 16
+    x = tg.tensor(randn(n, c, hw, hw), requires_grad=True)
+    w = tg.tensor(randn(o, c, 3, 3), requires_grad=True)
+    y = tg.conv2d(x, w, padding=1)
+    g = tg.tensor(randn(*y.shape))
+    buffer = n * c * 9 * hw * hw * 8                  # one im2col buffer, in bytes
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        y.backward(g)
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    # One buffer plus padded copies and the gradients themselves (each ~1/9 of it); two
+    # buffers alive at once would be 2x.
+    assert buffer < peak < 1.6 * buffer, (peak, buffer)
