@@ -18,7 +18,9 @@ RNG = np.random.default_rng(2024)
 README = Path(__file__).resolve().parents[1] / "README.md"
 OPS = ("softmax", "log_softmax", "_logsumexp", "cross_entropy", "_softmax_minus_one_hot",
        "binary_cross_entropy_with_logits", "linear")
+OPS += ("_conv", "_conv_transpose", "_conv_weight")
 FUNCTIONS = ("mse_loss", "logsumexp")
+FUNCTIONS += ("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d")
 
 
 def leaf(a, dtype=None):
