@@ -27,8 +27,8 @@ def randn(*shape):
 
 def ref_conv(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
     nd = w.ndim - 2
-    stride, dilation = (stride,) * nd if np.isscalar(stride) else stride, \
-        (dilation,) * nd if np.isscalar(dilation) else dilation
+    stride = (stride,) * nd if np.isscalar(stride) else stride
+    dilation = (dilation,) * nd if np.isscalar(dilation) else dilation
     k = w.shape[2:]
     if padding == "valid":
         pads = [(0, 0)] * nd
