@@ -298,8 +298,8 @@ class NAdam(Optimizer):
     >>> w = tg.tensor([1.0, -2.0], requires_grad=True)
     >>> opt = tg.optim.NAdam([w], lr=0.1)
     >>> (w * w).sum().backward(); opt.step()
-    >>> w.numpy().round(4)
-    array([ 0.9, -1.9])
+    >>> w.numpy().round(4)           # the g term and the Nesterov look-ahead m term
+    array([ 0.8944, -1.8944])
     """
 
     _scalar_state = ("step", "mu_product")
@@ -544,7 +544,7 @@ class LBFGS(Optimizer):
 
     >>> import tapegrad as tg
     >>> x = tg.tensor([-1.5, 2.0], requires_grad=True)
-    >>> opt = tg.optim.LBFGS([x], line_search_fn="strong_wolfe")
+    >>> opt = tg.optim.LBFGS([x], line_search_fn="strong_wolfe", tolerance_change=1e-14)
     >>> def closure():
     ...     opt.zero_grad()
     ...     loss = (1 - x[0]) ** 2 + 100 * (x[1] - x[0] ** 2) ** 2
@@ -629,7 +629,7 @@ class LBFGS(Optimizer):
         self._set_params(x)
         return loss, flat_grad
 
-    def step(self, closure):
+    def step(self, closure=None):
         """Run up to ``max_iter`` L-BFGS iterations; return the loss of the first
         ``closure()`` call (the loss before this step)."""
         if closure is None or not callable(closure):
