@@ -239,6 +239,34 @@ def test_the_rates_drive_the_optimizer():
     assert w.item() == 1.0 - (1.0 + 0.5 + 0.25)
 
 
+def test_a_compiled_training_step_follows_the_schedule():
+    # the rate is a hyper-parameter guarded by tg.compile: a new rate records again
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((6, 3)), rng.integers(0, 2, 6)
+
+    def make():
+        tg.manual_seed(0)
+        net = tg.nn.Linear(3, 2)
+        opt = tg.optim.SGD(net.parameters(), lr=0.5, momentum=0.9)
+        sched = S.StepLR(opt, step_size=2, gamma=0.1)
+
+        def step(x):
+            opt.zero_grad()
+            loss = tg.cross_entropy(net(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+        return net, step, sched
+
+    net_e, eager, sched_e = make()
+    net_c, step_c, sched_c = make()
+    compiled = tg.compile(step_c)
+    for _ in range(6):
+        assert np.array_equal(compiled(tg.tensor(x)).numpy(), eager(tg.tensor(x)).numpy())
+        sched_e.step(), sched_c.step()
+    assert np.array_equal(net_c.weight.numpy(), net_e.weight.numpy())
+
+
 def test_resuming_needs_initial_lr():
     with pytest.raises(KeyError, match="initial_lr"):
         S.StepLR(make_opt(), step_size=2, last_epoch=3)

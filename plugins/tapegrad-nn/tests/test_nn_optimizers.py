@@ -291,8 +291,6 @@ def lbfgs_ref(x, steps, lr, max_iter, history_size, tolerance_grad=1e-7,
     each step() call of max_iter iterations."""
     max_eval = max_iter * 5 // 4
     S, Y, out = [], [], []
-    g = rosen_grad(x)
-    f = rosen(x)
     first, d, t, g_prev, gamma = True, None, None, None, 1.0
     for _ in range(steps):
         f, g = rosen(x), rosen_grad(x)

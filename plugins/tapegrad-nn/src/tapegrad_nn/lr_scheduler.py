@@ -26,6 +26,7 @@ optimizer. The warning PyTorch gives when ``scheduler.step()`` precedes the firs
 """
 
 import math
+import types
 from bisect import bisect_right
 from collections import Counter
 
@@ -122,13 +123,8 @@ class LRScheduler:
 
     def load_state_dict(self, state_dict):
         """Restore what ``state_dict()`` gave (also after a ``tg.save``/``tg.load``)."""
-        self.__dict__.update({k: _restore(v) for k, v in dict(state_dict).items()})
-
-
-def _restore(value):
-    """A value read back from a file: 0-d arrays as numbers, 1-d as lists."""
-    value = _plain(value)
-    return value
+        # NOTE: _plain: a file writer may give numbers back as 0-d arrays
+        self.__dict__.update({k: _plain(v) for k, v in dict(state_dict).items()})
 
 
 class LambdaLR(LRScheduler):
@@ -169,7 +165,6 @@ class LambdaLR(LRScheduler):
 
 
 def _is_function(fn):
-    import types
     return isinstance(fn, (types.FunctionType, types.MethodType, types.BuiltinFunctionType))
 
 
