@@ -592,7 +592,8 @@ class LBFGS(Optimizer):
 
     def add_param_group(self, param_group):
         if self.param_groups:
-            raise ValueError("LBFGS doesn't support per-parameter options (parameter groups)")
+            raise ValueError("LBFGS doesn't support per-parameter options (parameter groups): "
+                             "it optimizes one flat vector; pass one list of tensors")
         super().add_param_group(param_group)
 
     # -- flat views of the parameters (host NumPy arrays) --
