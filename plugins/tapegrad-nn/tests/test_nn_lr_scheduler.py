@@ -101,6 +101,13 @@ CASES = {
                  lambda b, e: b * (0.25 + (0.9 - 0.25) * min(e, 6) / 6)),
     "LambdaLR": (lambda o: S.LambdaLR(o, lambda e: 1 / (1 + e) + 0.01 * e),
                  lambda b, e: b * (1 / (1 + e) + 0.01 * e)),
+    "ConstantLR": (lambda o: S.ConstantLR(o, factor=0.2, total_iters=4),
+                   lambda b, e: b * (0.2 if e < 4 else 1.0)),
+    "PolynomialLR": (lambda o: S.PolynomialLR(o, total_iters=9, power=2.0),
+                     lambda b, e: b * (1 - min(e, 9) / 9) ** 2),
+    "ChainedScheduler": (lambda o: S.ChainedScheduler([S.ConstantLR(o, factor=0.5, total_iters=3),
+                                                       S.ExponentialLR(o, gamma=0.9)]),
+                         lambda b, e: b * (0.5 if e < 3 else 1.0) * 0.9 ** e),
 }
 
 
@@ -332,6 +339,10 @@ def test_plateau_state_dict_round_trip(tmp_path):
     (lambda o: S.SequentialLR(o, [S.ReduceLROnPlateau(o), S.StepLR(o, 2)], milestones=[3]),
      ValueError, "ReduceLROnPlateau"),
     (lambda o: S.StepLR("not an optimizer", 2), TypeError, "not a tg.optim optimizer"),
+    (lambda o: S.ConstantLR(o, factor=1.5), ValueError, "factor"),
+    (lambda o: S.ChainedScheduler([]), ValueError, "at least one scheduler"),
+    (lambda o: S.ChainedScheduler([S.StepLR(o, 2), S.StepLR(make_opt(), 2)]), ValueError,
+     "another optimizer"),
 ], ids=lambda v: v if isinstance(v, str) else "")
 def test_bad_arguments(make, exc, match):
     with pytest.raises(exc, match=match):
@@ -356,6 +367,8 @@ TORCH_CASES = {
                          anneal_strategy="linear"),
     "LinearLR": dict(start_factor=0.25, end_factor=0.9, total_iters=6),
     "LambdaLR": dict(lr_lambda=lambda e: 0.95 ** e + 0.01 * e),
+    "ConstantLR": dict(factor=0.2, total_iters=4),
+    "PolynomialLR": dict(total_iters=9, power=2.0),
 }
 
 
@@ -406,3 +419,21 @@ def test_plateau_and_sequential_match_torch():
         assert s1.get_last_lr() == pytest.approx(s2.get_last_lr(), rel=1e-14)
         ours.step(), theirs.step()
         s1.step(), s2.step()
+
+
+@pytest.mark.needs_torch
+def test_chained_and_constant_in_sequence_match_torch():
+    torch = pytest.importorskip("torch")
+
+    builds = [lambda L, o: L.ChainedScheduler([L.ConstantLR(o, factor=0.5, total_iters=3),
+                                               L.ExponentialLR(o, gamma=0.9)]),
+              lambda L, o: L.SequentialLR(o, [L.ConstantLR(o, factor=0.1, total_iters=2),
+                                              L.PolynomialLR(o, total_iters=6, power=0.5)],
+                                          milestones=[3])]
+    for build in builds:
+        ours, theirs = make_opt(), _torch_opt(torch, "SGD")
+        s1, s2 = build(S, ours), build(torch.optim.lr_scheduler, theirs)
+        for _ in range(12):
+            assert s1.get_last_lr() == pytest.approx(s2.get_last_lr(), rel=1e-14)
+            ours.step(), theirs.step()
+            s1.step(), s2.step()

@@ -34,7 +34,8 @@ from .optim import Optimizer, _plain
 
 __all__ = ["LRScheduler", "StepLR", "MultiStepLR", "ExponentialLR", "CosineAnnealingLR",
            "CosineAnnealingWarmRestarts", "OneCycleLR", "LinearLR", "LambdaLR",
-           "ReduceLROnPlateau", "SequentialLR"]
+           "ReduceLROnPlateau", "SequentialLR", "ConstantLR", "PolynomialLR",
+           "ChainedScheduler"]
 
 
 def _per_group(name, optimizer, value):
@@ -535,6 +536,32 @@ class ReduceLROnPlateau(LRScheduler):
             else a > best + self.threshold
 
 
+def _check_schedulers(cls, optimizer, schedulers):
+    if len(schedulers) < 1:
+        raise ValueError(f"{cls} expects at least one scheduler, got none")
+    for i, s in enumerate(schedulers):
+        if isinstance(s, ReduceLROnPlateau):
+            raise ValueError(f"{cls}: scheduler {i} is a ReduceLROnPlateau, whose step() "
+                             f"needs a metric; it cannot be combined")
+        if getattr(s, "optimizer", None) is not optimizer:
+            raise ValueError(f"{cls}: scheduler {i} ({type(s).__name__}) wraps another "
+                             f"optimizer")
+
+
+def _composite_state_dict(sched):
+    sd = {k: v for k, v in sched.__dict__.items() if k not in ("optimizer", "_schedulers")}
+    sd["_schedulers"] = [s.state_dict() for s in sched._schedulers]
+    return sd
+
+
+def _composite_load_state_dict(sched, state_dict):
+    state_dict = dict(state_dict)
+    inner = state_dict.pop("_schedulers")
+    LRScheduler.load_state_dict(sched, state_dict)
+    for s, sd in zip(sched._schedulers, inner):
+        s.load_state_dict(sd)
+
+
 class SequentialLR(LRScheduler):
     """Run `schedulers` one after another, switching at the `milestones` epochs; at a
     milestone the next scheduler starts from its epoch 0 (by its closed form, as PyTorch).
@@ -543,15 +570,7 @@ class SequentialLR(LRScheduler):
 
     def __init__(self, optimizer, schedulers, milestones, last_epoch=-1):
         _check_optimizer("SequentialLR", optimizer)
-        if len(schedulers) < 1:
-            raise ValueError("SequentialLR expects at least one scheduler, got none")
-        for i, s in enumerate(schedulers):
-            if isinstance(s, ReduceLROnPlateau):
-                raise ValueError(f"SequentialLR: scheduler {i} is a ReduceLROnPlateau, whose "
-                                 f"step() needs a metric; it cannot be sequenced")
-            if getattr(s, "optimizer", None) is not optimizer:
-                raise ValueError(f"SequentialLR: scheduler {i} ({type(s).__name__}) wraps "
-                                 f"another optimizer")
+        _check_schedulers("SequentialLR", optimizer, schedulers)
         if len(milestones) != len(schedulers) - 1:
             raise ValueError(f"SequentialLR: expected {len(schedulers) - 1} milestones for "
                              f"{len(schedulers)} schedulers, got {len(milestones)}")
@@ -587,13 +606,78 @@ class SequentialLR(LRScheduler):
         self._last_lr = scheduler.get_last_lr()
 
     def state_dict(self):
-        sd = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
-        sd["_schedulers"] = [s.state_dict() for s in self._schedulers]
-        return sd
+        return _composite_state_dict(self)
 
     def load_state_dict(self, state_dict):
-        state_dict = dict(state_dict)
-        inner = state_dict.pop("_schedulers")
-        super().load_state_dict(state_dict)
-        for s, sd in zip(self._schedulers, inner):
-            s.load_state_dict(sd)
+        _composite_load_state_dict(self, state_dict)
+
+
+class ConstantLR(LRScheduler):
+    """Scale the rate by `factor` until epoch `total_iters`, then restore it:
+    ``lr = base_lr * (factor if last_epoch < total_iters else 1)``."""
+
+    def __init__(self, optimizer, factor=1.0 / 3, total_iters=5, last_epoch=-1):
+        if factor > 1.0 or factor < 0:
+            raise ValueError(f"ConstantLR: factor must be in [0, 1], got {factor}")
+        self.factor = factor
+        self.total_iters = total_iters
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        if self.last_epoch == 0:
+            return [lr * self.factor for lr in self._current()]
+        if self.last_epoch != self.total_iters:
+            return self._current()
+        return [lr * (1.0 / self.factor) for lr in self._current()]
+
+    def _get_closed_form_lr(self):
+        return [base * (self.factor + (self.last_epoch >= self.total_iters) * (1 - self.factor))
+                for base in self.base_lrs]
+
+
+class PolynomialLR(LRScheduler):
+    """Polynomial decay to zero over `total_iters` epochs:
+    ``lr = base_lr * (1 - min(last_epoch, total_iters) / total_iters) ** power``."""
+
+    def __init__(self, optimizer, total_iters=5, power=1.0, last_epoch=-1):
+        self.total_iters = total_iters
+        self.power = power
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        if self._is_initial or self.last_epoch > self.total_iters:
+            return self._current()
+        e, T = self.last_epoch, self.total_iters
+        decay = ((1.0 - e / T) / (1.0 - (e - 1) / T)) ** self.power
+        return [lr * decay for lr in self._current()]
+
+    def _get_closed_form_lr(self):
+        return [base * (1.0 - min(self.total_iters, self.last_epoch) / self.total_iters)
+                ** self.power for base in self.base_lrs]
+
+
+class ChainedScheduler(LRScheduler):
+    """Step several schedulers of one optimizer together: their factors multiply (each
+    ``step()`` steps every scheduler, in order). Takes no step at construction."""
+
+    def __init__(self, schedulers, optimizer=None):
+        schedulers = list(schedulers)
+        if not schedulers:
+            raise ValueError("ChainedScheduler expects at least one scheduler, got none")
+        optimizer = optimizer or schedulers[0].optimizer
+        _check_schedulers("ChainedScheduler", optimizer, schedulers)
+        self._schedulers = schedulers
+        self.optimizer = optimizer
+        self._last_lr = self._current()
+
+    def step(self):
+        """Step every scheduler once."""
+        for s in self._schedulers:
+            s.step()
+        self._last_lr = self._current()
+
+    def state_dict(self):
+        return _composite_state_dict(self)
+
+    def load_state_dict(self, state_dict):
+        _composite_load_state_dict(self, state_dict)
