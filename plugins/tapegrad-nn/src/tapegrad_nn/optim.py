@@ -30,6 +30,10 @@ Conventions shared by every optimizer here:
   ``tg.save`` can write; ``load_state_dict()`` accepts that back (also with ``"0"``
   string keys and 0-d / 1-d arrays in place of numbers and tuples, as a round trip
   through ``.npz`` may give).
+
+RMSprop, Adagrad, Adadelta, Adamax, NAdam, RAdam and LBFGS are in
+:mod:`tapegrad_nn.optimizers`, the learning-rate schedules in ``tg.optim.lr_scheduler``
+(:mod:`tapegrad_nn.lr_scheduler`); all are reachable as ``tg.optim.<name>``.
 """
 
 import math
@@ -663,7 +667,7 @@ class AdamW(Adam):
 
 # NOTE: at the end: these modules import Optimizer from here.
 from . import lr_scheduler  # noqa: E402
-from .optimizers import LBFGS, NAdam, RAdam, RMSprop, Adadelta, Adagrad, Adamax  # noqa: E402
+from .optimizers import LBFGS, Adadelta, Adagrad, Adamax, NAdam, RAdam, RMSprop  # noqa: E402
 
 __all__ += ["RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam", "LBFGS",
             "lr_scheduler"]
