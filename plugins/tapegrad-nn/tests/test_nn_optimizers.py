@@ -384,6 +384,24 @@ def test_lbfgs_returns_the_loss_before_the_step_and_stops_at_a_stationary_point(
     assert opt.state[x]["func_evals"] == 1 and np.array_equal(x.numpy(), [1.0, 1.0])
 
 
+@pytest.mark.parametrize("ls", [None, "strong_wolfe"])
+def test_lbfgs_keeps_float32_parameters_float32(ls):
+    x = tg.tensor(np.array([-1.5, 2.0], np.float32), requires_grad=True)
+    opt = tg.optim.LBFGS([x], line_search_fn=ls, max_iter=5)
+
+    def closure():
+        opt.zero_grad()
+        loss = rosen(x)
+        loss.backward()
+        return loss
+    for _ in range(3):
+        opt.step(closure)
+    assert x.dtype == np.float32 and opt.state[x]["d"].dtype == np.float32
+    want = lbfgs_ref(np.array([-1.5, 2.0]), 3, lr=1.0, max_iter=5, history_size=100)[-1]
+    if ls is None:
+        np.testing.assert_allclose(x.numpy(), want, rtol=1e-3)
+
+
 def test_lbfgs_needs_a_closure():
     opt = tg.optim.LBFGS([tg.tensor([1.0], requires_grad=True)])
     with pytest.raises(TypeError, match="LBFGS.step needs a closure"):
