@@ -30,6 +30,10 @@ Conventions shared by every optimizer here:
   ``tg.save`` can write; ``load_state_dict()`` accepts that back (also with ``"0"``
   string keys and 0-d / 1-d arrays in place of numbers and tuples, as a round trip
   through ``.npz`` may give).
+
+RMSprop, Adagrad, Adadelta, Adamax, NAdam, RAdam and LBFGS are in
+:mod:`tapegrad_nn.optimizers`, the learning-rate schedules in ``tg.optim.lr_scheduler``
+(:mod:`tapegrad_nn.lr_scheduler`); all are reachable as ``tg.optim.<name>``.
 """
 
 import math
@@ -209,6 +213,24 @@ class Optimizer:
             self._fail(where, f"invalid {key} {value} (must be {'in ' if high is not None else ''}"
                               f"{bound})")
         hyper[key] = value
+
+    def _betas(self, hyper, where):
+        """hyper["betas"] as a pair of Python floats, each in [0, 1)."""
+        betas = hyper["betas"]
+        if isinstance(betas, np.ndarray):
+            betas = betas.tolist()
+        try:
+            beta1, beta2 = betas
+            betas = (float(beta1), float(beta2))
+        except (TypeError, ValueError):
+            raise TypeError(
+                f"{self._name}: {where}betas must be a pair of numbers (beta1, beta2), "
+                f"got {hyper['betas']!r}") from None
+        for i, beta in enumerate(betas):
+            if not 0.0 <= beta < 1.0:
+                self._fail(where, f"invalid beta{i + 1} {beta} in betas (each must be in "
+                                  f"[0, 1))")
+        hyper["betas"] = betas
 
     def _bool(self, hyper, key):
         value = hyper[key]
@@ -554,21 +576,7 @@ class Adam(Optimizer):
     def _check(self, hyper, where):
         for key in ("lr", "eps", "weight_decay"):
             self._float(hyper, key, where)
-        betas = hyper["betas"]
-        if isinstance(betas, np.ndarray):
-            betas = betas.tolist()
-        try:
-            beta1, beta2 = betas
-            betas = (float(beta1), float(beta2))
-        except (TypeError, ValueError):
-            raise TypeError(
-                f"{self._name}: {where}betas must be a pair of numbers (beta1, beta2), "
-                f"got {hyper['betas']!r}") from None
-        for i, beta in enumerate(betas):
-            if not 0.0 <= beta < 1.0:
-                self._fail(where, f"invalid beta{i + 1} {beta} in betas (each must be in "
-                                  f"[0, 1))")
-        hyper["betas"] = betas
+        self._betas(hyper, where)
         self._bool(hyper, "amsgrad")
         self._bool(hyper, "capturable")
         return hyper
@@ -655,3 +663,11 @@ class AdamW(Adam):
                  amsgrad=False, *, capturable=False):
         super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                          amsgrad=amsgrad, capturable=capturable)
+
+
+# NOTE: at the end: these modules import Optimizer from here.
+from . import lr_scheduler  # noqa: E402
+from .optimizers import LBFGS, Adadelta, Adagrad, Adamax, NAdam, RAdam, RMSprop  # noqa: E402
+
+__all__ += ["RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam", "LBFGS",
+            "lr_scheduler"]
