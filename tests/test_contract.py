@@ -40,7 +40,9 @@ LINALG = ("matmul dot einsum cross linalg_cholesky linalg_cond linalg_cross lina
           "poly polyadd polyder polydiv polyfit polyint polymul polysub polyval "
           "matvec vdot vecdot vecmat").split()
 NN = ("softmax log_softmax logsumexp cross_entropy mse_loss "
-      "binary_cross_entropy_with_logits").split()
+      "binary_cross_entropy_with_logits"
+      " _standardize _rms_scale layer_norm rms_norm group_norm batch_norm instance_norm normalize"
+      ).split()
 
 
 def test_no_plugin_failed_to_load():

@@ -40,6 +40,10 @@ import numbers
 import numpy as np
 import tapegrad as tg
 
+from . import normalization
+from .normalization import (batch_norm, group_norm, instance_norm, layer_norm,  # noqa: F401
+                            normalize, rms_norm)
+
 REDUCTIONS = ("mean", "sum", "none")
 
 # The public names this module forwards to the registered ops (tg.<name>), so that
@@ -48,6 +52,7 @@ _FORWARDED = ("softmax", "log_softmax", "logsumexp", "cross_entropy",
               "binary_cross_entropy_with_logits", "relu", "tanh", "sigmoid")
 
 __all__ = ["linear", "dropout", "mse_loss", "register", *_FORWARDED]
+__all__ += ["layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm", "normalize"]
 
 
 def __getattr__(name):
@@ -554,6 +559,7 @@ def register(registry):
     """Register this plugin's ops and functions with `registry` (called by the
     ``tapegrad_register_ops`` hook in ``tapegrad_nn.plugin``)."""
     reg = registry.register_op
+    normalization.register(registry)
     reg("softmax", kernels={"cpu": _softmax_kernel}, vjp=_softmax_vjp, params=("axis",),
         save_inputs=(False,), samples=_SOFTMAX_SAMPLES,
         doc="softmax(x, axis=-1): exp(x) / sum(exp(x), axis), computed with the maximum "

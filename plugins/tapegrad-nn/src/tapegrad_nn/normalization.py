@@ -1,0 +1,410 @@
+"""Normalisation: layer_norm, rms_norm, group_norm, batch_norm, instance_norm, normalize.
+
+PyTorch's ``torch.nn.functional`` names, argument order and semantics. The work of each
+is one fused op with a NumPy kernel (mean and variance and the scaling in one call, no
+intermediate tensors on the tape) and a closed-form gradient rule written in tapegrad
+ops (so it is twice differentiable and runs on any device):
+
+    _standardize(x, axis, eps)    (x - mean) / sqrt(var + eps) over `axis` (biased var)
+    _rms_scale(x, axis, eps)      x / sqrt(mean(x**2) + eps) over `axis`
+
+With y the op's output, N the number of elements reduced and r the inverse std (the
+rule recomputes r from the saved input: there is no auxiliary-output mechanism):
+
+    standardize:  dx = r * (g - mean(g) - y * mean(g * y))
+    rms:          dx = r * (g - y * mean(g * y))
+
+(both exact for eps > 0). The optional elementwise affine (``* weight + bias``) is two
+plain broadcasting ops on top, whose gradients the engine reduces to the parameter's
+shape. layer_norm/instance_norm/batch_norm(training) standardise over different axes;
+group_norm reshapes to (N, G, -1) first; batch_norm in eval mode is elementwise with the
+running statistics.
+
+>>> import tapegrad as tg
+>>> import tapegrad_nn.normalization as N
+>>> y = N.layer_norm(tg.tensor([[1., 2., 3.]]), (3,))
+>>> [round(v, 4) for v in y[0].tolist()]
+[-1.2247, 0.0, 1.2247]
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+import tapegrad as tg
+
+__all__ = ["layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm",
+           "normalize"]
+
+
+# ---------------------------------------------------------------------------------------
+# The fused ops
+# ---------------------------------------------------------------------------------------
+
+def _standardize_kernel(x, axis=(-1,), eps=1e-5):
+    x = np.asarray(x)
+    mean = x.mean(axis=axis, keepdims=True)
+    d = x - mean
+    var = np.mean(d * d, axis=axis, keepdims=True)
+    # NOTE: (var + eps) ** -0.5 in x's dtype: a Python float eps keeps float32 float32.
+    d *= 1.0 / np.sqrt(var + eps)
+    return d
+
+
+def _inv_std(x, axis, eps):
+    return 1.0 / tg.sqrt(tg.var(x, axis, keepdims=True) + eps)
+
+
+def _standardize_vjp(g, ans, x, axis=(-1,), eps=1e-5):
+    r = _inv_std(x, axis, eps)
+    return (r * (g - tg.mean(g, axis, keepdims=True)
+                 - ans * tg.mean(g * ans, axis, keepdims=True)),)
+
+
+def _standardize_jvp(t, ans, x, axis=(-1,), eps=1e-5):
+    tx = t[0]                      # t also holds None for axis and eps
+    r = _inv_std(x, axis, eps)
+    return r * (tx - tg.mean(tx, axis, keepdims=True)
+                - ans * tg.mean(tx * ans, axis, keepdims=True))
+
+
+def _rms_kernel(x, axis=(-1,), eps=1e-5):
+    x = np.asarray(x)
+    return x * (1.0 / np.sqrt(np.mean(x * x, axis=axis, keepdims=True) + eps))
+
+
+def _rms_vjp(g, ans, x, axis=(-1,), eps=1e-5):
+    r = 1.0 / tg.sqrt(tg.mean(x * x, axis, keepdims=True) + eps)
+    return (r * (g - ans * tg.mean(g * ans, axis, keepdims=True)),)
+
+
+def _rms_jvp(t, ans, x, axis=(-1,), eps=1e-5):
+    tx = t[0]                      # t also holds None for axis and eps
+    r = 1.0 / tg.sqrt(tg.mean(x * x, axis, keepdims=True) + eps)
+    return r * (tx - ans * tg.mean(tx * ans, axis, keepdims=True))
+
+
+# ---------------------------------------------------------------------------------------
+# Helpers (plain Python on shapes)
+# ---------------------------------------------------------------------------------------
+
+def _shape_tuple(normalized_shape, op):
+    if isinstance(normalized_shape, (numbers.Integral, np.integer)) \
+            and not isinstance(normalized_shape, bool):
+        return (int(normalized_shape),)
+    try:
+        shape = tuple(int(s) for s in normalized_shape)
+    except TypeError:
+        raise TypeError(f"{op}: normalized_shape must be an int or a sequence of ints, "
+                        f"got {normalized_shape!r}") from None
+    return shape
+
+
+def _check_trailing(x, shape, op):
+    if len(shape) == 0 or x.ndim < len(shape) or tuple(x.shape[x.ndim - len(shape):]) != shape:
+        raise ValueError(f"{op}: normalized_shape {shape} does not match the last axes of "
+                         f"input of shape {tuple(x.shape)} (expected (*, "
+                         f"{', '.join(map(str, shape))}))")
+
+
+def _check_param(p, shape, what, op):
+    if p is not None and _shape(p) != shape:
+        raise ValueError(f"{op}: {what} must have shape {shape}, got {_shape(p)}")
+
+
+def _shape(v):
+    return tuple(v.shape) if hasattr(v, "shape") else np.shape(v)
+
+
+def _affine(y, weight, bias, shape=None):
+    """y * weight + bias, with weight/bias reshaped to `shape` (channel broadcasting)."""
+    if weight is not None:
+        y = y * (weight if shape is None else tg.reshape(weight, shape))
+    if bias is not None:
+        y = y + (bias if shape is None else tg.reshape(bias, shape))
+    return y
+
+
+def _as_tensor(x):
+    return x if isinstance(x, tg.Tensor) else tg.asarray(x)
+
+
+def _channel_shape(x):
+    return (x.shape[1],) + (1,) * (x.ndim - 2)
+
+
+def _refuse_grad(t, name, op):
+    if isinstance(t, tg.Tensor) and t.requires_grad:
+        raise NotImplementedError(f"{op}: the derivative for {name} is not implemented "
+                                  f"(it is a running statistic; pass it detached)")
+
+
+# ---------------------------------------------------------------------------------------
+# The functions (torch.nn.functional's)
+# ---------------------------------------------------------------------------------------
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """Normalise over the last ``len(normalized_shape)`` axes (mean 0, biased variance 1,
+    `eps` added to the variance), then ``* weight + bias`` (each of `normalized_shape`).
+
+    >>> import tapegrad as tg
+    >>> x = tg.tensor([[0., 2.], [1., 5.]], requires_grad=True)
+    >>> tg.nn.functional.layer_norm(x, 2, eps=0.0).tolist()
+    [[-1.0, 1.0], [-1.0, 1.0]]
+    """
+    x = _as_tensor(input)
+    shape = _shape_tuple(normalized_shape, "layer_norm")
+    _check_trailing(x, shape, "layer_norm")
+    _check_param(weight, shape, "weight", "layer_norm")
+    _check_param(bias, shape, "bias", "layer_norm")
+    axis = tuple(range(x.ndim - len(shape), x.ndim))
+    return _affine(tg._standardize(x, axis, float(eps)), weight, bias)
+
+
+def rms_norm(input, normalized_shape, weight=None, eps=None):
+    """``x / sqrt(mean(x**2) + eps) * weight`` over the last ``len(normalized_shape)``
+    axes (PyTorch 2.4+'s ``F.rms_norm``: ``eps=None`` is ``finfo(input.dtype).eps``).
+
+    >>> import tapegrad as tg
+    >>> [round(v, 6) for v in tg.nn.functional.rms_norm(tg.tensor([3., 4.]), 2).tolist()]
+    [0.848528, 1.131371]
+    """
+    x = _as_tensor(input)
+    shape = _shape_tuple(normalized_shape, "rms_norm")
+    _check_trailing(x, shape, "rms_norm")
+    _check_param(weight, shape, "weight", "rms_norm")
+    if eps is None:
+        if x.dtype.kind != "f":
+            raise TypeError(f"rms_norm: input must be floating-point, got {x.dtype}")
+        eps = float(np.finfo(x.dtype).eps)
+    axis = tuple(range(x.ndim - len(shape), x.ndim))
+    return _affine(tg._rms_scale(x, axis, float(eps)), weight, None)
+
+
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+    """Split the channels (axis 1) of an (N, C, *) input into `num_groups` groups and
+    normalise each group of each sample over its channels and spatial axes; then the
+    per-channel affine ``* weight + bias`` (each of shape (C,)).
+
+    >>> import tapegrad as tg
+    >>> tg.nn.functional.group_norm(tg.ones((2, 4, 3)), 2).shape
+    (2, 4, 3)
+    """
+    x = _as_tensor(input)
+    if x.ndim < 2:
+        raise ValueError(f"group_norm: expected an input of shape (N, C, *), got "
+                         f"{tuple(x.shape)}")
+    c = x.shape[1]
+    if isinstance(num_groups, bool) or not isinstance(num_groups, (numbers.Integral, np.integer)) \
+            or num_groups <= 0 or c % num_groups:
+        raise ValueError(f"group_norm: the {c} channels of input of shape {tuple(x.shape)} "
+                         f"cannot be split into num_groups={num_groups!r} groups")
+    _check_param(weight, (c,), "weight", "group_norm")
+    _check_param(bias, (c,), "bias", "group_norm")
+    n = x.shape[0]
+    y = tg._standardize(tg.reshape(x, (n, int(num_groups), -1)), (2,), float(eps))
+    return _affine(tg.reshape(y, x.shape), weight, bias, _channel_shape(x))
+
+
+def _check_channels(x, stat, what, op):
+    if stat is not None and _shape(stat) != (x.shape[1],):
+        raise ValueError(f"{op}: {what} must have shape ({x.shape[1]},) (the channels of "
+                         f"input of shape {tuple(x.shape)}), got {_shape(stat)}")
+
+
+def _update_running(running, batch_value, momentum):
+    """running = (1 - momentum) * running + momentum * batch_value, IN PLACE (a tensor
+    written through ``[...] =``, or a NumPy array)."""
+    with tg.no_grad():
+        new = running * (1.0 - momentum) + batch_value * momentum
+        if isinstance(running, tg.Tensor):
+            running[...] = tg.astype(new, running.dtype)
+        else:
+            running[...] = np.asarray(new)
+
+
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
+               momentum=0.1, eps=1e-5):
+    """Batch normalisation of an (N, C, *) input, per channel (axis 1).
+
+    ``training=True``: normalise with the batch's mean and biased variance over every axis
+    but the channels; if `running_mean` / `running_var` are given they are updated IN
+    PLACE, ``running = (1 - momentum) * running + momentum * batch``, with the *unbiased*
+    batch variance (as PyTorch). ``training=False``: normalise with the running
+    statistics. Then the per-channel affine ``* weight + bias``.
+
+    >>> import tapegrad as tg
+    >>> rm, rv = tg.zeros(2), tg.ones(2)
+    >>> x = tg.tensor([[1., 2.], [3., 6.]])
+    >>> y = tg.nn.functional.batch_norm(x, rm, rv, training=True, momentum=0.5)
+    >>> rm.tolist(), rv.tolist()
+    ([1.0, 2.0], [1.5, 4.5])
+    """
+    x = _as_tensor(input)
+    if x.ndim < 2:
+        raise ValueError(f"batch_norm: expected an input of shape (N, C, *), got "
+                         f"{tuple(x.shape)}")
+    _check_channels(x, running_mean, "running_mean", "batch_norm")
+    _check_channels(x, running_var, "running_var", "batch_norm")
+    _check_param(weight, (x.shape[1],), "weight", "batch_norm")
+    _check_param(bias, (x.shape[1],), "bias", "batch_norm")
+    _refuse_grad(running_mean, "running_mean", "batch_norm")
+    _refuse_grad(running_var, "running_var", "batch_norm")
+    cshape = _channel_shape(x)
+    axis = (0,) + tuple(range(2, x.ndim))
+    if training:
+        count = x.size // max(x.shape[1], 1)
+        if count <= 1:
+            raise ValueError(f"batch_norm: expected more than 1 value per channel when "
+                             f"training, got input of shape {tuple(x.shape)}")
+        if running_mean is not None or running_var is not None:
+            with tg.no_grad():
+                xd = x.detach()
+                if running_mean is not None:
+                    _update_running(running_mean, tg.mean(xd, axis), momentum)
+                if running_var is not None:
+                    _update_running(running_var, tg.var(xd, axis, ddof=1), momentum)
+        return _affine(tg._standardize(x, axis, float(eps)), weight, bias, cshape)
+    if running_mean is None or running_var is None:
+        raise ValueError("batch_norm: running_mean and running_var are required when "
+                         "training=False")
+    rm = tg.reshape(_as_tensor(running_mean), cshape)
+    r = 1.0 / tg.sqrt(tg.reshape(_as_tensor(running_var), cshape) + eps)
+    return _affine((x - rm) * r, weight, bias, cshape)
+
+
+def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,
+                  use_input_stats=True, momentum=0.1, eps=1e-5):
+    """Normalise each channel of each sample of an (N, C, *) input over its spatial axes
+    (PyTorch's ``F.instance_norm``). With ``use_input_stats=True`` the statistics are the
+    input's, and given running buffers are updated in place with the batch average of the
+    per-instance mean and unbiased variance; with False the running statistics are used.
+
+    >>> import tapegrad as tg
+    >>> tg.nn.functional.instance_norm(tg.ones((2, 3, 4))).shape
+    (2, 3, 4)
+    """
+    x = _as_tensor(input)
+    if x.ndim < 3:
+        raise ValueError(f"instance_norm: expected an input of shape (N, C, L, ...), got "
+                         f"{tuple(x.shape)}")
+    _check_channels(x, running_mean, "running_mean", "instance_norm")
+    _check_channels(x, running_var, "running_var", "instance_norm")
+    _check_param(weight, (x.shape[1],), "weight", "instance_norm")
+    _check_param(bias, (x.shape[1],), "bias", "instance_norm")
+    _refuse_grad(running_mean, "running_mean", "instance_norm")
+    _refuse_grad(running_var, "running_var", "instance_norm")
+    if not use_input_stats:
+        return batch_norm(x, running_mean, running_var, weight, bias, False, momentum, eps)
+    axis = tuple(range(2, x.ndim))
+    count = math.prod(x.shape[2:])
+    if count <= 1:
+        raise ValueError(f"instance_norm: expected more than 1 spatial element per channel, "
+                         f"got input of shape {tuple(x.shape)}")
+    if running_mean is not None or running_var is not None:
+        with tg.no_grad():
+            xd = x.detach()
+            if running_mean is not None:
+                _update_running(running_mean, tg.mean(tg.mean(xd, axis), 0), momentum)
+            if running_var is not None:
+                _update_running(running_var, tg.mean(tg.var(xd, axis, ddof=1), 0), momentum)
+    return _affine(tg._standardize(x, axis, float(eps)), weight, bias, _channel_shape(x))
+
+
+def normalize(input, p=2.0, dim=1, eps=1e-12):
+    """``x / max(||x||_p, eps)`` along `dim` (PyTorch's ``F.normalize``): unit Lp-norm
+    vectors; a zero vector stays zero (its gradient is ``g / eps``, as PyTorch's).
+
+    >>> import tapegrad as tg
+    >>> tg.nn.functional.normalize(tg.tensor([[3., 4.], [0., 0.]])).tolist()
+    [[0.6, 0.8], [0.0, 0.0]]
+    """
+    x = _as_tensor(input)
+    norm = tg.linalg.vector_norm(x, ord=p, axis=dim, keepdims=True)
+    return x / tg.maximum(norm, eps)
+
+
+# ---------------------------------------------------------------------------------------
+# Samples and registration
+# ---------------------------------------------------------------------------------------
+
+def _r(*shape, seed=0, low=-2.0, high=2.0):
+    return np.random.default_rng(seed).uniform(low, high, shape)
+
+
+def _pos(*shape, seed=0):
+    return np.random.default_rng(seed).uniform(0.5, 2.0, shape)
+
+
+_STD_SAMPLES = [
+    tg.Sample(_r(3, 4), (1,), 1e-5),
+    tg.Sample(_r(2, 3, 4, seed=1), (1, 2), 1e-5),
+    tg.Sample(_r(4, 3, 2, seed=2), (0, 2), 0.1),
+    tg.Sample(_r(5, seed=3), (0,), 1e-3),
+]
+
+_RMS_SAMPLES = [
+    tg.Sample(_r(3, 4), (1,), 1e-6),
+    tg.Sample(_r(2, 3, 4, seed=1), (1, 2), 1e-5),
+    tg.Sample(_r(4, 3, seed=2), (0,), 0.1),
+]
+
+_LAYER_NORM_SAMPLES = [
+    tg.Sample(_r(3, 4), (4,)),
+    tg.Sample(_r(2, 3, 4, seed=1), (3, 4), _pos(3, 4, seed=2), _r(3, 4, seed=3)),
+    tg.Sample(_r(2, 5, seed=4), 5, _pos(5, seed=5), eps=1e-3),
+]
+
+_RMS_NORM_SAMPLES = [
+    tg.Sample(_r(3, 4), (4,)),
+    tg.Sample(_r(2, 3, 4, seed=1), (3, 4), _pos(3, 4, seed=2), eps=1e-5),
+]
+
+_GROUP_NORM_SAMPLES = [
+    tg.Sample(_r(2, 4, 3), 2),
+    tg.Sample(_r(2, 6, 2, 2, seed=1), 3, _pos(6, seed=2), _r(6, seed=3)),
+    tg.Sample(_r(3, 4, seed=4), 4, eps=1e-3),
+]
+
+_BATCH_NORM_SAMPLES = [
+    tg.Sample(_r(4, 3), None, None, training=True),
+    tg.Sample(_r(3, 2, 4, seed=1), None, None, _pos(2, seed=2), _r(2, seed=3), True),
+    tg.Sample(_r(3, 2, 4, seed=1), _r(2, seed=4), _pos(2, seed=5), _pos(2, seed=2),
+              _r(2, seed=3)),
+]
+
+_INSTANCE_NORM_SAMPLES = [
+    tg.Sample(_r(2, 3, 4)),
+    tg.Sample(_r(2, 2, 3, 2, seed=1), None, None, _pos(2, seed=2), _r(2, seed=3)),
+]
+
+_NORMALIZE_SAMPLES = [
+    tg.Sample(_r(3, 4)),
+    tg.Sample(_r(3, 4, seed=1), 1.0, 0),
+    tg.Sample(_r(2, 3, 4, seed=2), 3.0, -1),
+]
+
+
+def register(registry):
+    """Register the normalisation ops and functions (called from functional.register)."""
+    reg = registry.register_op
+    reg("_standardize", kernels={"cpu": _standardize_kernel}, vjp=_standardize_vjp,
+        jvp=_standardize_jvp, params=("axis", "eps"), method=False, samples=_STD_SAMPLES,
+        doc="_standardize(x, axis, eps): (x - mean) / sqrt(var + eps) over the axes `axis` "
+            "(a tuple; biased variance) in one kernel, the op behind layer_norm, "
+            "group_norm, instance_norm and batch_norm in training; closed-form rule.")
+    reg("_rms_scale", kernels={"cpu": _rms_kernel}, vjp=_rms_vjp, jvp=_rms_jvp,
+        params=("axis", "eps"), method=False, samples=_RMS_SAMPLES,
+        doc="_rms_scale(x, axis, eps): x / sqrt(mean(x**2) + eps) over the axes `axis` in "
+            "one kernel, the op behind rms_norm; closed-form rule.")
+    fn = registry.register_function
+    fn("layer_norm", layer_norm, method=False, samples=_LAYER_NORM_SAMPLES)
+    fn("rms_norm", rms_norm, method=False, samples=_RMS_NORM_SAMPLES)
+    fn("group_norm", group_norm, method=False, samples=_GROUP_NORM_SAMPLES)
+    fn("batch_norm", batch_norm, method=False, samples=_BATCH_NORM_SAMPLES,
+       differentiable=(0, 3, 4), not_implemented=(1, 2))
+    fn("instance_norm", instance_norm, method=False, samples=_INSTANCE_NORM_SAMPLES,
+       differentiable=(0, 3, 4), not_implemented=(1, 2))
+    fn("normalize", normalize, method=False, samples=_NORMALIZE_SAMPLES)
