@@ -1008,3 +1008,11 @@ class BCEWithLogitsLoss(_Loss):
 
     def forward(self, input, target):
         return tg.binary_cross_entropy_with_logits(input, target, reduction=self.reduction)
+
+
+# The normalisation layers live in their own module (they need Module, defined above).
+from .nn_normalization import (BatchNorm1d, BatchNorm2d, GroupNorm,  # noqa: E402, F401
+                               InstanceNorm1d, InstanceNorm2d, LayerNorm, RMSNorm)
+
+__all__ += ["LayerNorm", "RMSNorm", "GroupNorm", "BatchNorm1d", "BatchNorm2d",
+            "InstanceNorm1d", "InstanceNorm2d"]
