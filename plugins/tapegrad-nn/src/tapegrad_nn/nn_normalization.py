@@ -288,7 +288,9 @@ class _InstanceNorm(_NormBase):
 
     def forward(self, x):
         self._check_input(x)
-        factor = self._factor()
+        # NOTE: as PyTorch's InstanceNorm: num_batches_tracked is never counted, and
+        # momentum=None means 0.0 (not a cumulative average).
+        factor = 0.0 if self.momentum is None else self.momentum
         return N.instance_norm(x, self.running_mean, self.running_var, self.weight,
                                self.bias, self.training or not self.track_running_stats,
                                factor, self.eps)

@@ -94,12 +94,12 @@ def _shape_tuple(normalized_shape, op):
     if isinstance(normalized_shape, (numbers.Integral, np.integer)) \
             and not isinstance(normalized_shape, bool):
         return (int(normalized_shape),)
-    try:
-        shape = tuple(int(s) for s in normalized_shape)
-    except TypeError:
+    items = normalized_shape if isinstance(normalized_shape, (tuple, list)) else None
+    if items is None or not all(isinstance(s, (numbers.Integral, np.integer))
+                                and not isinstance(s, bool) for s in items):
         raise TypeError(f"{op}: normalized_shape must be an int or a sequence of ints, "
-                        f"got {normalized_shape!r}") from None
-    return shape
+                        f"got {normalized_shape!r}")
+    return tuple(int(s) for s in items)
 
 
 def _check_trailing(x, shape, op):
