@@ -41,7 +41,8 @@ LINALG = ("matmul dot einsum cross linalg_cholesky linalg_cond linalg_cross lina
           "matvec vdot vecdot vecmat").split()
 NN = ("softmax log_softmax logsumexp cross_entropy mse_loss "
       "binary_cross_entropy_with_logits"
-      " _standardize _rms_scale layer_norm rms_norm group_norm batch_norm instance_norm normalize"
+      " _standardize _rms_scale _standardize_grad _rms_scale_grad"
+      " layer_norm rms_norm group_norm batch_norm instance_norm normalize"
       ).split()
 
 

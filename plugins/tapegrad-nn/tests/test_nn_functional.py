@@ -19,6 +19,9 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 OPS = ("softmax", "log_softmax", "_logsumexp", "cross_entropy", "_softmax_minus_one_hot",
        "binary_cross_entropy_with_logits", "linear")
 FUNCTIONS = ("mse_loss", "logsumexp")
+OPS += ("_standardize", "_rms_scale", "_standardize_grad", "_rms_scale_grad")  # normalization
+FUNCTIONS += ("layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm",
+              "normalize")
 
 
 def leaf(a, dtype=None):

@@ -43,47 +43,135 @@ __all__ = ["layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm"
 # The fused ops
 # ---------------------------------------------------------------------------------------
 
+def _as_rows(x, axis):
+    """x as an (M, K) C-contiguous array when `axis` is x's trailing axes (layer_norm,
+    rms_norm, group_norm, instance_norm), else None."""
+    k = len(axis)
+    if x.ndim == 0 or sorted(a % x.ndim for a in axis) != list(range(x.ndim - k, x.ndim)):
+        return None
+    return np.ascontiguousarray(x).reshape(-1, math.prod(x.shape[x.ndim - k:]) if k else 1)
+
+
+def _row_mean(a):
+    # NOTE: a matrix-vector product (BLAS) is several times faster than a.mean(axis=1).
+    return (a @ np.ones(a.shape[1], a.dtype)) * (1.0 / max(a.shape[1], 1))
+
+
+def _row_dot_mean(a, b):
+    return np.einsum("ij,ij->i", a, b) * (1.0 / max(a.shape[1], 1))
+
+
+def _moments(x, axis, eps):
+    """(x - mean) and the inverse std 1 / sqrt(var + eps) (biased var), both
+    broadcastable against x (rows: (M, K) and (M, 1) when `axis` is trailing)."""
+    rows = _as_rows(x, axis)
+    if rows is not None:
+        d = rows - _row_mean(rows)[:, None]
+        return d, (1.0 / np.sqrt(_row_dot_mean(d, d) + eps))[:, None]
+    d = x - x.mean(axis=axis, keepdims=True)
+    # NOTE: a Python float eps keeps float32 float32 (NumPy 2's weak scalars).
+    return d, 1.0 / np.sqrt(np.mean(d * d, axis=axis, keepdims=True) + eps)
+
+
 def _standardize_kernel(x, axis=(-1,), eps=1e-5):
     x = np.asarray(x)
-    mean = x.mean(axis=axis, keepdims=True)
-    d = x - mean
-    var = np.mean(d * d, axis=axis, keepdims=True)
-    # NOTE: (var + eps) ** -0.5 in x's dtype: a Python float eps keeps float32 float32.
-    d *= 1.0 / np.sqrt(var + eps)
-    return d
+    d, r = _moments(x, axis, eps)
+    d *= r
+    return d.reshape(x.shape)
+
+
+def _standardize_grad_kernel(g, x, axis=(-1,), eps=1e-5):
+    g, x = np.asarray(g), np.asarray(x)
+    y, r = _moments(x, axis, eps)
+    y *= r
+    rows = _as_rows(g, axis)            # not None: _moments took the (M, K) path too
+    if rows is not None and rows.shape == y.shape:
+        out = rows - _row_mean(rows)[:, None]
+        out *= r
+        out -= (r[:, 0] * _row_dot_mean(rows, y))[:, None] * y
+        return out.reshape(x.shape)
+    out = g - g.mean(axis=axis, keepdims=True)
+    out -= y * np.mean(g * y, axis=axis, keepdims=True)
+    out *= r
+    return out
+
+
+def _rms_kernel(x, axis=(-1,), eps=1e-5):
+    x = np.asarray(x)
+    rows = _as_rows(x, axis)
+    if rows is not None:
+        return (rows * (1.0 / np.sqrt(_row_dot_mean(rows, rows) + eps))[:, None]).reshape(x.shape)
+    return x * (1.0 / np.sqrt(np.mean(x * x, axis=axis, keepdims=True) + eps))
+
+
+def _rms_grad_kernel(g, x, axis=(-1,), eps=1e-5):
+    g, x = np.asarray(g), np.asarray(x)
+    rows, grows = _as_rows(x, axis), _as_rows(g, axis)
+    if rows is not None and grows is not None and rows.shape == grows.shape:
+        r = 1.0 / np.sqrt(_row_dot_mean(rows, rows) + eps)
+        # g r - y r mean(g y) with y = x r: g r - x r**3 mean(g x)
+        out = grows * r[:, None]
+        out -= (r ** 3 * _row_dot_mean(grows, rows))[:, None] * rows
+        return out.reshape(x.shape)
+    r = 1.0 / np.sqrt(np.mean(x * x, axis=axis, keepdims=True) + eps)
+    y = x * r
+    out = g - y * np.mean(g * y, axis=axis, keepdims=True)
+    out *= r
+    return out
 
 
 def _inv_std(x, axis, eps):
     return 1.0 / tg.sqrt(tg.var(x, axis, keepdims=True) + eps)
 
 
+def _inv_rms(x, axis, eps):
+    return 1.0 / tg.sqrt(tg.mean(x * x, axis, keepdims=True) + eps)
+
+
+# The first-order rules are one op each (_standardize_grad, _rms_scale_grad: g -> J^T g
+# in one NumPy kernel, from g and the saved input), so a backward pass costs one kernel,
+# not a dozen tapegrad ops. Both Jacobians are symmetric (J = r (I - 1/N - y y^T / N) and
+# r (I - y y^T / N)), so J^T g = J g, which is also the JVP. The rule of a *_grad op
+# B(g, x) = J(x) g (for double backward) is, for either op, with cotangent h:
+#     dg = B(h, x)
+#     dx = -r * (y * mean(h * B(g, x)) + mean(h * y) * B(g, x) + mean(g * y) * B(h, x))
+# (differentiate h^T J(x) g through r and y, using dr/dx = -r**2 y / N and dy/dx = J).
+# It is written with the ops themselves, so every order is differentiable.
+
 def _standardize_vjp(g, ans, x, axis=(-1,), eps=1e-5):
-    r = _inv_std(x, axis, eps)
-    return (r * (g - tg.mean(g, axis, keepdims=True)
-                 - ans * tg.mean(g * ans, axis, keepdims=True)),)
+    return (tg._standardize_grad(g, x, axis, eps),)
 
 
 def _standardize_jvp(t, ans, x, axis=(-1,), eps=1e-5):
-    tx = t[0]                      # t also holds None for axis and eps
-    r = _inv_std(x, axis, eps)
-    return r * (tx - tg.mean(tx, axis, keepdims=True)
-                - ans * tg.mean(tx * ans, axis, keepdims=True))
-
-
-def _rms_kernel(x, axis=(-1,), eps=1e-5):
-    x = np.asarray(x)
-    return x * (1.0 / np.sqrt(np.mean(x * x, axis=axis, keepdims=True) + eps))
+    return tg._standardize_grad(t[0], x, axis, eps)     # t also holds None for axis, eps
 
 
 def _rms_vjp(g, ans, x, axis=(-1,), eps=1e-5):
-    r = 1.0 / tg.sqrt(tg.mean(x * x, axis, keepdims=True) + eps)
-    return (r * (g - ans * tg.mean(g * ans, axis, keepdims=True)),)
+    return (tg._rms_scale_grad(g, x, axis, eps),)
 
 
 def _rms_jvp(t, ans, x, axis=(-1,), eps=1e-5):
-    tx = t[0]                      # t also holds None for axis and eps
-    r = 1.0 / tg.sqrt(tg.mean(x * x, axis, keepdims=True) + eps)
-    return r * (tx - ans * tg.mean(tx * ans, axis, keepdims=True))
+    return tg._rms_scale_grad(t[0], x, axis, eps)
+
+
+def _grad_op_vjp(grad_op, y, r, h, bg, g, x, axis, eps):
+    bh = grad_op(h, x, axis, eps)
+    dx = None
+    if tg.needs_grad(x):
+        dx = -r * (y * tg.mean(h * bg, axis, keepdims=True)
+                   + tg.mean(h * y, axis, keepdims=True) * bg
+                   + tg.mean(g * y, axis, keepdims=True) * bh)
+    return (bh if tg.needs_grad(g) else None), dx
+
+
+def _standardize_grad_vjp(h, ans, g, x, axis=(-1,), eps=1e-5):
+    return _grad_op_vjp(tg._standardize_grad, tg._standardize(x, axis, eps),
+                        _inv_std(x, axis, eps), h, ans, g, x, axis, eps)
+
+
+def _rms_grad_vjp(h, ans, g, x, axis=(-1,), eps=1e-5):
+    return _grad_op_vjp(tg._rms_scale_grad, tg._rms_scale(x, axis, eps),
+                        _inv_rms(x, axis, eps), h, ans, g, x, axis, eps)
 
 
 # ---------------------------------------------------------------------------------------
@@ -392,13 +480,26 @@ def register(registry):
     reg = registry.register_op
     reg("_standardize", kernels={"cpu": _standardize_kernel}, vjp=_standardize_vjp,
         jvp=_standardize_jvp, params=("axis", "eps"), method=False, samples=_STD_SAMPLES,
+        save_ans=False,
         doc="_standardize(x, axis, eps): (x - mean) / sqrt(var + eps) over the axes `axis` "
             "(a tuple; biased variance) in one kernel, the op behind layer_norm, "
             "group_norm, instance_norm and batch_norm in training; closed-form rule.")
     reg("_rms_scale", kernels={"cpu": _rms_kernel}, vjp=_rms_vjp, jvp=_rms_jvp,
-        params=("axis", "eps"), method=False, samples=_RMS_SAMPLES,
+        params=("axis", "eps"), method=False, samples=_RMS_SAMPLES, save_ans=False,
         doc="_rms_scale(x, axis, eps): x / sqrt(mean(x**2) + eps) over the axes `axis` in "
             "one kernel, the op behind rms_norm; closed-form rule.")
+    reg("_standardize_grad", kernels={"cpu": _standardize_grad_kernel},
+        vjp=_standardize_grad_vjp, params=("axis", "eps"), method=False,
+        samples=[tg.Sample(_r(*s.args[0].shape, seed=9), *s.args) for s in _STD_SAMPLES],
+        doc="_standardize_grad(g, x, axis, eps): the gradient of _standardize at x for "
+            "the output gradient g, r * (g - mean(g) - y * mean(g * y)), in one kernel "
+            "(its first-order rule); differentiable again.")
+    reg("_rms_scale_grad", kernels={"cpu": _rms_grad_kernel}, vjp=_rms_grad_vjp,
+        params=("axis", "eps"), method=False,
+        samples=[tg.Sample(_r(*s.args[0].shape, seed=9), *s.args) for s in _RMS_SAMPLES],
+        doc="_rms_scale_grad(g, x, axis, eps): the gradient of _rms_scale at x for the "
+            "output gradient g, r * (g - y * mean(g * y)), in one kernel (its first-order "
+            "rule); differentiable again.")
     fn = registry.register_function
     fn("layer_norm", layer_norm, method=False, samples=_LAYER_NORM_SAMPLES)
     fn("rms_norm", rms_norm, method=False, samples=_RMS_NORM_SAMPLES)
