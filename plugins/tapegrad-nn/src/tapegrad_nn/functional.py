@@ -40,7 +40,7 @@ import numbers
 import numpy as np
 import tapegrad as tg
 
-from . import normalization
+from . import normalization as _normalization
 from .normalization import (batch_norm, group_norm, instance_norm, layer_norm,  # noqa: F401
                             normalize, rms_norm)
 
@@ -559,7 +559,7 @@ def register(registry):
     """Register this plugin's ops and functions with `registry` (called by the
     ``tapegrad_register_ops`` hook in ``tapegrad_nn.plugin``)."""
     reg = registry.register_op
-    normalization.register(registry)
+    _normalization.register(registry)
     reg("softmax", kernels={"cpu": _softmax_kernel}, vjp=_softmax_vjp, params=("axis",),
         save_inputs=(False,), samples=_SOFTMAX_SAMPLES,
         doc="softmax(x, axis=-1): exp(x) / sum(exp(x), axis), computed with the maximum "
