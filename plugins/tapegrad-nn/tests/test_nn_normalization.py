@@ -313,6 +313,18 @@ def test_batch_norm_momentum_none_is_the_cumulative_average():
     close(bn.running_var, np.mean([s[2] for s in stats], axis=0))
 
 
+@pytest.mark.parametrize("momentum", [0.3, None])
+def test_batch_norm_under_compile_updates_buffers_as_eager(momentum):
+    bn, ref = nn.BatchNorm1d(2, momentum=momentum), nn.BatchNorm1d(2, momentum=momentum)
+    step = tg.compile(bn)
+    for s in range(4):
+        x = tg.tensor(rand(4, 2, seed=s))
+        close(step(x), ref(x))
+    close(bn.running_mean, ref.running_mean.numpy())
+    close(bn.running_var, ref.running_var.numpy())
+    assert int(bn.num_batches_tracked) == 4
+
+
 def test_batch_norm_train_uses_batch_stats_and_eval_uses_running_stats():
     bn = nn.BatchNorm2d(3)
     with tg.no_grad():

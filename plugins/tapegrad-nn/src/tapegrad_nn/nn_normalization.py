@@ -224,7 +224,9 @@ class _NormBase(_Affine):
         with tg.no_grad():
             self.num_batches_tracked[...] = self.num_batches_tracked + 1
         if self.momentum is None:      # cumulative moving average, PyTorch's momentum=None
-            return 1.0 / float(self.num_batches_tracked.item())
+            # NOTE: a tensor op, not .item(): under tg.compile a Python number read from
+            # the buffer would be baked into the recording (a silently wrong average).
+            return 1.0 / tg.astype(self.num_batches_tracked, self.running_mean.dtype)
         return self.momentum
 
     def extra_repr(self):
