@@ -409,6 +409,17 @@ def test_errors_name_the_layer_and_the_shapes():
         nn.LayerNorm(3, dtype=np.int64)
 
 
+@pytest.mark.parametrize("layer,shape", [(nn.LayerNorm(3), (2, 3)), (nn.RMSNorm(3), (2, 3)),
+                                         (nn.GroupNorm(1, 3), (2, 3)),
+                                         (nn.BatchNorm1d(3), (2, 3)),
+                                         (nn.BatchNorm2d(3, affine=False), (2, 3, 2, 2)),
+                                         (nn.InstanceNorm1d(3, affine=True), (2, 3, 4))])
+def test_a_float32_input_to_a_float64_layer_names_both_dtypes(layer, shape):
+    with pytest.raises(TypeError, match=r"input is float32 but the layer's parameters are float64"):
+        layer(tg.ones(shape, np.float32))
+    assert layer.float()(tg.ones(shape, np.float32)).dtype == np.float32
+
+
 def test_functional_errors():
     x = tg.ones((2, 3))
     with pytest.raises(ValueError, match=r"layer_norm: normalized_shape \(4,\).*\(2, 3\)"):

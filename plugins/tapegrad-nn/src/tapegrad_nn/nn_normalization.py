@@ -51,6 +51,16 @@ class _Affine(Module):
         else:
             self.register_parameter("bias", None)
 
+    def _check_dtype(self, x, name):
+        """A float32 input to a float64 layer (or the reverse) raises, as in PyTorch,
+        instead of silently promoting."""
+        ref = next((t for t in (self.weight, getattr(self, "running_mean", None))
+                    if t is not None), None)
+        dtype = getattr(x, "dtype", None)
+        if ref is not None and dtype is not None and dtype != ref.dtype:
+            raise TypeError(f"{name}: input is {dtype} but the layer's parameters are "
+                            f"{ref.dtype} (convert one: x.astype(...) or layer.to(dtype=...))")
+
     def reset_parameters(self):
         """weight = 1, bias = 0 (in place), PyTorch's initialisation."""
         with tg.no_grad():
@@ -82,6 +92,7 @@ class LayerNorm(_Affine):
 
     def forward(self, x):
         _check_trailing(self, x, self.normalized_shape)
+        self._check_dtype(x, self._name())
         return N.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
 
     def _name(self):
@@ -113,6 +124,7 @@ class RMSNorm(_Affine):
 
     def forward(self, x):
         _check_trailing(self, x, self.normalized_shape)
+        self._check_dtype(x, self._name())
         return N.rms_norm(x, self.normalized_shape, self.weight, self.eps)
 
     def _name(self):
@@ -157,6 +169,7 @@ class GroupNorm(_Affine):
         if len(xs) < 2 or xs[1] != self.num_channels:
             raise ValueError(f"GroupNorm({self.num_groups}, {self.num_channels}): expected "
                              f"input of shape (N, {self.num_channels}, *), got {xs}")
+        self._check_dtype(x, f"GroupNorm({self.num_groups}, {self.num_channels})")
         return N.group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
 
     def extra_repr(self):
@@ -216,6 +229,7 @@ class _NormBase(_Affine):
         if xs[1] != self.num_features:
             raise ValueError(f"{name}: expected input with {self.num_features} channels "
                              f"(axis 1), got {xs[1]} channels in shape {xs}")
+        self._check_dtype(x, name)
 
     def _factor(self):
         """The momentum of this step; counts the step (num_batches_tracked += 1)."""

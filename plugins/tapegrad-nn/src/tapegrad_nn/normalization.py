@@ -2,18 +2,17 @@
 
 PyTorch's ``torch.nn.functional`` names, argument order and semantics. The work of each
 is one fused op with a NumPy kernel (mean and variance and the scaling in one call, no
-intermediate tensors on the tape) and a closed-form gradient rule written in tapegrad
-ops (so it is twice differentiable and runs on any device):
+intermediate tensors on the tape) whose gradient rule is again one op with its own NumPy
+kernel (so a backward pass is one kernel), and whose rule in turn is written in
+tapegrad ops (so every order is differentiable and it runs on any device):
 
-    _standardize(x, axis, eps)    (x - mean) / sqrt(var + eps) over `axis` (biased var)
-    _rms_scale(x, axis, eps)      x / sqrt(mean(x**2) + eps) over `axis`
+    _standardize(x, axis, eps)          (x - mean) / sqrt(var + eps) over `axis` (biased var)
+    _rms_scale(x, axis, eps)            x / sqrt(mean(x**2) + eps) over `axis`
+    _standardize_grad(g, x, axis, eps)  r * (g - mean(g) - y * mean(g * y))
+    _rms_scale_grad(g, x, axis, eps)    r * (g - y * mean(g * y))
 
-With y the op's output, N the number of elements reduced and r the inverse std (the
-rule recomputes r from the saved input: there is no auxiliary-output mechanism):
-
-    standardize:  dx = r * (g - mean(g) - y * mean(g * y))
-    rms:          dx = r * (g - y * mean(g * y))
-
+with y the forward output and r the inverse std (or inverse RMS), both recomputed from
+the saved input x (there is no auxiliary-output mechanism), and means over `axis`
 (both exact for eps > 0). The optional elementwise affine (``* weight + bias``) is two
 plain broadcasting ops on top, whose gradients the engine reduces to the parameter's
 shape. layer_norm/instance_norm/batch_norm(training) standardise over different axes;
