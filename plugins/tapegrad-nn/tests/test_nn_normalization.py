@@ -126,6 +126,22 @@ def test_layer_norm_int_normalized_shape_and_float32_kept():
     close(y, ref_layer_norm(x.astype(np.float64), 1), tol=1e-5)
 
 
+@pytest.mark.parametrize("k", [64, 5000])
+def test_float32_accuracy_with_a_large_offset(k):
+    # the variance is taken of x - mean (two passes), so an offset of 1e3 costs nothing
+    x64 = 1e3 + rand(8, k)
+    x = x64.astype(np.float32)
+    want = ref_standardize_rows(x.astype(np.float64), 1e-5) if k < 100 else \
+        (x - x.astype(np.float64).mean(1, keepdims=True)) / np.sqrt(
+            x.astype(np.float64).var(1, keepdims=True) + 1e-5)
+    got = F.layer_norm(tg.tensor(x), k)
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got.numpy(), want, atol=1e-4)
+    g = tg.tensor(x, requires_grad=True)
+    F.rms_norm(g, k).sum().backward()
+    assert np.all(np.isfinite(g.grad.numpy()))
+
+
 def test_rms_norm_matches_reference_and_default_eps_is_the_dtype_epsilon():
     x = rand(3, 4)
     w = rand(4, seed=3)
