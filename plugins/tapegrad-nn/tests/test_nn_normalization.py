@@ -606,3 +606,32 @@ def test_float32_layer_norm_and_batch_norm_close_to_torch():
     y = F.batch_norm(tg.tensor(x), None, None, training=True)
     ty = torch.nn.functional.batch_norm(torch.tensor(x), None, None, training=True)
     close(y.numpy(), ty.numpy(), 1e-5)
+
+
+@pytest.mark.needs_torch
+@pytest.mark.parametrize("which", ["layer_norm", "rms_norm", "group_norm", "batch_norm"])
+def test_second_derivatives_equal_torch(which):
+    torch = _torch()
+    x, w, b = rand(3, 4, 5), rand(4, seed=1), rand(4, seed=2)
+    gout, v = rand(3, 4, 5, seed=3), rand(3, 4, 5, seed=4)
+    calls = {
+        "layer_norm": (lambda m, x, w, b: m.layer_norm(x, (5,), None, None, 1e-3)),
+        "rms_norm": (lambda m, x, w, b: m.rms_norm(x, (4, 5), None, 1e-3)),
+        "group_norm": (lambda m, x, w, b: m.group_norm(x, 2, w, b, 1e-3)),
+        "batch_norm": (lambda m, x, w, b: m.batch_norm(x, None, None, w, b, True, 0.1, 1e-3)),
+    }
+    f = calls[which]
+    # ours: d/dx of <v, d<gout, f>/dx>, through backward(create_graph=True)
+    xt, wt, bt = (tg.tensor(a, requires_grad=True) for a in (x, w, b))
+    (f(F, xt, wt, bt) * tg.tensor(gout)).sum().backward(create_graph=True)
+    gx = xt.grad
+    xt.grad = wt.grad = bt.grad = None
+    (gx * tg.tensor(v)).sum().backward()
+    xs, ws, bs = (torch.tensor(a, requires_grad=True) for a in (x, w, b))
+    (tgx,) = torch.autograd.grad((f(torch.nn.functional, xs, ws, bs) * torch.tensor(gout)).sum(),
+                                 xs, create_graph=True)
+    want = torch.autograd.grad((tgx * torch.tensor(v)).sum(), [xs, ws], allow_unused=True)
+    close(gx.detach().numpy(), tgx.detach().numpy(), 1e-9)
+    close(xt.grad.numpy(), want[0].numpy(), 1e-8)
+    if want[1] is not None:
+        close(wt.grad.numpy(), want[1].numpy(), 1e-8)

@@ -84,11 +84,12 @@ def _standardize_kernel(x, axis=(-1,), eps=1e-5):
 
 
 def _standardize_grad_kernel(g, x, axis=(-1,), eps=1e-5):
-    g, x = np.asarray(g), np.asarray(x)
+    x = np.asarray(x)
+    g = np.broadcast_to(g, x.shape)     # so g's rows line up with x's
     y, r = _moments(x, axis, eps)
     y *= r
     rows = _as_rows(g, axis)            # not None: _moments took the (M, K) path too
-    if rows is not None and rows.shape == y.shape:
+    if rows is not None:
         out = rows - _row_mean(rows)[:, None]
         out *= r
         out -= (r[:, 0] * _row_dot_mean(rows, y))[:, None] * y
@@ -108,9 +109,10 @@ def _rms_kernel(x, axis=(-1,), eps=1e-5):
 
 
 def _rms_grad_kernel(g, x, axis=(-1,), eps=1e-5):
-    g, x = np.asarray(g), np.asarray(x)
+    x = np.asarray(x)
+    g = np.broadcast_to(g, x.shape)
     rows, grows = _as_rows(x, axis), _as_rows(g, axis)
-    if rows is not None and grows is not None and rows.shape == grows.shape:
+    if rows is not None:
         r = 1.0 / np.sqrt(_row_dot_mean(rows, rows) + eps)
         # g r - y r mean(g y) with y = x r: g r - x r**3 mean(g x)
         out = grows * r[:, None]
