@@ -577,9 +577,10 @@ def test_functional_batch_instance_norm_and_normalize_equal_torch():
         trm, trv = torch.tensor(rm), torch.tensor(rv)
         arrays = [x, rand(3, seed=3), rand(3, seed=4)]
         _compare_with_torch(
-            torch, lambda x, w, b: F.batch_norm(x, rm, rv, w, b, training, 0.25, 1e-4),
-            lambda x, w, b: torch.nn.functional.batch_norm(x, trm, trv, w, b, training, 0.25,
-                                                           1e-4), arrays)
+            torch, lambda x, w, b, rm=rm, rv=rv, tr=training: F.batch_norm(
+                x, rm, rv, w, b, tr, 0.25, 1e-4),
+            lambda x, w, b, rm=trm, rv=trv, tr=training: torch.nn.functional.batch_norm(
+                x, rm, rv, w, b, tr, 0.25, 1e-4), arrays)
         close(rm, trm.numpy(), 1e-12)
         close(rv, trv.numpy(), 1e-12)
     rm, rv = np.zeros(3), np.ones(3)
@@ -590,8 +591,9 @@ def test_functional_batch_instance_norm_and_normalize_equal_torch():
     close(rm, trm.numpy(), 1e-12)
     close(rv, trv.numpy(), 1e-12)
     for p, dim in ((2.0, 1), (1.0, 0), (3.0, -1), (2.0, 2)):
-        _compare_with_torch(torch, lambda x: F.normalize(x, p, dim),
-                            lambda x: torch.nn.functional.normalize(x, p, dim), [x])
+        _compare_with_torch(torch, lambda x, p=p, dim=dim: F.normalize(x, p, dim),
+                            lambda x, p=p, dim=dim: torch.nn.functional.normalize(x, p, dim),
+                            [x])
     z = np.zeros((2, 3))
     _compare_with_torch(torch, lambda x: F.normalize(x, eps=1e-3),
                         lambda x: torch.nn.functional.normalize(x, eps=1e-3), [z])

@@ -290,7 +290,7 @@ class BatchNorm2d(_BatchNorm):
     >>> tg.nn.BatchNorm2d(16)(tg.ones((2, 8, 5, 5)))
     Traceback (most recent call last):
     ...
-    ValueError: BatchNorm2d(16): expected input with 16 channels (axis 1), got 8 channels in shape (2, 8, 5, 5)
+    ValueError: BatchNorm2d(16): expected input with 16 channels (axis 1), got 8 channels ...
     """
     _dims = (4,)
     _layout = "(N, C, H, W)"
