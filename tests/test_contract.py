@@ -42,6 +42,8 @@ LINALG = ("matmul dot einsum cross linalg_cholesky linalg_cond linalg_cross lina
 NN = ("softmax log_softmax logsumexp cross_entropy mse_loss "
       "binary_cross_entropy_with_logits "
       "_conv _conv_transpose _conv_weight conv1d conv2d conv3d conv_transpose1d conv_transpose2d"
+      " _standardize _rms_scale _standardize_grad _rms_scale_grad"
+      " layer_norm rms_norm group_norm batch_norm instance_norm normalize"
       ).split()
 
 

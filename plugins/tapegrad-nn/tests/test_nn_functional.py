@@ -21,6 +21,9 @@ OPS = ("softmax", "log_softmax", "_logsumexp", "cross_entropy", "_softmax_minus_
 OPS += ("_conv", "_conv_transpose", "_conv_weight")
 FUNCTIONS = ("mse_loss", "logsumexp")
 FUNCTIONS += ("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d")
+OPS += ("_standardize", "_rms_scale", "_standardize_grad", "_rms_scale_grad")  # normalization
+FUNCTIONS += ("layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm",
+              "normalize")
 
 
 def leaf(a, dtype=None):

@@ -75,7 +75,10 @@ _FIRST_PARTY = {
         "matvec vdot vecdot vecmat"),
     "tapegrad-nn": ("softmax log_softmax logsumexp cross_entropy mse_loss "
                     "binary_cross_entropy_with_logits linear nn optim data "
-                    "conv1d conv2d conv3d conv_transpose1d conv_transpose2d"),
+                    "conv1d conv2d conv3d conv_transpose1d conv_transpose2d"
+                    " _standardize _rms_scale _standardize_grad _rms_scale_grad layer_norm"
+                    " rms_norm group_norm batch_norm"
+                    " instance_norm normalize"),
     "tapegrad-checkpoint": "checkpoint checkpoint_sequential",
     "tapegrad-higher": "grad vjp jvp jacobian hessian hvp",
     "tapegrad-cuda": "cuda",

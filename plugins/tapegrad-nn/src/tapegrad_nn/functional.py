@@ -42,6 +42,9 @@ import tapegrad as tg
 
 from . import conv as _conv
 from .conv import conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d  # noqa: F401
+from . import normalization as _normalization
+from .normalization import (batch_norm, group_norm, instance_norm, layer_norm,  # noqa: F401
+                            normalize, rms_norm)
 
 REDUCTIONS = ("mean", "sum", "none")
 
@@ -52,6 +55,7 @@ _FORWARDED = ("softmax", "log_softmax", "logsumexp", "cross_entropy",
 
 __all__ = ["linear", "dropout", "mse_loss", "register", *_FORWARDED]
 __all__ += ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d"]
+__all__ += ["layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm", "normalize"]
 
 
 def __getattr__(name):
@@ -559,6 +563,7 @@ def register(registry):
     ``tapegrad_register_ops`` hook in ``tapegrad_nn.plugin``)."""
     reg = registry.register_op
     _conv.register(registry)
+    _normalization.register(registry)
     reg("softmax", kernels={"cpu": _softmax_kernel}, vjp=_softmax_vjp, params=("axis",),
         save_inputs=(False,), samples=_SOFTMAX_SAMPLES,
         doc="softmax(x, axis=-1): exp(x) / sum(exp(x), axis), computed with the maximum "

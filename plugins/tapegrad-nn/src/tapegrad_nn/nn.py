@@ -1013,3 +1013,9 @@ class BCEWithLogitsLoss(_Loss):
 # The convolution layers live in their own module (they subclass Module, defined above).
 from .conv_layers import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d  # noqa: E402
 __all__ += ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d"]
+# The normalisation layers live in their own module (they need Module, defined above).
+from .nn_normalization import (BatchNorm1d, BatchNorm2d, GroupNorm,  # noqa: E402, F401
+                               InstanceNorm1d, InstanceNorm2d, LayerNorm, RMSNorm)
+
+__all__ += ["LayerNorm", "RMSNorm", "GroupNorm", "BatchNorm1d", "BatchNorm2d",
+            "InstanceNorm1d", "InstanceNorm2d"]

@@ -1,0 +1,516 @@
+"""Normalisation: layer_norm, rms_norm, group_norm, batch_norm, instance_norm, normalize.
+
+PyTorch's ``torch.nn.functional`` names, argument order and semantics. The work of each
+is one fused op with a NumPy kernel (mean and variance and the scaling in one call, no
+intermediate tensors on the tape) whose gradient rule is again one op with its own NumPy
+kernel (so a backward pass is one kernel), and whose rule in turn is written in
+tapegrad ops (so every order is differentiable and it runs on any device):
+
+    _standardize(x, axis, eps)          (x - mean) / sqrt(var + eps) over `axis` (biased var)
+    _rms_scale(x, axis, eps)            x / sqrt(mean(x**2) + eps) over `axis`
+    _standardize_grad(g, x, axis, eps)  r * (g - mean(g) - y * mean(g * y))
+    _rms_scale_grad(g, x, axis, eps)    r * (g - y * mean(g * y))
+
+with y the forward output and r the inverse std (or inverse RMS), both recomputed from
+the saved input x (there is no auxiliary-output mechanism), and means over `axis`
+(both exact for eps > 0). The optional elementwise affine (``* weight + bias``) is two
+plain broadcasting ops on top, whose gradients the engine reduces to the parameter's
+shape. layer_norm/instance_norm/batch_norm(training) standardise over different axes;
+group_norm reshapes to (N, G, -1) first; batch_norm in eval mode is elementwise with the
+running statistics.
+
+>>> import tapegrad as tg
+>>> import tapegrad_nn.normalization as N
+>>> y = N.layer_norm(tg.tensor([[1., 2., 3.]]), (3,))
+>>> [round(v, 4) for v in y[0].tolist()]
+[-1.2247, 0.0, 1.2247]
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+import tapegrad as tg
+
+__all__ = ["layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm",
+           "normalize"]
+
+
+# ---------------------------------------------------------------------------------------
+# The fused ops
+# ---------------------------------------------------------------------------------------
+
+def _as_rows(x, axis):
+    """x as an (M, K) C-contiguous array when `axis` is x's trailing axes (layer_norm,
+    rms_norm, group_norm, instance_norm), else None."""
+    k = len(axis)
+    if x.ndim == 0 or sorted(a % x.ndim for a in axis) != list(range(x.ndim - k, x.ndim)):
+        return None
+    return np.ascontiguousarray(x).reshape(-1, math.prod(x.shape[x.ndim - k:]) if k else 1)
+
+
+def _row_mean(a):
+    # NOTE: not a @ ones (BLAS gemv): erratic under thread contention (x30 measured);
+    # a row sum is pairwise (accurate in float32) and memory-bound.
+    return a.sum(axis=1) * (1.0 / max(a.shape[1], 1))
+
+
+def _row_dot_mean(a, b):
+    k = a.shape[1]
+    if k > 4096:     # NOTE: einsum accumulates sequentially: keep long float32 rows pairwise
+        return np.mean(a * b, axis=1)
+    return np.einsum("ij,ij->i", a, b) * (1.0 / max(k, 1))
+
+
+def _moments(x, axis, eps):
+    """(x - mean) and the inverse std 1 / sqrt(var + eps) (biased var), both
+    broadcastable against x (rows: (M, K) and (M, 1) when `axis` is trailing)."""
+    rows = _as_rows(x, axis)
+    if rows is not None:
+        d = rows - _row_mean(rows)[:, None]
+        return d, (1.0 / np.sqrt(_row_dot_mean(d, d) + eps))[:, None]
+    d = x - x.mean(axis=axis, keepdims=True)
+    # NOTE: a Python float eps keeps float32 float32 (NumPy 2's weak scalars).
+    return d, 1.0 / np.sqrt(np.mean(d * d, axis=axis, keepdims=True) + eps)
+
+
+def _standardize_kernel(x, axis=(-1,), eps=1e-5):
+    x = np.asarray(x)
+    d, r = _moments(x, axis, eps)
+    d *= r
+    return d.reshape(x.shape)
+
+
+def _standardize_grad_kernel(g, x, axis=(-1,), eps=1e-5):
+    x = np.asarray(x)
+    g = np.broadcast_to(g, x.shape)     # so g's rows line up with x's
+    y, r = _moments(x, axis, eps)
+    y *= r
+    rows = _as_rows(g, axis)            # not None: _moments took the (M, K) path too
+    if rows is not None:
+        out = rows - _row_mean(rows)[:, None]
+        out *= r
+        out -= (r[:, 0] * _row_dot_mean(rows, y))[:, None] * y
+        return out.reshape(x.shape)
+    out = g - g.mean(axis=axis, keepdims=True)
+    out -= y * np.mean(g * y, axis=axis, keepdims=True)
+    out *= r
+    return out
+
+
+def _rms_kernel(x, axis=(-1,), eps=1e-5):
+    x = np.asarray(x)
+    rows = _as_rows(x, axis)
+    if rows is not None:
+        return (rows * (1.0 / np.sqrt(_row_dot_mean(rows, rows) + eps))[:, None]).reshape(x.shape)
+    return x * (1.0 / np.sqrt(np.mean(x * x, axis=axis, keepdims=True) + eps))
+
+
+def _rms_grad_kernel(g, x, axis=(-1,), eps=1e-5):
+    x = np.asarray(x)
+    g = np.broadcast_to(g, x.shape)
+    rows, grows = _as_rows(x, axis), _as_rows(g, axis)
+    if rows is not None:
+        r = 1.0 / np.sqrt(_row_dot_mean(rows, rows) + eps)
+        # g r - y r mean(g y) with y = x r: g r - x r**3 mean(g x)
+        out = grows * r[:, None]
+        out -= (r ** 3 * _row_dot_mean(grows, rows))[:, None] * rows
+        return out.reshape(x.shape)
+    r = 1.0 / np.sqrt(np.mean(x * x, axis=axis, keepdims=True) + eps)
+    y = x * r
+    out = g - y * np.mean(g * y, axis=axis, keepdims=True)
+    out *= r
+    return out
+
+
+def _inv_std(x, axis, eps):
+    return 1.0 / tg.sqrt(tg.var(x, axis, keepdims=True) + eps)
+
+
+def _inv_rms(x, axis, eps):
+    return 1.0 / tg.sqrt(tg.mean(x * x, axis, keepdims=True) + eps)
+
+
+# The first-order rules are one op each (_standardize_grad, _rms_scale_grad: g -> J^T g
+# in one NumPy kernel, from g and the saved input), so a backward pass costs one kernel,
+# not a dozen tapegrad ops. Both Jacobians are symmetric (J = r (I - 1/N - y y^T / N) and
+# r (I - y y^T / N)), so J^T g = J g, which is also the JVP. The rule of a *_grad op
+# B(g, x) = J(x) g (for double backward) is, for either op, with cotangent h:
+#     dg = B(h, x)
+#     dx = -r * (y * mean(h * B(g, x)) + mean(h * y) * B(g, x) + mean(g * y) * B(h, x))
+# (differentiate h^T J(x) g through r and y, using dr/dx = -r**2 y / N and dy/dx = J).
+# It is written with the ops themselves, so every order is differentiable.
+
+def _standardize_vjp(g, ans, x, axis=(-1,), eps=1e-5):
+    return (tg._standardize_grad(g, x, axis, eps),)
+
+
+def _standardize_jvp(t, ans, x, axis=(-1,), eps=1e-5):
+    return tg._standardize_grad(t[0], x, axis, eps)     # t also holds None for axis, eps
+
+
+def _rms_vjp(g, ans, x, axis=(-1,), eps=1e-5):
+    return (tg._rms_scale_grad(g, x, axis, eps),)
+
+
+def _rms_jvp(t, ans, x, axis=(-1,), eps=1e-5):
+    return tg._rms_scale_grad(t[0], x, axis, eps)
+
+
+def _grad_op_vjp(grad_op, y, r, h, bg, g, x, axis, eps):
+    bh = grad_op(h, x, axis, eps)
+    dx = None
+    if tg.needs_grad(x):
+        dx = -r * (y * tg.mean(h * bg, axis, keepdims=True)
+                   + tg.mean(h * y, axis, keepdims=True) * bg
+                   + tg.mean(g * y, axis, keepdims=True) * bh)
+    return (bh if tg.needs_grad(g) else None), dx
+
+
+def _standardize_grad_vjp(h, ans, g, x, axis=(-1,), eps=1e-5):
+    return _grad_op_vjp(tg._standardize_grad, tg._standardize(x, axis, eps),
+                        _inv_std(x, axis, eps), h, ans, g, x, axis, eps)
+
+
+def _rms_grad_vjp(h, ans, g, x, axis=(-1,), eps=1e-5):
+    return _grad_op_vjp(tg._rms_scale_grad, tg._rms_scale(x, axis, eps),
+                        _inv_rms(x, axis, eps), h, ans, g, x, axis, eps)
+
+
+# ---------------------------------------------------------------------------------------
+# Helpers (plain Python on shapes)
+# ---------------------------------------------------------------------------------------
+
+def _shape_tuple(normalized_shape, op):
+    if isinstance(normalized_shape, (numbers.Integral, np.integer)) \
+            and not isinstance(normalized_shape, bool):
+        return (int(normalized_shape),)
+    items = normalized_shape if isinstance(normalized_shape, (tuple, list)) else None
+    if items is None or not all(isinstance(s, (numbers.Integral, np.integer))
+                                and not isinstance(s, bool) for s in items):
+        raise TypeError(f"{op}: normalized_shape must be an int or a sequence of ints, "
+                        f"got {normalized_shape!r}")
+    return tuple(int(s) for s in items)
+
+
+def _check_trailing(x, shape, op):
+    if len(shape) == 0 or x.ndim < len(shape) or tuple(x.shape[x.ndim - len(shape):]) != shape:
+        raise ValueError(f"{op}: normalized_shape {shape} does not match the last axes of "
+                         f"input of shape {tuple(x.shape)} (expected (*, "
+                         f"{', '.join(map(str, shape))}))")
+
+
+def _check_param(p, shape, what, op):
+    if p is not None and _shape(p) != shape:
+        raise ValueError(f"{op}: {what} must have shape {shape}, got {_shape(p)}")
+
+
+def _shape(v):
+    return tuple(v.shape) if hasattr(v, "shape") else np.shape(v)
+
+
+def _affine(y, weight, bias, shape=None):
+    """y * weight + bias, with weight/bias reshaped to `shape` (channel broadcasting)."""
+    if weight is not None:
+        y = y * (weight if shape is None else tg.reshape(weight, shape))
+    if bias is not None:
+        y = y + (bias if shape is None else tg.reshape(bias, shape))
+    return y
+
+
+def _as_tensor(x):
+    return x if isinstance(x, tg.Tensor) else tg.asarray(x)
+
+
+def _channel_shape(x):
+    return (x.shape[1],) + (1,) * (x.ndim - 2)
+
+
+def _refuse_grad(t, name, op):
+    if isinstance(t, tg.Tensor) and t.requires_grad:
+        raise NotImplementedError(f"{op}: the derivative for {name} is not implemented "
+                                  f"(it is a running statistic; pass it detached)")
+
+
+# ---------------------------------------------------------------------------------------
+# The functions (torch.nn.functional's)
+# ---------------------------------------------------------------------------------------
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """Normalise over the last ``len(normalized_shape)`` axes (mean 0, biased variance 1,
+    `eps` added to the variance), then ``* weight + bias`` (each of `normalized_shape`).
+
+    >>> import tapegrad as tg
+    >>> x = tg.tensor([[0., 2.], [1., 5.]], requires_grad=True)
+    >>> tg.nn.functional.layer_norm(x, 2, eps=0.0).tolist()
+    [[-1.0, 1.0], [-1.0, 1.0]]
+    """
+    x = _as_tensor(input)
+    shape = _shape_tuple(normalized_shape, "layer_norm")
+    _check_trailing(x, shape, "layer_norm")
+    _check_param(weight, shape, "weight", "layer_norm")
+    _check_param(bias, shape, "bias", "layer_norm")
+    axis = tuple(range(x.ndim - len(shape), x.ndim))
+    return _affine(tg._standardize(x, axis, float(eps)), weight, bias)
+
+
+def rms_norm(input, normalized_shape, weight=None, eps=None):
+    """``x / sqrt(mean(x**2) + eps) * weight`` over the last ``len(normalized_shape)``
+    axes (PyTorch 2.4+'s ``F.rms_norm``: ``eps=None`` is ``finfo(input.dtype).eps``).
+
+    >>> import tapegrad as tg
+    >>> [round(v, 6) for v in tg.nn.functional.rms_norm(tg.tensor([3., 4.]), 2).tolist()]
+    [0.848528, 1.131371]
+    """
+    x = _as_tensor(input)
+    shape = _shape_tuple(normalized_shape, "rms_norm")
+    _check_trailing(x, shape, "rms_norm")
+    _check_param(weight, shape, "weight", "rms_norm")
+    if eps is None:
+        if x.dtype.kind != "f":
+            raise TypeError(f"rms_norm: input must be floating-point, got {x.dtype}")
+        eps = float(np.finfo(x.dtype).eps)
+    axis = tuple(range(x.ndim - len(shape), x.ndim))
+    return _affine(tg._rms_scale(x, axis, float(eps)), weight, None)
+
+
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+    """Split the channels (axis 1) of an (N, C, *) input into `num_groups` groups and
+    normalise each group of each sample over its channels and spatial axes; then the
+    per-channel affine ``* weight + bias`` (each of shape (C,)).
+
+    >>> import tapegrad as tg
+    >>> tg.nn.functional.group_norm(tg.ones((2, 4, 3)), 2).shape
+    (2, 4, 3)
+    """
+    x = _as_tensor(input)
+    if x.ndim < 2:
+        raise ValueError(f"group_norm: expected an input of shape (N, C, *), got "
+                         f"{tuple(x.shape)}")
+    c = x.shape[1]
+    if isinstance(num_groups, bool) or not isinstance(num_groups, (numbers.Integral, np.integer)) \
+            or num_groups <= 0 or c % num_groups:
+        raise ValueError(f"group_norm: the {c} channels of input of shape {tuple(x.shape)} "
+                         f"cannot be split into num_groups={num_groups!r} groups")
+    _check_param(weight, (c,), "weight", "group_norm")
+    _check_param(bias, (c,), "bias", "group_norm")
+    n = x.shape[0]
+    y = tg._standardize(tg.reshape(x, (n, int(num_groups), -1)), (2,), float(eps))
+    return _affine(tg.reshape(y, x.shape), weight, bias, _channel_shape(x))
+
+
+def _check_channels(x, stat, what, op):
+    if stat is not None and _shape(stat) != (x.shape[1],):
+        raise ValueError(f"{op}: {what} must have shape ({x.shape[1]},) (the channels of "
+                         f"input of shape {tuple(x.shape)}), got {_shape(stat)}")
+
+
+def _update_running(running, batch_value, momentum):
+    """running = (1 - momentum) * running + momentum * batch_value, IN PLACE (a tensor
+    written through ``[...] =``, or a NumPy array)."""
+    with tg.no_grad():
+        new = running * (1.0 - momentum) + batch_value * momentum
+        if isinstance(running, tg.Tensor):
+            running[...] = tg.astype(new, running.dtype)
+        else:
+            running[...] = np.asarray(new)
+
+
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
+               momentum=0.1, eps=1e-5):
+    """Batch normalisation of an (N, C, *) input, per channel (axis 1).
+
+    ``training=True``: normalise with the batch's mean and biased variance over every axis
+    but the channels; if `running_mean` / `running_var` are given they are updated IN
+    PLACE, ``running = (1 - momentum) * running + momentum * batch``, with the *unbiased*
+    batch variance (as PyTorch). ``training=False``: normalise with the running
+    statistics. Then the per-channel affine ``* weight + bias``.
+
+    >>> import tapegrad as tg
+    >>> rm, rv = tg.zeros(2), tg.ones(2)
+    >>> x = tg.tensor([[1., 2.], [3., 6.]])
+    >>> y = tg.nn.functional.batch_norm(x, rm, rv, training=True, momentum=0.5)
+    >>> rm.tolist(), rv.tolist()
+    ([1.0, 2.0], [1.5, 4.5])
+    """
+    x = _as_tensor(input)
+    if x.ndim < 2:
+        raise ValueError(f"batch_norm: expected an input of shape (N, C, *), got "
+                         f"{tuple(x.shape)}")
+    _check_channels(x, running_mean, "running_mean", "batch_norm")
+    _check_channels(x, running_var, "running_var", "batch_norm")
+    _check_param(weight, (x.shape[1],), "weight", "batch_norm")
+    _check_param(bias, (x.shape[1],), "bias", "batch_norm")
+    _refuse_grad(running_mean, "running_mean", "batch_norm")
+    _refuse_grad(running_var, "running_var", "batch_norm")
+    cshape = _channel_shape(x)
+    axis = (0,) + tuple(range(2, x.ndim))
+    if training:
+        count = x.size // max(x.shape[1], 1)
+        if count <= 1:
+            raise ValueError(f"batch_norm: expected more than 1 value per channel when "
+                             f"training, got input of shape {tuple(x.shape)}")
+        if running_mean is not None or running_var is not None:
+            with tg.no_grad():
+                xd = x.detach()
+                if running_mean is not None:
+                    _update_running(running_mean, tg.mean(xd, axis), momentum)
+                if running_var is not None:
+                    _update_running(running_var, tg.var(xd, axis, ddof=1), momentum)
+        return _affine(tg._standardize(x, axis, float(eps)), weight, bias, cshape)
+    if running_mean is None or running_var is None:
+        raise ValueError("batch_norm: running_mean and running_var are required when "
+                         "training=False")
+    rm = tg.reshape(_as_tensor(running_mean), cshape)
+    r = 1.0 / tg.sqrt(tg.reshape(_as_tensor(running_var), cshape) + eps)
+    return _affine((x - rm) * r, weight, bias, cshape)
+
+
+def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,
+                  use_input_stats=True, momentum=0.1, eps=1e-5):
+    """Normalise each channel of each sample of an (N, C, *) input over its spatial axes
+    (PyTorch's ``F.instance_norm``). With ``use_input_stats=True`` the statistics are the
+    input's, and given running buffers are updated in place with the batch average of the
+    per-instance mean and unbiased variance; with False the running statistics are used.
+
+    >>> import tapegrad as tg
+    >>> tg.nn.functional.instance_norm(tg.ones((2, 3, 4))).shape
+    (2, 3, 4)
+    """
+    x = _as_tensor(input)
+    if x.ndim < 3:
+        raise ValueError(f"instance_norm: expected an input of shape (N, C, L, ...), got "
+                         f"{tuple(x.shape)}")
+    _check_channels(x, running_mean, "running_mean", "instance_norm")
+    _check_channels(x, running_var, "running_var", "instance_norm")
+    _check_param(weight, (x.shape[1],), "weight", "instance_norm")
+    _check_param(bias, (x.shape[1],), "bias", "instance_norm")
+    _refuse_grad(running_mean, "running_mean", "instance_norm")
+    _refuse_grad(running_var, "running_var", "instance_norm")
+    if not use_input_stats:
+        return batch_norm(x, running_mean, running_var, weight, bias, False, momentum, eps)
+    axis = tuple(range(2, x.ndim))
+    count = math.prod(x.shape[2:])
+    if count <= 1:
+        raise ValueError(f"instance_norm: expected more than 1 spatial element per channel, "
+                         f"got input of shape {tuple(x.shape)}")
+    if running_mean is not None or running_var is not None:
+        with tg.no_grad():
+            xd = x.detach()
+            if running_mean is not None:
+                _update_running(running_mean, tg.mean(tg.mean(xd, axis), 0), momentum)
+            if running_var is not None:
+                _update_running(running_var, tg.mean(tg.var(xd, axis, ddof=1), 0), momentum)
+    return _affine(tg._standardize(x, axis, float(eps)), weight, bias, _channel_shape(x))
+
+
+def normalize(input, p=2.0, dim=1, eps=1e-12):
+    """``x / max(||x||_p, eps)`` along `dim` (PyTorch's ``F.normalize``): unit Lp-norm
+    vectors; a zero vector stays zero (its gradient is ``g / eps``, as PyTorch's).
+
+    >>> import tapegrad as tg
+    >>> tg.nn.functional.normalize(tg.tensor([[3., 4.], [0., 0.]])).tolist()
+    [[0.6, 0.8], [0.0, 0.0]]
+    """
+    x = _as_tensor(input)
+    norm = tg.linalg.vector_norm(x, ord=p, axis=dim, keepdims=True)
+    return x / tg.maximum(norm, eps)
+
+
+# ---------------------------------------------------------------------------------------
+# Samples and registration
+# ---------------------------------------------------------------------------------------
+
+def _r(*shape, seed=0, low=-2.0, high=2.0):
+    return np.random.default_rng(seed).uniform(low, high, shape)
+
+
+def _pos(*shape, seed=0):
+    return np.random.default_rng(seed).uniform(0.5, 2.0, shape)
+
+
+_STD_SAMPLES = [
+    tg.Sample(_r(3, 4), (1,), 1e-5),
+    tg.Sample(_r(2, 3, 4, seed=1), (1, 2), 1e-5),
+    tg.Sample(_r(4, 3, 2, seed=2), (0, 2), 0.1),
+    tg.Sample(_r(5, seed=3), (0,), 1e-3),
+]
+
+_RMS_SAMPLES = [
+    tg.Sample(_r(3, 4), (1,), 1e-6),
+    tg.Sample(_r(2, 3, 4, seed=1), (1, 2), 1e-5),
+    tg.Sample(_r(4, 3, seed=2), (0,), 0.1),
+]
+
+_LAYER_NORM_SAMPLES = [
+    tg.Sample(_r(3, 4), (4,)),
+    tg.Sample(_r(2, 3, 4, seed=1), (3, 4), _pos(3, 4, seed=2), _r(3, 4, seed=3)),
+    tg.Sample(_r(2, 5, seed=4), 5, _pos(5, seed=5), eps=1e-3),
+]
+
+_RMS_NORM_SAMPLES = [
+    tg.Sample(_r(3, 4), (4,)),
+    tg.Sample(_r(2, 3, 4, seed=1), (3, 4), _pos(3, 4, seed=2), eps=1e-5),
+]
+
+_GROUP_NORM_SAMPLES = [
+    tg.Sample(_r(2, 4, 3), 2),
+    tg.Sample(_r(2, 6, 2, 2, seed=1), 3, _pos(6, seed=2), _r(6, seed=3)),
+    tg.Sample(_r(3, 4, seed=4), 4, eps=1e-3),
+]
+
+_BATCH_NORM_SAMPLES = [
+    tg.Sample(_r(4, 3), None, None, training=True),
+    tg.Sample(_r(3, 2, 4, seed=1), None, None, _pos(2, seed=2), _r(2, seed=3), True),
+    tg.Sample(_r(3, 2, 4, seed=1), _r(2, seed=4), _pos(2, seed=5), _pos(2, seed=2),
+              _r(2, seed=3)),
+]
+
+_INSTANCE_NORM_SAMPLES = [
+    tg.Sample(_r(2, 3, 4)),
+    tg.Sample(_r(2, 2, 3, 2, seed=1), None, None, _pos(2, seed=2), _r(2, seed=3)),
+]
+
+_NORMALIZE_SAMPLES = [
+    tg.Sample(_r(3, 4)),
+    tg.Sample(_r(3, 4, seed=1), 1.0, 0),
+    tg.Sample(_r(2, 3, 4, seed=2), 3.0, -1),
+]
+
+
+def register(registry):
+    """Register the normalisation ops and functions (called from functional.register)."""
+    reg = registry.register_op
+    reg("_standardize", kernels={"cpu": _standardize_kernel}, vjp=_standardize_vjp,
+        jvp=_standardize_jvp, params=("axis", "eps"), method=False, samples=_STD_SAMPLES,
+        save_ans=False,
+        doc="_standardize(x, axis, eps): (x - mean) / sqrt(var + eps) over the axes `axis` "
+            "(a tuple; biased variance) in one kernel, the op behind layer_norm, "
+            "group_norm, instance_norm and batch_norm in training; closed-form rule.")
+    reg("_rms_scale", kernels={"cpu": _rms_kernel}, vjp=_rms_vjp, jvp=_rms_jvp,
+        params=("axis", "eps"), method=False, samples=_RMS_SAMPLES, save_ans=False,
+        doc="_rms_scale(x, axis, eps): x / sqrt(mean(x**2) + eps) over the axes `axis` in "
+            "one kernel, the op behind rms_norm; closed-form rule.")
+    reg("_standardize_grad", kernels={"cpu": _standardize_grad_kernel},
+        vjp=_standardize_grad_vjp, params=("axis", "eps"), method=False,
+        samples=[tg.Sample(_r(*s.args[0].shape, seed=9), *s.args) for s in _STD_SAMPLES],
+        doc="_standardize_grad(g, x, axis, eps): the gradient of _standardize at x for "
+            "the output gradient g, r * (g - mean(g) - y * mean(g * y)), in one kernel "
+            "(its first-order rule); differentiable again.")
+    reg("_rms_scale_grad", kernels={"cpu": _rms_grad_kernel}, vjp=_rms_grad_vjp,
+        params=("axis", "eps"), method=False,
+        samples=[tg.Sample(_r(*s.args[0].shape, seed=9), *s.args) for s in _RMS_SAMPLES],
+        doc="_rms_scale_grad(g, x, axis, eps): the gradient of _rms_scale at x for the "
+            "output gradient g, r * (g - y * mean(g * y)), in one kernel (its first-order "
+            "rule); differentiable again.")
+    fn = registry.register_function
+    fn("layer_norm", layer_norm, method=False, samples=_LAYER_NORM_SAMPLES)
+    fn("rms_norm", rms_norm, method=False, samples=_RMS_NORM_SAMPLES)
+    fn("group_norm", group_norm, method=False, samples=_GROUP_NORM_SAMPLES)
+    fn("batch_norm", batch_norm, method=False, samples=_BATCH_NORM_SAMPLES,
+       differentiable=(0, 3, 4), not_implemented=(1, 2))
+    fn("instance_norm", instance_norm, method=False, samples=_INSTANCE_NORM_SAMPLES,
+       differentiable=(0, 3, 4), not_implemented=(1, 2))
+    fn("normalize", normalize, method=False, samples=_NORMALIZE_SAMPLES)
