@@ -32,14 +32,28 @@ FLOATS = ("f32", "f64")
 INTS = ("i32", "i64")
 ALL = FLOATS + INTS + ("b8",)
 UNARY_FLOAT = ("negative", "abs", "exp", "log", "sqrt", "tanh", "sin", "cos", "sigmoid", "relu",
-               "square", "sign")
-UNARY_INT = ("negative", "abs", "square", "sign")
+               "square", "sign", "tan", "sinh", "cosh", "arcsin", "arccos", "arctan",
+               "arcsinh", "arccosh", "arctanh", "log1p", "expm1", "log2", "log10", "exp2",
+               "reciprocal", "cbrt", "sinc", "deg2rad", "rad2deg", "floor", "ceil", "trunc",
+               "rint")
+UNARY_INT = ("negative", "abs", "square", "sign", "reciprocal")
+# NumPy returns an integer or bool input itself from these (a copy; no kernel needed).
+INT_IDENTITY = ("floor", "ceil", "trunc")
+PREDICATES = ("isnan", "isinf", "isfinite", "signbit")
 BINARY_FLOAT = ("add", "subtract", "multiply", "divide", "power", "maximum", "minimum",
-                "bce_logits")
-BINARY_INT = ("add", "subtract", "multiply", "maximum", "minimum")
+                "bce_logits", "arctan2", "hypot", "logaddexp", "logaddexp2", "copysign",
+                "heaviside", "fmax", "fmin", "remainder", "fmod", "floor_divide")
+BINARY_INT = ("add", "subtract", "multiply", "maximum", "minimum", "remainder", "fmod",
+              "floor_divide")
+# Integer fmax/fmin are maximum/minimum (no NaN to skip): their kernels serve.
+INT_ALIAS = {"fmax": "maximum", "fmin": "minimum"}
+# Ops tapegrad-elementwise registers under a second NumPy name (numpy.degrees is rad2deg).
+ALIASES = {"degrees": "rad2deg", "radians": "deg2rad"}
 COMPARISONS = ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal")
 REDUCE_TYPES = ("f32", "f64", "i64")
 NN = ("softmax", "log_softmax", "logsumexp", "cross_entropy")
+SORT_TYPES = FLOATS + INTS
+PAD_MODES = ("constant", "edge", "reflect", "symmetric", "wrap")
 THREADS = 256
 MAX_BLOCKS = 65535
 MAX_INDEX_ARRAYS = 8          # index.cu keeps per-index offsets in a fixed array
@@ -55,6 +69,7 @@ def expected_kernels() -> dict[str, list[str]]:
     for sfx in FLOATS:
         ew += [f"tg_{n}_{sfx}" for n in UNARY_FLOAT]
         ew += [k for n in BINARY_FLOAT for k in _binary_names(n, sfx)]
+        ew += [f"tg_{n}_{sfx}" for n in PREDICATES + ("nan_to_num", "round")]
     for sfx in INTS:
         ew += [f"tg_{n}_{sfx}" for n in UNARY_INT]
         ew += [k for n in BINARY_INT for k in _binary_names(n, sfx)]
@@ -70,7 +85,10 @@ def expected_kernels() -> dict[str, list[str]]:
     index = [f"tg_{op}_{sfx}" for sfx in ALL for op in ("gather", "scatter")]
     index += [f"tg_scatter_add_{sfx}" for sfx in FLOATS]
     nn = [f"tg_{op}_rows_{sfx}" for sfx in FLOATS for op in NN]
-    return {"elementwise.cu": ew, "reduce.cu": red, "index.cu": index, "nn.cu": nn}
+    scan = [f"tg_{op}_rows_{sfx}" for sfx in REDUCE_TYPES for op in ("cumsum", "cumprod")]
+    scan += [f"tg_sort_{stage}_{sfx}" for sfx in SORT_TYPES for stage in ("init", "step", "fini")]
+    return {"elementwise.cu": ew, "reduce.cu": red, "index.cu": index, "nn.cu": nn,
+            "scan.cu": scan}
 
 
 def kernel_dir():
@@ -209,6 +227,25 @@ def _ref_bce(x, t):
     return np.log1p(np.multiply(x, t))
 
 
+def _power_of_ten(n):
+    """10.0**n as NumPy's round computes it (a table to 1e8, then repeated * 10.0), so the
+    factor has NumPy's rounding for large n too."""
+    if n < 9:
+        return float(10 ** n)
+    out = 1e9
+    for _ in range(n - 9):
+        out *= 10.0
+    return out
+
+
+def _ref_round(x):
+    return np.round(x)
+
+
+def _ref_nan_to_num(x):
+    return np.nan_to_num(x)
+
+
 _UFUNCS = {"negative": np.negative, "abs": np.abs, "exp": np.exp, "log": np.log,
            "sqrt": np.sqrt, "tanh": np.tanh, "sin": np.sin, "cos": np.cos,
            "sigmoid": _ref_sigmoid, "relu": _ref_relu, "square": np.square, "sign": np.sign,
@@ -217,7 +254,42 @@ _UFUNCS = {"negative": np.negative, "abs": np.abs, "exp": np.exp, "log": np.log,
            "minimum": np.minimum, "bce_logits": _ref_bce,
            "equal": np.equal, "not_equal": np.not_equal, "less": np.less,
            "less_equal": np.less_equal, "greater": np.greater,
-           "greater_equal": np.greater_equal}
+           "greater_equal": np.greater_equal, "round": _ref_round,
+           "nan_to_num": _ref_nan_to_num, "sinc": np.sinc}
+_UFUNCS.update({n: getattr(np, n) for n in UNARY_FLOAT + PREDICATES + BINARY_FLOAT
+                if n not in _UFUNCS and n != "bce_logits"})
+
+
+def _no_order(op, order):
+    if order is not None:
+        raise ValueError(f"{op}: order= (structured arrays) is not supported")
+
+
+def _as_pairs(x, ndim, what, index=True):
+    """numpy.pad's normalisation of pad_width / constant_values to ((before, after),) *
+    ndim: one number, one pair, or one pair per axis (NumPy's rules and messages)."""
+    if index:
+        x = np.round(x).astype(np.intp)
+    if x.ndim < 3:
+        flat = x.ravel()
+        if x.size == 1:
+            pairs = [(flat[0], flat[0])] * ndim
+        elif x.size == 2 and x.shape != (2, 1):
+            pairs = [(flat[0], flat[1])] * ndim
+        else:
+            pairs = None
+        if pairs is not None:
+            if index and min(flat) < 0:
+                raise ValueError(f"pad: {what}: index can't contain negative values")
+            return [(p[0].item(), p[1].item()) for p in pairs]
+    if index and x.size and x.min() < 0:
+        raise ValueError(f"pad: {what}: index can't contain negative values")
+    try:
+        pairs = np.broadcast_to(x, (ndim, 2))
+    except ValueError:
+        raise ValueError(f"pad: {what} of shape {x.shape} does not fit an array of "
+                         f"{ndim} dimensions") from None
+    return [(a.item(), b.item()) for a, b in pairs]
 
 
 class IndexPlan:
@@ -332,24 +404,83 @@ class CudaKernels:
         return out
 
     # -- elementwise ---------------------------------------------------------------------
-    def unary(self, name):
-        """The kernel of unary op `name` (NumPy's dtype rules; ints promote where NumPy's do)."""
+    def unary(self, name, op=None):
+        """The kernel of unary op `name` (NumPy's dtype rules; ints promote where NumPy's
+        do); `op` is the name errors use (an alias such as degrees), default `name`."""
         ref = _UFUNCS[name]
+        op = op or name
         allowed = FLOATS + INTS if name in UNARY_INT else FLOATS
 
         def kernel(x):
             out_dtype = _resolve(name, ref, x)
-            sfx = suffix(out_dtype, name, allowed)
+            if name in INT_IDENTITY and out_dtype.kind in "biu":
+                return self.copy(x)
+            sfx = suffix(out_dtype, op, allowed)
             x = self.contiguous(self.operand(x, out_dtype))
             out = self.empty(x.shape, out_dtype)
+            self._launch("elementwise.cu", f"tg_{name}_{sfx}", x.size, self.ptr(x),
+                         self.ptr(out), np.int64(x.size))
+            return out
+        kernel.__name__ = f"cuda_{op}"
+        return kernel
+
+    def predicate(self, name):
+        """isnan / isinf / isfinite / signbit (bool result). Integer and bool inputs need no
+        kernel: never NaN or infinite, and signbit of an integer is x < 0."""
+        def kernel(x):
+            x = self.operand(x)
+            if x.dtype.kind in "biu":
+                if name == "signbit" and x.dtype.kind == "i":
+                    return self._binary("less", x, 0, x.dtype, np.bool_, ALL, op=name)
+                return self.fill(self.empty(x.shape, np.bool_), name == "isfinite")
+            sfx = suffix(x.dtype, name)
+            x = self.contiguous(x)
+            out = self.empty(x.shape, np.bool_)
             self._launch("elementwise.cu", f"tg_{name}_{sfx}", x.size, self.ptr(x),
                          self.ptr(out), np.int64(x.size))
             return out
         kernel.__name__ = f"cuda_{name}"
         return kernel
 
-    def _binary(self, name, a, b, compute, out_dtype, allowed):
-        sfx = suffix(compute, name, allowed)
+    def nan_to_num(self, x, copy=True, nan=0.0, posinf=None, neginf=None):
+        """numpy.nan_to_num: NaN, +inf, -inf replaced (None: the dtype's largest / most
+        negative finite value). Integer and bool inputs come back unchanged (a copy)."""
+        x = self.operand(x)
+        dtype = _resolve("nan_to_num", _ref_nan_to_num, x)
+        if dtype.kind in "biu":
+            return self.copy(x)
+        sfx = suffix(dtype, "nan_to_num")
+        info = np.finfo(dtype)
+        x = self.contiguous(self.operand(x, dtype))
+        out = self.empty(x.shape, dtype)
+        self._launch("elementwise.cu", f"tg_nan_to_num_{sfx}", x.size, self.ptr(x),
+                     self.ptr(out), np.int64(x.size), np.float64(nan),
+                     np.float64(info.max if posinf is None else posinf),
+                     np.float64(info.min if neginf is None else neginf))
+        return out
+
+    def round(self, x, decimals=0):
+        """numpy.round: rint(x * 10**decimals) / 10**decimals in x's dtype (for negative
+        decimals rint(x / 10**-decimals) * 10**-decimals), as NumPy computes it. An integer
+        array is returned as is for decimals >= 0, else rounded in float64 and cast back
+        (NumPy's way: half to even, 15 -> 20 and 25 -> 20 for decimals=-1)."""
+        x = self.operand(x)
+        decimals = operator.index(decimals)
+        dtype = _resolve("round", _ref_round, x)
+        if dtype.kind in "biu":
+            if decimals >= 0:
+                return self.copy(x)
+            return self.cast(self.round(self.cast(x, np.float64), decimals), dtype)
+        sfx = suffix(dtype, "round")
+        x = self.contiguous(self.operand(x, dtype))
+        out = self.empty(x.shape, dtype)
+        self._launch("elementwise.cu", f"tg_round_{sfx}", x.size, self.ptr(x), self.ptr(out),
+                     np.int64(x.size), np.float64(_power_of_ten(abs(decimals))),
+                     np.int32(decimals < 0))
+        return out
+
+    def _binary(self, name, a, b, compute, out_dtype, allowed, op=None):
+        sfx = suffix(compute, op or name, allowed)
         a, b = self.operand(a, compute), self.operand(b, compute)
         shape = tuple(np.broadcast_shapes(a.shape, b.shape))
         out = self.empty(shape, out_dtype)
@@ -370,12 +501,14 @@ class CudaKernels:
         """The kernel of binary op `name`, with NumPy broadcasting and type promotion."""
         ref = _UFUNCS[name]
         compare = name in COMPARISONS
-        allowed = ALL if compare else (FLOATS + INTS if name in BINARY_INT else FLOATS)
+        allowed = ALL if compare else (FLOATS + INTS if name in BINARY_INT + tuple(INT_ALIAS)
+                                       else FLOATS)
 
         def kernel(a, b):
             out_dtype = _resolve(name, ref, a, b)
             compute = _resolve("result_type", np.result_type, a, b) if compare else out_dtype
-            return self._binary(name, a, b, compute, out_dtype, allowed)
+            kname = INT_ALIAS.get(name, name) if compute.kind in "iu" else name
+            return self._binary(kname, a, b, compute, out_dtype, allowed, op=name)
         kernel.__name__ = f"cuda_{name}"
         return kernel
 
@@ -776,6 +909,211 @@ class CudaKernels:
                                             + _elem_strides(x, x.shape)[ax:])
                                   for x in xs], axis=ax)
 
+    # -- scans, sorting and index ops along an axis ----------------------------------------
+    def _along(self, x, axis, op):
+        """(x, axis index) for an op along one axis; axis None means the flattened array."""
+        x = self.operand(x)
+        if axis is None:
+            return self.reshape(x, (-1,)), 0
+        return x, _normalize_axes(axis, x.ndim, op)[0]
+
+    def _back(self, out, perm):
+        """`out` (computed with the axes in order `perm`) with the original axis order."""
+        if perm == tuple(range(len(perm))):
+            return out
+        return self.transpose(out, tuple(int(i) for i in np.argsort(perm)))
+
+    def cumulative(self, name):
+        """cumsum / cumprod along `axis` (None: the flattened array), NumPy's dtypes (an
+        int32 or bool input accumulates in int64, as the CPU's)."""
+        ref = np.cumsum if name == "cumsum" else np.cumprod
+
+        def kernel(x, axis=None, dtype=None):
+            x, ax = self._along(x, axis, name)
+            out_dtype = _resolve((name, dtype), lambda v: ref(v, dtype=dtype), x)
+            sfx = suffix(out_dtype, name, REDUCE_TYPES)
+            xs, perm, rows, length = self._moved_last(self.operand(x, out_dtype), (ax,))
+            out = self.empty(xs.shape, out_dtype)
+            if rows and length:
+                self._launch("scan.cu", f"tg_{name}_rows_{sfx}", rows, self.ptr(xs),
+                             self.ptr(out), np.int64(rows), np.int64(length),
+                             blocks=min(rows, MAX_BLOCKS))
+            return self._back(out, perm)
+        kernel.__name__ = f"cuda_{name}"
+        return kernel
+
+    def sort_with_positions(self, x, axis=-1, op="sort"):
+        """(the stable sort of x along `axis`, the positions the values came from): NaN
+        last, ties in their original order (NumPy's kind="stable"), for every kind."""
+        x, ax = self._along(x, axis, op)
+        sfx = suffix(x.dtype, op, SORT_TYPES)
+        xs, perm, rows, length = self._moved_last(x, (ax,))
+        out, pos = self.empty(xs.shape, x.dtype), self.empty(xs.shape, np.int64)
+        if rows and length:
+            width = 1 << (length - 1).bit_length()       # the next power of two
+            n = rows * width
+            vals, work = self.empty((n,), x.dtype), self.empty((n,), np.int64)
+            sizes = (np.int64(rows), np.int64(length), np.int64(width))
+            self._launch("scan.cu", f"tg_sort_init_{sfx}", n, self.ptr(xs), self.ptr(vals),
+                         self.ptr(work), *sizes)
+            k = 2
+            while k <= width:
+                j = k // 2
+                while j:
+                    self._launch("scan.cu", f"tg_sort_step_{sfx}", n, self.ptr(vals),
+                                 self.ptr(work), *sizes, np.int64(k), np.int64(j))
+                    j //= 2
+                k *= 2
+            self._launch("scan.cu", f"tg_sort_fini_{sfx}", rows * length, self.ptr(vals),
+                         self.ptr(work), self.ptr(out), self.ptr(pos), *sizes)
+        return self._back(out, perm), self._back(pos, perm)
+
+    def sort(self, a, axis=-1, kind=None, order=None, stable=None):
+        """numpy.sort (always the stable order: equal values cannot be told apart)."""
+        _no_order("sort", order)
+        return self.sort_with_positions(a, axis, "sort")[0]
+
+    def argsort(self, a, axis=-1, kind=None, order=None, stable=None):
+        """numpy.argsort in the stable order (ties by position) whatever `kind` is."""
+        _no_order("argsort", order)
+        return self.sort_with_positions(a, axis, "argsort")[1]
+
+    def take_along_axis(self, arr, indices, axis=-1):
+        """numpy.take_along_axis: a gather with an arange index on every other axis (the
+        index of NumPy's own implementation), broadcast with `indices`."""
+        arr = self.operand(arr)
+        idx = indices if isinstance(indices, self.device.gpuarray.GPUArray) \
+            else np.asarray(indices)
+        if idx.dtype.kind not in "iu":
+            raise IndexError("take_along_axis: `indices` must be an integer array")
+        if axis is None:
+            if idx.ndim != 1:
+                raise ValueError("take_along_axis: when axis=None, `indices` must have a "
+                                 "single dimension.")
+            arr, ax = self.reshape(arr, (-1,)), 0
+        else:
+            ax = _normalize_axes(axis, arr.ndim, "take_along_axis")[0]
+            if idx.ndim != arr.ndim:
+                raise ValueError("take_along_axis: `indices` and `arr` must have the same "
+                                 "number of dimensions")
+        index = tuple(idx if d == ax else
+                      np.arange(n).reshape((1,) * d + (n,) + (1,) * (arr.ndim - d - 1))
+                      for d, n in enumerate(arr.shape))
+        return self.getitem(arr, index)
+
+    def _take_axis(self, x, idx, ax):
+        """x gathered along axis `ax` with the host index array `idx` (one gather launch)."""
+        return self.getitem(x, (slice(None),) * ax + (np.asarray(idx, np.int64),))
+
+    def roll(self, a, shift, axis=None):
+        """numpy.roll: per rolled axis, two slices copied into the output."""
+        a = self.operand(a)
+        if axis is None:
+            return self.reshape(self.roll(self.reshape(a, (-1,)), shift, 0), a.shape)
+        pairs = np.broadcast(shift, axis)
+        if pairs.ndim > 1:
+            raise ValueError("roll: 'shift' and 'axis' should be scalars or 1D sequences")
+        shifts = {}
+        for sh, ax in pairs:
+            (ax,) = _normalize_axes(int(ax), a.ndim, "roll")
+            shifts[ax] = shifts.get(ax, 0) + operator.index(sh)
+        out = a
+        for ax, sh in sorted(shifts.items()):
+            n = out.shape[ax]
+            if n == 0 or sh % n == 0:
+                continue
+            sh %= n
+            res = self.empty(out.shape, out.dtype)
+            lead = (slice(None),) * ax
+            self.copy_into(self.getitem(res, lead + (slice(sh, None),)),
+                           self.getitem(out, lead + (slice(None, n - sh),)))
+            self.copy_into(self.getitem(res, lead + (slice(None, sh),)),
+                           self.getitem(out, lead + (slice(n - sh, None),)))
+            out = res
+        return self.copy(a) if out is a else out
+
+    def repeat(self, a, repeats, axis=None):
+        """numpy.repeat: a gather along the axis with np.repeat(arange(n), repeats) (NumPy
+        checks repeats: negative counts, lengths that do not broadcast)."""
+        a, ax = self._along(a, axis, "repeat")
+        if isinstance(repeats, self.device.gpuarray.GPUArray):
+            repeats = self.device.to_numpy(repeats)
+        try:
+            idx = np.repeat(np.arange(a.shape[ax]), repeats)
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"repeat: {exc}") from None
+        return self._take_axis(a, idx, ax)
+
+    def tile(self, A, reps):
+        """numpy.tile: one strided copy of a view that reads A with stride 0 on the tiled
+        axes, reshaped (no index arrays)."""
+        A = self.operand(A)
+        try:
+            tup = tuple(operator.index(r) for r in reps)
+        except TypeError:
+            tup = (operator.index(reps),)
+        if any(r < 0 for r in tup):
+            raise ValueError("tile: negative dimensions are not allowed")
+        nd = max(len(tup), A.ndim)
+        tup = (1,) * (nd - len(tup)) + tup
+        shape = (1,) * (nd - A.ndim) + A.shape
+        st = [0] * (nd - A.ndim) + _elem_strides(A, A.shape)
+        inter_shape, inter_st = [], []
+        for r, n, s in zip(tup, shape, st):
+            inter_shape += [r, n]
+            inter_st += [0, s]
+        out = self.copy_into(self.empty(inter_shape, A.dtype), self.view(A, inter_shape, inter_st))
+        return self.reshape(out, tuple(r * n for r, n in zip(tup, shape)))
+
+    def pad(self, array, pad_width, mode="constant", **kwargs):
+        """numpy.pad for modes constant, edge, reflect, symmetric and wrap.
+
+        constant: the input copied into the middle of the output, then each axis's two pad
+        slabs filled in axis order (so, as NumPy's, a later axis's value wins in the
+        corners). The other modes are index maps that act on each axis separately: one
+        gather per padded axis with np.pad(arange(n), widths, mode) as the index."""
+        x = self.operand(array)
+        if mode not in PAD_MODES:
+            raise ValueError(f"pad: mode {mode!r} is not supported on device 'cuda' (its "
+                             f"kernels cover {', '.join(PAD_MODES)})")
+        allowed = {"constant": {"constant_values"}, "reflect": {"reflect_type"},
+                   "symmetric": {"reflect_type"}}.get(mode, set())
+        unknown = set(kwargs) - allowed
+        if unknown:
+            raise ValueError(f"pad: unsupported keyword arguments for mode '{mode}': "
+                             f"{sorted(unknown)}")
+        if kwargs.get("reflect_type", "even") != "even":
+            raise ValueError("pad: reflect_type='odd' is not supported on device 'cuda'")
+        widths = np.asarray(pad_width)
+        if widths.dtype.kind not in "iu":
+            raise TypeError("pad: `pad_width` must be of integral type.")
+        widths = _as_pairs(widths, x.ndim, "pad_width")
+        if mode == "constant":
+            values = _as_pairs(np.asarray(kwargs.get("constant_values", 0)), x.ndim,
+                               "constant_values", index=False)
+            shape = tuple(n + b + e for n, (b, e) in zip(x.shape, widths))
+            out = self.empty(shape, x.dtype)
+            inner = tuple(slice(b, b + n) for n, (b, _) in zip(x.shape, widths))
+            if x.size:
+                self.copy_into(self.getitem(out, inner), x)
+            for ax, ((b, e), (vb, ve)) in enumerate(zip(widths, values)):
+                lead = (slice(None),) * ax
+                rest = inner[ax + 1:]
+                for part, value in ((slice(0, b), vb), (slice(shape[ax] - e, None), ve)):
+                    view = self.getitem(out, lead + (part,) + rest)
+                    if view.size:
+                        self.copy_into(view, self.operand(np.asarray(value)))
+            return out
+        out = x
+        for ax, (b, e) in enumerate(widths):
+            if b == e == 0:
+                continue
+            if x.shape[ax] == 0:
+                raise ValueError(f"pad: can't extend empty axis {ax} using modes other than "
+                                 f"'constant' or 'empty'")
+            out = self._take_axis(out, np.pad(np.arange(x.shape[ax]), (b, e), mode=mode), ax)
+        return self.copy(x) if out is x else out
+
     # -- matmul (cuBLAS) -----------------------------------------------------------------
     def cublas(self):
         """The cuBLAS handle (loading the library on first use)."""
@@ -966,6 +1304,13 @@ class CudaKernels:
     def table(self) -> dict:
         """{op name: kernel} for every op of the first-party plugins on cuda."""
         out = {name: self.unary(name) for name in UNARY_FLOAT}
+        out.update({alias: self.unary(name, op=alias) for alias, name in ALIASES.items()})
+        out.update({name: self.predicate(name) for name in PREDICATES})
+        out.update({"nan_to_num": self.nan_to_num, "round": self.round})
+        out.update({name: self.cumulative(name) for name in ("cumsum", "cumprod")})
+        out.update({"sort": self.sort, "argsort": self.argsort,
+                    "take_along_axis": self.take_along_axis, "pad": self.pad,
+                    "roll": self.roll, "repeat": self.repeat, "tile": self.tile})
         out.update({name: self.binary(name) for name in BINARY_FLOAT if name != "bce_logits"})
         out.update({name: self.binary(name) for name in COMPARISONS})
         out.update({name: self.logical(name) for name in ("logical_and", "logical_or",

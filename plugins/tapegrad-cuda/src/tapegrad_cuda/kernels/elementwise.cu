@@ -16,6 +16,16 @@
 //       it is the one strided copy: broadcast_to, making a view contiguous, copying into
 //       a view (concatenate, setitem, copyto). Casting to bool is x != 0.
 //   tg_fill_<t>(T* out, long long n, double value)
+//   tg_<predicate>_<t>(const T* x, bool* out, long long n)    isnan/isinf/isfinite/signbit
+//   tg_nan_to_num_<t>(const T* x, T* out, long long n, double nan, double posinf,
+//                     double neginf)                  the replacements, as given (cast to T)
+//   tg_round_<t>(const T* x, T* out, long long n, double factor, int divide_first)
+//       NumPy's algorithm: rint(x * f) / f, or rint(x / f) * f when divide_first (negative
+//       decimals), f = (T)factor computed on the host as NumPy's power_of_ten does.
+//
+// Every expression below is NumPy's loop for that ufunc (npymath's npy_divmod,
+// npy_logaddexp, npy_heaviside, ...), so edge cases (division by zero, inf, NaN, the sign
+// of a zero) give NumPy's results; integer division by zero gives 0 as NumPy's does.
 #include "common.cuh"
 
 __device__ __forceinline__ float  tg_sigmoid(float x)  { float e = expf(-fabsf(x)); float s = 1.0f / (1.0f + e); return x >= 0.0f ? s : e * s; }
@@ -26,6 +36,88 @@ template <typename T> __device__ __forceinline__ T tg_minimum(T a, T b) { return
 template <typename T> __device__ __forceinline__ T tg_relu(T x) { return x > T(0) ? x : (x != x ? x : T(0)); }
 template <typename T> __device__ __forceinline__ T tg_sign(T x) { return x > T(0) ? T(1) : (x < T(0) ? T(-1) : x); }
 template <typename T> __device__ __forceinline__ T tg_iabs(T x) { return x < T(0) ? -x : x; }
+// NumPy's npy_divmod (floor_divide and remainder of floats): the result takes the sign of
+// the divisor; a zero divisor gives fmod's NaN and a / b.
+template <typename T> __device__ __forceinline__ T tg_fremainder(T a, T b) {
+    T mod = fmod(a, b);
+    if (b == T(0)) return mod;
+    if (mod != T(0)) {
+        if ((b < T(0)) != (mod < T(0))) mod += b;
+    } else {
+        mod = copysign(T(0), b);
+    }
+    return mod;
+}
+template <typename T> __device__ __forceinline__ T tg_ffloor_divide(T a, T b) {
+    if (b == T(0)) return a / b;
+    T mod = fmod(a, b);
+    T div = (a - mod) / b;
+    if (mod != T(0) && ((b < T(0)) != (mod < T(0)))) div -= T(1);
+    if (div != T(0)) {
+        T fl = floor(div);
+        if (div - fl > T(0.5)) fl += T(1);
+        return fl;
+    }
+    return copysign(T(0), a / b);
+}
+// Integer division as NumPy's loops: division by zero gives 0, MIN // -1 gives MIN (it
+// wraps), MIN % -1 gives 0 (C leaves both undefined).
+template <typename T> __device__ __forceinline__ T tg_imin() {     // no signed overflow
+    return -T(~0ULL >> (65 - 8 * sizeof(T))) - T(1);
+}
+template <typename T> __device__ __forceinline__ T tg_ifloor_divide(T a, T b) {
+    if (b == T(0)) return T(0);
+    if (b == T(-1)) return a == tg_imin<T>() ? a : -a;
+    T q = a / b;
+    if ((a % b != T(0)) && ((a < T(0)) != (b < T(0)))) q -= T(1);
+    return q;
+}
+template <typename T> __device__ __forceinline__ T tg_iremainder(T a, T b) {
+    if (b == T(0) || b == T(-1)) return T(0);
+    T r = a % b;
+    return (r == T(0) || ((r < T(0)) == (b < T(0)))) ? r : r + b;
+}
+template <typename T> __device__ __forceinline__ T tg_ifmod(T a, T b) {
+    return (b == T(0) || b == T(-1)) ? T(0) : a % b;
+}
+// NumPy's integer reciprocal is (T)(1.0 / x): 0 for |x| > 1, and 1.0 / 0 = inf converted
+// to an integer, which is MIN on x86 (the CPU kernel): written out, since the device's
+// conversion saturates instead.
+template <typename T> __device__ __forceinline__ T tg_ireciprocal(T x) {
+    if (x == T(0)) return tg_imin<T>();
+    return (x == T(1) || x == T(-1)) ? x : T(0);
+}
+// npy_logaddexp / npy_logaddexp2: equal arguments (also infinities of one sign) first.
+template <typename T> __device__ __forceinline__ T tg_logaddexp(T x, T y) {
+    if (x == y) return x + T(0.693147180559945309417232121458176568);
+    const T d = x - y;
+    if (d > T(0)) return x + log1p(exp(-d));
+    if (d <= T(0)) return y + log1p(exp(d));
+    return d;                                   // NaN
+}
+template <typename T> __device__ __forceinline__ T tg_logaddexp2(T x, T y) {
+    const T log2e = T(1.442695040888963407359924681001892137);
+    if (x == y) return x + T(1);
+    const T d = x - y;
+    if (d > T(0)) return x + log2e * log1p(exp2(-d));
+    if (d <= T(0)) return y + log2e * log1p(exp2(d));
+    return d;
+}
+template <typename T> __device__ __forceinline__ T tg_heaviside(T x, T h0) {
+    if (x != x) return x;
+    if (x == T(0)) return h0;
+    return x < T(0) ? T(0) : T(1);
+}
+// numpy.sinc: sin(y) / y with y = pi * (x == 0 ? 1e-20 : x), in T.
+template <typename T> __device__ __forceinline__ T tg_sinc(T x) {
+    const T y = T(3.141592653589793238462643383279502884) * (x == T(0) ? T(1e-20) : x);
+    return sin(y) / y;
+}
+template <typename T> __device__ __forceinline__ T tg_nan_to_num(T x, T nan, T posinf, T neginf) {
+    if (x != x) return nan;
+    if (isinf(x)) return x > T(0) ? posinf : neginf;
+    return x;
+}
 // binary_cross_entropy_with_logits per element: max(x, 0) - x t + log1p(exp(-|x|)).
 __device__ __forceinline__ float  tg_bce(float x, float t)   { return fmaxf(x, 0.0f) - x * t + log1pf(expf(-fabsf(x))); }
 __device__ __forceinline__ double tg_bce(double x, double t) { return fmax(x, 0.0) - x * t + log1p(exp(-fabs(x))); }
@@ -50,6 +142,12 @@ __device__ __forceinline__ double tg_bce(double x, double t) { return fmax(x, 0.
             T v = b[tg_offset(i, ndim, meta, meta + 2 * ndim)];                            \
             out[i] = (expr);                                                               \
         }                                                                                  \
+    }
+
+#define TG_PREDICATE(name, T, sfx, expr)                                                  \
+    extern "C" __global__ void tg_##name##_##sfx(const T* __restrict__ x,                  \
+                                                 bool* __restrict__ out, long long n) {    \
+        TG_GRID_LOOP(i, n) { T v = x[i]; out[i] = (expr); }                                \
     }
 
 #define TG_COMPARISONS(T, sfx)                                                            \
@@ -95,6 +193,59 @@ __device__ __forceinline__ double tg_bce(double x, double t) { return fmax(x, 0.
     TG_BINARY(maximum, T, T, sfx, tg_maximum(u, v))                                        \
     TG_BINARY(minimum, T, T, sfx, tg_minimum(u, v))                                        \
     TG_BINARY(bce_logits, T, T, sfx, tg_bce(u, v))                                         \
+    TG_UNARY(tan, T, sfx, F(tan)(v))                                                       \
+    TG_UNARY(sinh, T, sfx, F(sinh)(v))                                                     \
+    TG_UNARY(cosh, T, sfx, F(cosh)(v))                                                     \
+    TG_UNARY(arcsin, T, sfx, F(asin)(v))                                                   \
+    TG_UNARY(arccos, T, sfx, F(acos)(v))                                                   \
+    TG_UNARY(arctan, T, sfx, F(atan)(v))                                                   \
+    TG_UNARY(arcsinh, T, sfx, F(asinh)(v))                                                 \
+    TG_UNARY(arccosh, T, sfx, F(acosh)(v))                                                 \
+    TG_UNARY(arctanh, T, sfx, F(atanh)(v))                                                 \
+    TG_UNARY(log1p, T, sfx, F(log1p)(v))                                                   \
+    TG_UNARY(expm1, T, sfx, F(expm1)(v))                                                   \
+    TG_UNARY(log2, T, sfx, F(log2)(v))                                                     \
+    TG_UNARY(log10, T, sfx, F(log10)(v))                                                   \
+    TG_UNARY(exp2, T, sfx, F(exp2)(v))                                                     \
+    TG_UNARY(reciprocal, T, sfx, T(1) / v)                                                 \
+    TG_UNARY(cbrt, T, sfx, F(cbrt)(v))                                                     \
+    TG_UNARY(sinc, T, sfx, tg_sinc(v))                                                     \
+    TG_UNARY(deg2rad, T, sfx, v * (T(3.141592653589793238462643383279502884) / T(180)))    \
+    TG_UNARY(rad2deg, T, sfx, v * (T(180) / T(3.141592653589793238462643383279502884)))    \
+    TG_UNARY(floor, T, sfx, F(floor)(v))                                                   \
+    TG_UNARY(ceil, T, sfx, F(ceil)(v))                                                     \
+    TG_UNARY(trunc, T, sfx, F(trunc)(v))                                                   \
+    TG_UNARY(rint, T, sfx, F(rint)(v))                                                     \
+    TG_PREDICATE(isnan, T, sfx, isnan(v))                                                  \
+    TG_PREDICATE(isinf, T, sfx, isinf(v))                                                  \
+    TG_PREDICATE(isfinite, T, sfx, isfinite(v))                                            \
+    TG_PREDICATE(signbit, T, sfx, signbit(v))                                              \
+    TG_BINARY(arctan2, T, T, sfx, F(atan2)(u, v))                                          \
+    TG_BINARY(hypot, T, T, sfx, F(hypot)(u, v))                                            \
+    TG_BINARY(logaddexp, T, T, sfx, tg_logaddexp(u, v))                                    \
+    TG_BINARY(logaddexp2, T, T, sfx, tg_logaddexp2(u, v))                                  \
+    TG_BINARY(copysign, T, T, sfx, F(copysign)(u, v))                                      \
+    TG_BINARY(heaviside, T, T, sfx, tg_heaviside(u, v))                                    \
+    TG_BINARY(fmax, T, T, sfx, F(fmax)(u, v))                                              \
+    TG_BINARY(fmin, T, T, sfx, F(fmin)(u, v))                                              \
+    TG_BINARY(remainder, T, T, sfx, tg_fremainder(u, v))                                   \
+    TG_BINARY(fmod, T, T, sfx, F(fmod)(u, v))                                              \
+    TG_BINARY(floor_divide, T, T, sfx, tg_ffloor_divide(u, v))                             \
+    extern "C" __global__ void tg_nan_to_num_##sfx(const T* __restrict__ x,                \
+                                                   T* __restrict__ out, long long n,       \
+                                                   double nan, double posinf,              \
+                                                   double neginf) {                        \
+        const T a = (T)nan, b = (T)posinf, c = (T)neginf;                                  \
+        TG_GRID_LOOP(i, n) { out[i] = tg_nan_to_num(x[i], a, b, c); }                      \
+    }                                                                                      \
+    extern "C" __global__ void tg_round_##sfx(const T* __restrict__ x, T* __restrict__ out, \
+                                              long long n, double factor,                  \
+                                              int divide_first) {                          \
+        const T f = (T)factor;                                                             \
+        TG_GRID_LOOP(i, n) {                                                               \
+            out[i] = divide_first ? F(rint)(x[i] / f) * f : F(rint)(x[i] * f) / f;         \
+        }                                                                                  \
+    }                                                                                      \
     TG_COMPARISONS(T, sfx)
 
 #define TG_INT(T, sfx)                                                                    \
@@ -107,6 +258,10 @@ __device__ __forceinline__ double tg_bce(double x, double t) { return fmax(x, 0.
     TG_BINARY(multiply, T, T, sfx, u * v)                                                  \
     TG_BINARY(maximum, T, T, sfx, tg_maximum(u, v))                                        \
     TG_BINARY(minimum, T, T, sfx, tg_minimum(u, v))                                        \
+    TG_UNARY(reciprocal, T, sfx, tg_ireciprocal(v))                                        \
+    TG_BINARY(remainder, T, T, sfx, tg_iremainder(u, v))                                   \
+    TG_BINARY(fmod, T, T, sfx, tg_ifmod(u, v))                                             \
+    TG_BINARY(floor_divide, T, T, sfx, tg_ifloor_divide(u, v))                             \
     TG_COMPARISONS(T, sfx)
 
 // float: the f-suffixed CUDA math functions (expf, ...); double: the plain ones.
