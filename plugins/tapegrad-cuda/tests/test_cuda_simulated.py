@@ -14,7 +14,7 @@ import tapegrad as tg
 import tapegrad_cuda_tests_cases as cases
 from tapegrad import _engine
 from tapegrad_cuda import cublas, kernels
-from tapegrad_cuda_tests_cases import INTEGER_AND_BOOL, NONCONTIG, OPS, _assert_close, _r, compare
+from tapegrad_cuda_tests_cases import INTEGER_AND_BOOL, NONCONTIG, OPS, _assert_close, _r, _t, compare
 
 
 def test_every_first_party_op_has_a_cuda_kernel(cuda):
@@ -276,3 +276,155 @@ def test_a_clip_bound_that_requires_grad_is_refused_on_cuda_too(cuda):
         tg.clip(x, a_min=lo, a_max=1.0)
     np.testing.assert_array_equal(tg.clip(x, a_min=lo.detach(), a_max=1.0).cpu().numpy(),
                                   [0.0, 0.5, 1.0])
+
+
+# -- issue 14's kernels against NumPy itself (independently of the CPU ops) -------------------
+_EDGE_FLOATS = np.array([-2.5, -1.5, -0.5, -0.0, 0.0, 0.5, 1.5, 2.5, np.inf, -np.inf, np.nan,
+                         1e-30, 7.3, -7.3, 0.3, 0.9, -0.9])
+_EDGE_INTS = np.array([0, 1, -1, 2, -2, 7, -7, np.iinfo(np.int64).min, np.iinfo(np.int64).max])
+_UNARY_NEW = ["tan", "sinh", "cosh", "arcsin", "arccos", "arctan", "arcsinh", "arccosh",
+              "arctanh", "log1p", "expm1", "log2", "log10", "exp2", "reciprocal", "cbrt",
+              "sinc", "deg2rad", "rad2deg", "degrees", "radians", "floor", "ceil", "trunc",
+              "rint", "isnan", "isinf", "isfinite", "signbit", "nan_to_num", "round"]
+_BINARY_NEW = ["arctan2", "hypot", "logaddexp", "logaddexp2", "copysign", "heaviside", "fmax",
+               "fmin", "remainder", "fmod", "floor_divide"]
+
+
+def _on_cuda(cuda, name, *args, **kwargs):
+    """The cuda kernel of op `name` on host arrays; (result as a host array, None) or
+    (None, the exception)."""
+    placed = [cuda.asarray(a) if isinstance(a, np.ndarray) else a for a in args]
+    try:
+        return cuda.to_numpy(cuda.kernels.table()[name](*placed, **kwargs)), None
+    except (TypeError, ValueError, IndexError) as exc:
+        return None, exc
+
+
+def _same_as_numpy(cuda, name, ref, *args, **kwargs):
+    with np.errstate(all="ignore"):
+        try:
+            want, err = ref(*args, **kwargs), None
+        except (TypeError, ValueError, IndexError) as exc:
+            want, err = None, exc
+        got, got_err = _on_cuda(cuda, name, *args, **kwargs)
+    what = f"{name}{tuple(getattr(a, 'dtype', a) for a in args)} {kwargs}"
+    if err is not None:
+        assert isinstance(got_err, type(err)), f"{what}: NumPy raises {err!r}, cuda {got_err!r}"
+        return
+    if got_err is not None and want.dtype in (np.float16, np.int8):
+        assert isinstance(got_err, TypeError) and "'cuda'" in str(got_err), what
+        return                  # a dtype the kernels do not cover: refused, never wrong
+    assert got_err is None, f"{what}: cuda raises {got_err!r}"
+    assert got.dtype == want.dtype and got.shape == want.shape, what
+    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=1e-6,
+                               atol=0, equal_nan=True, err_msg=what)
+
+
+@pytest.mark.parametrize("name", _UNARY_NEW)
+def test_new_unary_kernels_match_numpy_on_edge_values_and_dtypes(cuda, name):
+    for x in (_EDGE_FLOATS, _EDGE_FLOATS.astype(np.float32), _EDGE_INTS,
+              _EDGE_INTS.astype(np.int32), np.array([True, False]), _t(_r(3, 4))):
+        _same_as_numpy(cuda, name, getattr(np, name), x)
+
+
+@pytest.mark.parametrize("name", _BINARY_NEW)
+def test_new_binary_kernels_match_numpy_on_edge_values_and_dtypes(cuda, name):
+    a, b = np.repeat(_EDGE_FLOATS, len(_EDGE_FLOATS)), np.tile(_EDGE_FLOATS, len(_EDGE_FLOATS))
+    ai, bi = np.repeat(_EDGE_INTS, len(_EDGE_INTS)), np.tile(_EDGE_INTS, len(_EDGE_INTS))
+    for x, y in ((a, b), (a.astype(np.float32), b.astype(np.float32)), (ai, bi),
+                 (ai.astype(np.int32), bi.astype(np.int32)), (a, 2), (ai, -3),
+                 (_t(_r(3, 4)), _r(4) + 0.25), (np.arange(-6, 6), 2.5)):
+        _same_as_numpy(cuda, name, getattr(np, name), x, y)
+
+
+def test_round_matches_numpys_algorithm_for_every_decimals(cuda):
+    for decimals in (-2, -1, 0, 1, 3, 25):
+        for x in (_EDGE_FLOATS * 123.456, (_EDGE_FLOATS * 123.456).astype(np.float32),
+                  np.arange(-60, 60) * 5, np.array([0.125, 0.375, 2.675, -1.005])):
+            got, err = _on_cuda(cuda, "round", x, decimals=decimals)
+            want = np.round(x, decimals)
+            assert err is None and got.dtype == want.dtype
+            assert np.array_equal(got, want, equal_nan=True), (decimals, x.dtype, got, want)
+
+
+def test_nan_to_num_replacements_and_dtype_limits(cuda):
+    for x in (_EDGE_FLOATS, _EDGE_FLOATS.astype(np.float32)):
+        for kw in ({}, {"nan": 5.0, "neginf": -3.0}, {"posinf": 1e3}):
+            got, err = _on_cuda(cuda, "nan_to_num", x, **kw)
+            want = np.nan_to_num(x, **kw)
+            assert err is None and got.dtype == want.dtype and np.array_equal(got, want), kw
+
+
+_X = _r(3, 4, 5)
+_XT = np.ascontiguousarray(_X.transpose(2, 0, 1)).transpose(1, 2, 0)     # a strided view
+_SORT_ROWS = np.array([[3.0, np.nan, 1, 1, -0.0, 0.0, np.inf, -np.inf, np.nan, 2],
+                       [5, 4, 3, 2, 1, 0, -1, -2, -3, -4]])
+
+
+@pytest.mark.parametrize("axis", [None, 0, 1, -1, 3])
+def test_cumsum_and_cumprod_match_numpy(cuda, axis):
+    for x in (_X, _XT, _X.astype(np.float32), (_X * 3).astype(np.int32), _X > 0, _r(0, 3)):
+        _same_as_numpy(cuda, "cumsum", np.cumsum, x, axis=axis)
+        _same_as_numpy(cuda, "cumprod", np.cumprod, x, axis=axis)
+    _same_as_numpy(cuda, "cumsum", np.cumsum, _X, axis=axis, dtype=np.float32)
+
+
+def test_cumsum_of_a_row_longer_than_one_block(cuda):
+    _same_as_numpy(cuda, "cumsum", np.cumsum, _r(1000))
+    _same_as_numpy(cuda, "cumprod", np.cumprod, 1 + _r(600) / 100)
+
+
+@pytest.mark.parametrize("axis", [None, 0, -1])
+def test_sort_and_argsort_are_numpys_stable_sort_nan_last(cuda, axis):
+    rng = np.random.default_rng(5)
+    ties = rng.integers(0, 4, (5, 37))
+    for x in (_SORT_ROWS, _SORT_ROWS.T, _X, _XT, ties, ties.astype(np.int32), _r(2, 0),
+              _r(1000), _r(3, 1)):
+        _same_as_numpy(cuda, "sort", np.sort, x, axis=axis)
+        _same_as_numpy(cuda, "argsort", lambda v, axis: np.argsort(v, axis, kind="stable"),
+                       x, axis=axis)
+
+
+def test_take_along_axis_matches_numpy(cuda):
+    rng = np.random.default_rng(6)
+    cases_ = [(rng.integers(-3, 3, (3, 2, 5)), 1), (rng.integers(0, 3, (1, 4, 1)), 0),
+              (rng.integers(0, 5, (7,)), None), (rng.integers(0, 6, (3, 4, 5)), 2),
+              (rng.integers(0, 4, (3, 4)), 1), (np.zeros((3, 1, 5), np.float64), 1)]
+    for idx, axis in cases_:
+        _same_as_numpy(cuda, "take_along_axis", np.take_along_axis, _XT, idx, axis=axis)
+
+
+def test_roll_repeat_tile_match_numpy(cuda):
+    for x in (_X, _XT, _X > 0):
+        for shift, axis in ((1, None), (-7, None), (2, 0), ((1, 2), (0, 1)), ((1, 1), (1, 1)),
+                            (3, -1), (5, 2), (1, 3), ((1, 2, 3), (0, 1))):
+            _same_as_numpy(cuda, "roll", np.roll, x, shift, axis=axis)
+        for reps, axis in ((2, None), (3, 0), ([1, 0, 2], 0), ([1, 2, 0, 1], 1), (0, 2),
+                           (-1, 0), ([1, 2], 0), (2.5, 0), (2, 5)):
+            _same_as_numpy(cuda, "repeat", np.repeat, x, reps, axis=axis)
+        for reps in (2, (2, 1), (1, 1, 1), (2, 1, 1, 3), (0, 2), (), 1, (-1,)):
+            _same_as_numpy(cuda, "tile", np.tile, x, reps)
+
+
+@pytest.mark.parametrize("mode", ["constant", "edge", "reflect", "symmetric", "wrap"])
+def test_pad_matches_numpy_for_every_mode(cuda, mode):
+    for width in (1, (1, 2), ((1, 2), (0, 3), (2, 0)), ((1,), (2,), (3,)), -1, 1.5,
+                  ((1, 2), (3, 4))):
+        _same_as_numpy(cuda, "pad", np.pad, _XT, width, mode=mode)
+        _same_as_numpy(cuda, "pad", np.pad, np.arange(3), 7, mode=mode)   # wider than the axis
+    _same_as_numpy(cuda, "pad", np.pad, _r(0, 3), ((0, 0), (1, 1)), mode=mode)
+    _same_as_numpy(cuda, "pad", np.pad, _r(0, 3), ((1, 0), (1, 1)), mode=mode)
+
+
+def test_pad_constant_values_per_axis_and_side(cuda):
+    _same_as_numpy(cuda, "pad", np.pad, _X, ((1, 2), (3, 1), (1, 1)), mode="constant",
+                   constant_values=((1, 2), (3, 4), (5, 6)))
+    _same_as_numpy(cuda, "pad", np.pad, (_X * 4).astype(np.int32), 2, mode="constant",
+                   constant_values=7.7)
+
+
+def test_pad_modes_without_a_kernel_are_refused_naming_op_and_device(cuda):
+    _, err = _on_cuda(cuda, "pad", _X, 1, mode="linear_ramp")
+    assert isinstance(err, ValueError) and "pad" in str(err) and "'cuda'" in str(err)
+    _, err = _on_cuda(cuda, "pad", _X, 1, mode="reflect", reflect_type="odd")
+    assert isinstance(err, ValueError) and "odd" in str(err)
