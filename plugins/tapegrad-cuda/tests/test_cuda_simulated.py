@@ -7,6 +7,7 @@ row-major swap -- but not the CUDA code itself (that needs a GPU: test_cuda_gpu.
 """
 
 import ctypes
+import math
 
 import numpy as np
 import pytest
@@ -428,3 +429,70 @@ def test_pad_modes_without_a_kernel_are_refused_naming_op_and_device(cuda):
     assert isinstance(err, ValueError) and "pad" in str(err) and "'cuda'" in str(err)
     _, err = _on_cuda(cuda, "pad", _X, 1, mode="reflect", reflect_type="odd")
     assert isinstance(err, ValueError) and "odd" in str(err)
+
+
+def _np_take_grad(g, indices, *, shape, axis=None, mode="raise"):
+    out = np.zeros(math.prod(shape) if axis is None else shape, g.dtype)
+    ax = 0 if axis is None else axis % len(shape)
+    idx = np.asarray(indices)
+    idx = idx % out.shape[ax] if mode == "wrap" else (
+        np.clip(idx, 0, out.shape[ax] - 1) if mode == "clip" else idx)
+    np.add.at(out, (slice(None),) * ax + (idx,), g)
+    return out.reshape(shape)
+
+
+def _np_take_along_axis_grad(g, indices, *, shape, axis=-1):
+    out = np.zeros(shape, g.dtype)
+    if axis is None:
+        np.add.at(out.reshape(-1), indices, g)
+        return out
+    ax = axis % len(shape)
+    index = tuple(indices if d == ax else np.arange(n).reshape((1,) * d + (n,) + (1,) * (len(shape) - d - 1))
+                  for d, n in enumerate(shape))
+    np.add.at(out, index, g)
+    return out
+
+
+def _np_put_along_axis(arr, indices, values, *, axis):
+    out = arr.copy()
+    np.put_along_axis(out, indices, values, axis)
+    return out
+
+
+def test_take_and_its_gradient_match_numpy_for_every_mode(cuda):
+    idx = np.array([[0, 3], [3, -1]])
+    for mode in ("raise", "wrap", "clip"):
+        for indices, axis in ((np.array([0, 2, 2, 11]), None), (idx, 1), (1, 0),
+                              (np.array([5, -7, 1]), 0), (np.array([5, -7, 1]), -1),
+                              (np.array([True, False]), 0), (np.array([0.5]), 0)):
+            _same_as_numpy(cuda, "take", np.take, _XT[0], indices, axis=axis, mode=mode)
+        g = _r(2, 2, 5)
+        _same_as_numpy(cuda, "_take_grad", _np_take_grad, g, np.array([[0, 3], [3, -1]]),
+                       shape=(4, 5), axis=0, mode=mode)
+        _same_as_numpy(cuda, "_take_grad", _np_take_grad, _r(3), np.array([5, -7, 1]),
+                       shape=(2, 2), mode=mode)
+
+
+def test_take_along_axis_gradient_and_put_along_axis_match_numpy(cuda):
+    idx = np.array([[0, 3, 3], [1, 1, 0], [2, 0, 1]])
+    _same_as_numpy(cuda, "_take_along_axis_grad", _np_take_along_axis_grad, _r(3, 3), idx,
+                   shape=(3, 4), axis=1)
+    _same_as_numpy(cuda, "_take_along_axis_grad", _np_take_along_axis_grad, _r(3),
+                   np.array([5, 0, 0]), shape=(2, 3), axis=None)
+    _same_as_numpy(cuda, "_put_along_axis", _np_put_along_axis, _X[0], np.array([[0], [2], [3]]),
+                   _r(3, 1), axis=1)
+    _same_as_numpy(cuda, "_put_along_axis", _np_put_along_axis, _X[0],
+                   np.array([[1, 0, 2, 1, 0]]), 2.5, axis=0)
+    _same_as_numpy(cuda, "_put_along_axis", _np_put_along_axis, _X[0], np.array([4, 0]),
+                   _r(2), axis=None)
+    _same_as_numpy(cuda, "_put_along_axis", _np_put_along_axis, _X[0].astype(np.int32),
+                   np.array([[1, 0, 2, 1, 0]]), 2.5, axis=0)
+
+
+def test_tensordot_matches_numpy(cuda):
+    for a, b, axes in ((_r(2, 3, 4), _r(3, 4, 2), 2), (_r(2, 3), _r(3, 4), 1),
+                       (_XT, _r(5, 4, 3), ([1, 2], [1, 0])), (_r(3, 2), _r(4, 3), (0, 1)),
+                       (_r(2, 3), _r(2), 0), (_r(3), _r(3), 1),
+                       (_r(2, 3, 4), _r(4, 3), ((-1, -2), (0, 1))), (_r(2, 3), _r(4, 3), 1),
+                       (_r(2, 0), _r(0, 3), 1), (_r(2, 3), _r(3, 4), ([0], [0, 1]))):
+        _same_as_numpy(cuda, "tensordot", np.tensordot, a, b, axes=axes)

@@ -978,28 +978,120 @@ class CudaKernels:
         _no_order("argsort", order)
         return self.sort_with_positions(a, axis, "argsort")[1]
 
-    def take_along_axis(self, arr, indices, axis=-1):
-        """numpy.take_along_axis: a gather with an arange index on every other axis (the
-        index of NumPy's own implementation), broadcast with `indices`."""
-        arr = self.operand(arr)
+    def _index_array(self, indices, op, error=IndexError):
+        """indices (a device array, a host array, a list or a number) as an integer array
+        for an index (a device one stays on the device); `error` (NumPy's type for the
+        op: IndexError for take_along_axis, TypeError for take) for other dtypes."""
         idx = indices if isinstance(indices, self.device.gpuarray.GPUArray) \
             else np.asarray(indices)
         if idx.dtype.kind not in "iu":
-            raise IndexError("take_along_axis: `indices` must be an integer array")
+            raise error(f"{op}: indices must be an integer array, got dtype {idx.dtype}")
+        return idx
+
+    def _along_index(self, indices, axis, shape, op):
+        """(the advanced index that take_along_axis(arr, indices, axis) reads arr of
+        `shape` at, the shape it indexes: arr's, or (size,) for axis=None): NumPy's own
+        construction, a broadcast arange for every other axis."""
+        idx = self._index_array(indices, op)
         if axis is None:
             if idx.ndim != 1:
-                raise ValueError("take_along_axis: when axis=None, `indices` must have a "
-                                 "single dimension.")
-            arr, ax = self.reshape(arr, (-1,)), 0
+                raise ValueError(f"{op}: when axis=None, `indices` must have a single "
+                                 f"dimension.")
+            return (idx,), (math.prod(shape),)
+        ax = _normalize_axes(axis, len(shape), op)[0]
+        if idx.ndim != len(shape):
+            raise ValueError(f"{op}: `indices` (shape {idx.shape}) and `arr` (shape "
+                             f"{tuple(shape)}) must have the same number of dimensions")
+        return tuple(idx if d == ax else
+                     np.arange(n).reshape((1,) * d + (n,) + (1,) * (len(shape) - d - 1))
+                     for d, n in enumerate(shape)), tuple(shape)
+
+    def take_along_axis(self, arr, indices, axis=-1):
+        """numpy.take_along_axis: one gather (index.cu)."""
+        arr = self.operand(arr)
+        index, shape = self._along_index(indices, axis, arr.shape, "take_along_axis")
+        return self.getitem(self.reshape(arr, shape), index)
+
+    def take_along_axis_grad(self, g, indices, *, shape, axis=-1):
+        """Zeros of `shape` with g added where take_along_axis reads (a scatter-add)."""
+        index, target = self._along_index(indices, axis, shape, "_take_along_axis_grad")
+        return self.reshape(self.getitem_grad(g, index, target), shape)
+
+    def put_along_axis(self, arr, indices, values, *, axis):
+        """A copy of arr with values (broadcast to indices) written where take_along_axis
+        reads. NOTE: where indices repeat a position, one of the writes wins (NumPy's: the
+        last), as for setitem."""
+        out = self.copy(arr)
+        index, target = self._along_index(indices, axis, out.shape, "_put_along_axis")
+        self.assign(self.reshape(out, target), index, values)
+        return out
+
+    def _take_index(self, indices, n, mode, op):
+        """take's index for an axis of length n: mode 'wrap' and 'clip' applied (on the
+        host for host indices, with the remainder/clip kernels for device ones)."""
+        if mode not in ("raise", "wrap", "clip"):
+            raise ValueError(f"{op}: mode must be 'raise', 'wrap' or 'clip', got {mode!r}")
+        idx = indices if isinstance(indices, self.device.gpuarray.GPUArray) \
+            else np.asarray(indices)
+        if idx.dtype == np.bool_:            # NumPy casts bool indices to 0 / 1
+            idx = self.cast(idx, np.int64) if not isinstance(idx, np.ndarray) \
+                else idx.astype(np.int64)
+        idx = self._index_array(idx, op, TypeError)
+        if mode == "raise":
+            return idx
+        if n == 0:
+            if math.prod(idx.shape):
+                raise IndexError(f"{op}: cannot do a non-empty take from an empty axis")
+            return idx
+        if isinstance(idx, np.ndarray):
+            return idx % n if mode == "wrap" else np.clip(idx, 0, n - 1)
+        if mode == "wrap":
+            return self.binary("remainder")(idx, np.int64(n))
+        return self.clip(idx, 0, n - 1)
+
+    def take(self, a, indices, axis=None, mode="raise"):
+        """numpy.take: one gather along the axis (a flattened for axis=None)."""
+        a, ax = self._along(a, axis, "take")
+        idx = self._take_index(indices, a.shape[ax], mode, "take")
+        return self.getitem(a, (slice(None),) * ax + (idx,))
+
+    def take_grad(self, g, indices, *, shape, axis=None, mode="raise"):
+        """Zeros of `shape` with g added where take reads (repeats accumulate)."""
+        target = (math.prod(shape),) if axis is None else tuple(shape)
+        ax = 0 if axis is None else _normalize_axes(axis, len(shape), "_take_grad")[0]
+        idx = self._take_index(indices, target[ax], mode, "_take_grad")
+        out = self.getitem_grad(g, (slice(None),) * ax + (idx,), target)
+        return self.reshape(out, shape)
+
+    def tensordot(self, a, b, axes=2):
+        """numpy.tensordot: both operands transposed and reshaped to matrices, one GEMM
+        (matmul), the result reshaped; `axes` read and checked as NumPy does."""
+        a, b = self.operand(a), self.operand(b)
+        try:
+            iter(axes)
+        except TypeError:
+            n = operator.index(axes)
+            axes_a, axes_b = list(range(-n, 0)), list(range(n))
         else:
-            ax = _normalize_axes(axis, arr.ndim, "take_along_axis")[0]
-            if idx.ndim != arr.ndim:
-                raise ValueError("take_along_axis: `indices` and `arr` must have the same "
-                                 "number of dimensions")
-        index = tuple(idx if d == ax else
-                      np.arange(n).reshape((1,) * d + (n,) + (1,) * (arr.ndim - d - 1))
-                      for d, n in enumerate(arr.shape))
-        return self.getitem(arr, index)
+            axes_a, axes_b = axes
+        axes_a = list(axes_a) if isinstance(axes_a, (list, tuple, np.ndarray)) else [axes_a]
+        axes_b = list(axes_b) if isinstance(axes_b, (list, tuple, np.ndarray)) else [axes_b]
+        if len(axes_a) != len(axes_b) or any(
+                a.shape[i] != b.shape[j] for i, j in zip(axes_a, axes_b)):
+            raise ValueError(f"tensordot: shape-mismatch for sum (a {a.shape}, b {b.shape}, "
+                             f"axes {axes!r})")
+        axes_a = [int(i) % a.ndim for i in axes_a]
+        axes_b = [int(j) % b.ndim for j in axes_b]
+        free_a = [i for i in range(a.ndim) if i not in axes_a]
+        free_b = [j for j in range(b.ndim) if j not in axes_b]
+        k = math.prod(a.shape[i] for i in axes_a)
+        m = math.prod(a.shape[i] for i in free_a)
+        n = math.prod(b.shape[j] for j in free_b)
+        am = self.reshape(self.transpose(a, free_a + axes_a), (m, k))
+        bm = self.reshape(self.transpose(b, axes_b + free_b), (k, n))
+        out = self.matmul(am, bm)
+        return self.reshape(out, tuple(a.shape[i] for i in free_a)
+                            + tuple(b.shape[j] for j in free_b))
 
     def _take_axis(self, x, idx, ax):
         """x gathered along axis `ax` with the host index array `idx` (one gather launch)."""
@@ -1309,7 +1401,10 @@ class CudaKernels:
         out.update({"nan_to_num": self.nan_to_num, "round": self.round})
         out.update({name: self.cumulative(name) for name in ("cumsum", "cumprod")})
         out.update({"sort": self.sort, "argsort": self.argsort,
-                    "take_along_axis": self.take_along_axis, "pad": self.pad,
+                    "take_along_axis": self.take_along_axis,
+                    "_take_along_axis_grad": self.take_along_axis_grad,
+                    "_put_along_axis": self.put_along_axis, "take": self.take,
+                    "_take_grad": self.take_grad, "tensordot": self.tensordot, "pad": self.pad,
                     "roll": self.roll, "repeat": self.repeat, "tile": self.tile})
         out.update({name: self.binary(name) for name in BINARY_FLOAT if name != "bce_logits"})
         out.update({name: self.binary(name) for name in COMPARISONS})
