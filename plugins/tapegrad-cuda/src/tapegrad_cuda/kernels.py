@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import operator
+import re
 from importlib import resources
 
 import numpy as np
@@ -101,12 +102,22 @@ def source_files() -> list[str]:
     return sorted(p.name for p in kernel_dir().iterdir() if p.name.endswith(".cu"))
 
 
-def source(name: str) -> str:
-    """The text of kernels/<name>, with ``common.cuh`` pasted in (so SourceModule and nvcc
-    need no include path)."""
-    text = (kernel_dir() / name).read_text(encoding="utf-8")
-    common = (kernel_dir() / "common.cuh").read_text(encoding="utf-8")
-    return text.replace('#include "common.cuh"', common.replace("#pragma once", ""))
+_INCLUDE = re.compile(r'^#include "(\w+\.cuh)"[ \t]*$', re.M)
+
+
+def source(name: str, _seen=None) -> str:
+    """The text of kernels/<name>, with the headers it includes (``common.cuh``,
+    ``math.cuh``) pasted in, each once (so SourceModule and nvcc need no include path)."""
+    seen = set() if _seen is None else _seen
+    text = (kernel_dir() / name).read_text(encoding="utf-8").replace("#pragma once", "")
+
+    def paste(match):
+        header = match.group(1)
+        if header in seen:
+            return ""
+        seen.add(header)
+        return source(header, seen)
+    return _INCLUDE.sub(paste, text)
 
 
 def unsupported(op: str, dtype, supported=("float32", "float64")) -> TypeError:

@@ -27,6 +27,7 @@
 // npy_logaddexp, npy_heaviside, ...), so edge cases (division by zero, inf, NaN, the sign
 // of a zero) give NumPy's results; integer division by zero gives 0 as NumPy's does.
 #include "common.cuh"
+#include "math.cuh"
 
 __device__ __forceinline__ float  tg_sigmoid(float x)  { float e = expf(-fabsf(x)); float s = 1.0f / (1.0f + e); return x >= 0.0f ? s : e * s; }
 __device__ __forceinline__ double tg_sigmoid(double x) { double e = exp(-fabs(x)); double s = 1.0 / (1.0 + e); return x >= 0.0 ? s : e * s; }
@@ -36,88 +37,6 @@ template <typename T> __device__ __forceinline__ T tg_minimum(T a, T b) { return
 template <typename T> __device__ __forceinline__ T tg_relu(T x) { return x > T(0) ? x : (x != x ? x : T(0)); }
 template <typename T> __device__ __forceinline__ T tg_sign(T x) { return x > T(0) ? T(1) : (x < T(0) ? T(-1) : x); }
 template <typename T> __device__ __forceinline__ T tg_iabs(T x) { return x < T(0) ? -x : x; }
-// NumPy's npy_divmod (floor_divide and remainder of floats): the result takes the sign of
-// the divisor; a zero divisor gives fmod's NaN and a / b.
-template <typename T> __device__ __forceinline__ T tg_fremainder(T a, T b) {
-    T mod = fmod(a, b);
-    if (b == T(0)) return mod;
-    if (mod != T(0)) {
-        if ((b < T(0)) != (mod < T(0))) mod += b;
-    } else {
-        mod = copysign(T(0), b);
-    }
-    return mod;
-}
-template <typename T> __device__ __forceinline__ T tg_ffloor_divide(T a, T b) {
-    if (b == T(0)) return a / b;
-    T mod = fmod(a, b);
-    T div = (a - mod) / b;
-    if (mod != T(0) && ((b < T(0)) != (mod < T(0)))) div -= T(1);
-    if (div != T(0)) {
-        T fl = floor(div);
-        if (div - fl > T(0.5)) fl += T(1);
-        return fl;
-    }
-    return copysign(T(0), a / b);
-}
-// Integer division as NumPy's loops: division by zero gives 0, MIN // -1 gives MIN (it
-// wraps), MIN % -1 gives 0 (C leaves both undefined).
-template <typename T> __device__ __forceinline__ T tg_imin() {     // no signed overflow
-    return -T(~0ULL >> (65 - 8 * sizeof(T))) - T(1);
-}
-template <typename T> __device__ __forceinline__ T tg_ifloor_divide(T a, T b) {
-    if (b == T(0)) return T(0);
-    if (b == T(-1)) return a == tg_imin<T>() ? a : -a;
-    T q = a / b;
-    if ((a % b != T(0)) && ((a < T(0)) != (b < T(0)))) q -= T(1);
-    return q;
-}
-template <typename T> __device__ __forceinline__ T tg_iremainder(T a, T b) {
-    if (b == T(0) || b == T(-1)) return T(0);
-    T r = a % b;
-    return (r == T(0) || ((r < T(0)) == (b < T(0)))) ? r : r + b;
-}
-template <typename T> __device__ __forceinline__ T tg_ifmod(T a, T b) {
-    return (b == T(0) || b == T(-1)) ? T(0) : a % b;
-}
-// NumPy's integer reciprocal is (T)(1.0 / x): 0 for |x| > 1, and 1.0 / 0 = inf converted
-// to an integer, which is MIN on x86 (the CPU kernel): written out, since the device's
-// conversion saturates instead.
-template <typename T> __device__ __forceinline__ T tg_ireciprocal(T x) {
-    if (x == T(0)) return tg_imin<T>();
-    return (x == T(1) || x == T(-1)) ? x : T(0);
-}
-// npy_logaddexp / npy_logaddexp2: equal arguments (also infinities of one sign) first.
-template <typename T> __device__ __forceinline__ T tg_logaddexp(T x, T y) {
-    if (x == y) return x + T(0.693147180559945309417232121458176568);
-    const T d = x - y;
-    if (d > T(0)) return x + log1p(exp(-d));
-    if (d <= T(0)) return y + log1p(exp(d));
-    return d;                                   // NaN
-}
-template <typename T> __device__ __forceinline__ T tg_logaddexp2(T x, T y) {
-    const T log2e = T(1.442695040888963407359924681001892137);
-    if (x == y) return x + T(1);
-    const T d = x - y;
-    if (d > T(0)) return x + log2e * log1p(exp2(-d));
-    if (d <= T(0)) return y + log2e * log1p(exp2(d));
-    return d;
-}
-template <typename T> __device__ __forceinline__ T tg_heaviside(T x, T h0) {
-    if (x != x) return x;
-    if (x == T(0)) return h0;
-    return x < T(0) ? T(0) : T(1);
-}
-// numpy.sinc: sin(y) / y with y = pi * (x == 0 ? 1e-20 : x), in T.
-template <typename T> __device__ __forceinline__ T tg_sinc(T x) {
-    const T y = T(3.141592653589793238462643383279502884) * (x == T(0) ? T(1e-20) : x);
-    return sin(y) / y;
-}
-template <typename T> __device__ __forceinline__ T tg_nan_to_num(T x, T nan, T posinf, T neginf) {
-    if (x != x) return nan;
-    if (isinf(x)) return x > T(0) ? posinf : neginf;
-    return x;
-}
 // binary_cross_entropy_with_logits per element: max(x, 0) - x t + log1p(exp(-|x|)).
 __device__ __forceinline__ float  tg_bce(float x, float t)   { return fmaxf(x, 0.0f) - x * t + log1pf(expf(-fabsf(x))); }
 __device__ __forceinline__ double tg_bce(double x, double t) { return fmax(x, 0.0) - x * t + log1p(exp(-fabs(x))); }
@@ -243,7 +162,7 @@ __device__ __forceinline__ double tg_bce(double x, double t) { return fmax(x, 0.
                                               int divide_first) {                          \
         const T f = (T)factor;                                                             \
         TG_GRID_LOOP(i, n) {                                                               \
-            out[i] = divide_first ? F(rint)(x[i] / f) * f : F(rint)(x[i] * f) / f;         \
+            out[i] = tg_round(x[i], f, divide_first != 0);                                 \
         }                                                                                  \
     }                                                                                      \
     TG_COMPARISONS(T, sfx)

@@ -11,9 +11,9 @@
 //
 // Sorting is a bitonic sort over every row at once, padded to P = the next power of two of
 // len: init, then one step launch per (k, j) with k = 2, 4, ..., P and j = k/2, ..., 1,
-// then fini. Elements are (value, original position) pairs ordered by tg_sort_less: pads
-// (position >= len) last, then NaN (NumPy's order), then the value, ties by position -- a
-// total order, so the result is the stable sort (NumPy's kind="stable") for every input.
+// then fini. Elements are (value, original position) pairs ordered by math.cuh's
+// tg_sort_less: pads (position >= len) last, then NaN (NumPy's order), then the value, ties
+// by position -- a total order, so the result is the stable sort (NumPy's kind="stable").
 //
 //   tg_sort_init_<t>(const T* x, T* vals, long long* pos, long long rows, long long len,
 //                    long long P)           vals/pos[r * P + j] = x[r * len + j], j (or pad)
@@ -25,6 +25,7 @@
 //                    long long rows, long long len, long long P)
 //       out[r * len + j] = vals[r * P + j]; out_pos the same from pos (argsort)
 #include "common.cuh"
+#include "math.cuh"
 
 template <typename T> struct TgScanSum {
     __device__ static T identity() { return T(0); }
@@ -64,17 +65,6 @@ __device__ void tg_scan_rows(const T* __restrict__ x, T* __restrict__ out, long 
     }
 }
 
-template <typename T> __device__ __forceinline__ bool tg_sort_less(T a, long long ia, T b,
-                                                                  long long ib, long long len) {
-    const bool ap = ia >= len, bp = ib >= len;
-    if (ap || bp) return ap == bp ? ia < ib : bp;
-    const bool an = a != a, bn = b != b;
-    if (an || bn) return an == bn ? ia < ib : bn;
-    if (a < b) return true;
-    if (b < a) return false;
-    return ia < ib;                                   // equal (also -0.0 and 0.0)
-}
-
 #define TG_SCAN(T, sfx)                                                                    \
     extern "C" __global__ void __launch_bounds__(TG_THREADS)                               \
     tg_cumsum_rows_##sfx(const T* x, T* out, long long rows, long long len) {              \
@@ -99,19 +89,7 @@ template <typename T> __device__ __forceinline__ bool tg_sort_less(T a, long lon
                                                   long long* __restrict__ pos, long long rows, \
                                                   long long len, long long P, long long k, \
                                                   long long j) {                           \
-        TG_GRID_LOOP(t, rows * P) {                                                        \
-            const long long i = t % P, l = i ^ j;                                          \
-            if (l > i) {                                                                   \
-                const long long a = t, b = t - i + l;                                      \
-                const bool up = (i & k) == 0;                                              \
-                const bool swap = up ? tg_sort_less(vals[b], pos[b], vals[a], pos[a], len)  \
-                                     : tg_sort_less(vals[a], pos[a], vals[b], pos[b], len); \
-                if (swap) {                                                                \
-                    const T v = vals[a]; vals[a] = vals[b]; vals[b] = v;                   \
-                    const long long p = pos[a]; pos[a] = pos[b]; pos[b] = p;               \
-                }                                                                          \
-            }                                                                              \
-        }                                                                                  \
+        TG_GRID_LOOP(t, rows * P) { tg_sort_step_at(vals, pos, t, len, P, k, j); }         \
     }                                                                                      \
     extern "C" __global__ void tg_sort_fini_##sfx(const T* __restrict__ vals,              \
                                                   const long long* __restrict__ pos,       \
