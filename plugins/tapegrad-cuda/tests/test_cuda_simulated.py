@@ -15,12 +15,29 @@ import tapegrad as tg
 import tapegrad_cuda_tests_cases as cases
 from tapegrad import _engine
 from tapegrad_cuda import cublas, kernels
-from tapegrad_cuda_tests_cases import INTEGER_AND_BOOL, NONCONTIG, OPS, _assert_close, _r, _t, compare
+from tapegrad_cuda_tests_cases import (CUDA_OPS, INTEGER_AND_BOOL, NONCONTIG, _assert_close,
+                                       _r, _t, compare)
 
 
-def test_every_first_party_op_has_a_cuda_kernel(cuda):
-    missing = [n for n in OPS if "cuda" not in tg.registry().ops[n].kernels]
-    assert not missing
+def test_every_first_party_op_has_a_cuda_kernel_or_raises_not_implemented(cuda):
+    cases.every_op_has_a_kernel_or_refuses()
+
+
+def test_an_op_on_the_no_kernel_list_is_refused_naming_op_and_device(cuda, monkeypatch):
+    # The check above, on an op of this test's own (NO_KERNEL's real entries need
+    # tapegrad-linalg, which this distribution's tests may run without).
+    import tapegrad_cuda_tests_cases as c
+
+    tg.registry().ops["exp"].kernels.pop("cuda")
+    try:
+        monkeypatch.setattr(kernels, "NO_KERNEL", ("exp",))
+        monkeypatch.setattr(c, "OPS", ["add", "exp"])
+        c.every_op_has_a_kernel_or_refuses()
+        monkeypatch.setattr(kernels, "NO_KERNEL", ())
+        with pytest.raises(AssertionError, match="not on kernels.NO_KERNEL: .*exp"):
+            c.every_op_has_a_kernel_or_refuses()
+    finally:
+        tg.registry().ops["exp"].kernels["cuda"] = cuda.kernels.unary("exp")
 
 
 def test_every_manifest_kernel_has_an_emulation(fakecuda):
@@ -30,7 +47,7 @@ def test_every_manifest_kernel_has_an_emulation(fakecuda):
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])
-@pytest.mark.parametrize("name", OPS)
+@pytest.mark.parametrize("name", CUDA_OPS)
 def test_op_samples_forward_and_gradient_match_cpu(cuda, name, dtype):
     op = cases.op(name)
     assert op.samples, name
@@ -163,7 +180,7 @@ def cuda_default(cuda, monkeypatch):
     _engine.install_device(cpu, True)
 
 
-CONTRACT_OPS = [n for n in OPS if n not in ("_einsum",)]
+CONTRACT_OPS = [n for n in CUDA_OPS if n not in ("_einsum",)]
 
 
 @pytest.mark.parametrize("name", CONTRACT_OPS)

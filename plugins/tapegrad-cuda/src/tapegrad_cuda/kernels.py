@@ -55,6 +55,15 @@ REDUCE_TYPES = ("f32", "f64", "i64")
 NN = ("softmax", "log_softmax", "logsumexp", "cross_entropy")
 SORT_TYPES = FLOATS + INTS
 PAD_MODES = ("constant", "edge", "reflect", "symmetric", "wrap")
+# Ops of the first-party plugins that deliberately have no cuda kernel: tapegrad-linalg's
+# LAPACK decompositions (cuSOLVER is not wrapped, and a silent round trip through the host
+# would hide a copy per call). On cuda they raise the engine's NotImplementedError naming
+# the op and the device; move the tensor to the cpu for them (t.cpu()). The functions built
+# on them (linalg_slogdet, linalg_qr, linalg_eigh, linalg_svd, ...) raise the same way.
+NO_KERNEL = ("linalg_inv", "linalg_det", "_linalg_slogdet", "linalg_solve",
+             "linalg_cholesky", "_linalg_qr", "_linalg_eigh", "linalg_eigvalsh",
+             "_linalg_eig", "linalg_eigvals", "_linalg_svd", "linalg_svdvals", "linalg_pinv",
+             "_linalg_lstsq", "linalg_matrix_rank")
 THREADS = 256
 MAX_BLOCKS = 65535
 MAX_INDEX_ARRAYS = 8          # index.cu keeps per-index offsets in a fixed array
