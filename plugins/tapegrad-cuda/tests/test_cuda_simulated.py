@@ -513,3 +513,19 @@ def test_tensordot_matches_numpy(cuda):
                        (_r(2, 3, 4), _r(4, 3), ((-1, -2), (0, 1))), (_r(2, 3), _r(4, 3), 1),
                        (_r(2, 0), _r(0, 3), 1), (_r(2, 3), _r(3, 4), ([0], [0, 1]))):
         _same_as_numpy(cuda, "tensordot", np.tensordot, a, b, axes=axes)
+
+
+def test_vector_norm_matches_numpy_for_every_ord(cuda):
+    x = _XT.copy()
+    x[0, 1, 2] = 0.0
+    for ord_ in (2, 1, 0, np.inf, -np.inf, 3, 0.5, -1, 2.0, "fro"):
+        for axis, keepdims in ((None, False), (1, False), ((0, 2), True), (-1, True)):
+            for v in (x, x.astype(np.float32), (x * 3).astype(np.int64)):
+                _same_as_numpy(cuda, "linalg_vector_norm", _np_vector_norm, v, ord=ord_,
+                               axis=axis, keepdims=keepdims)
+
+
+def _np_vector_norm(x, ord=2, axis=None, keepdims=False):
+    if isinstance(ord, str):
+        raise ValueError(f"invalid norm order {ord!r} for vectors")
+    return np.asarray(np.linalg.vector_norm(x, ord=ord, axis=axis, keepdims=keepdims))

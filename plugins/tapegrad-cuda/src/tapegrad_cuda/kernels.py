@@ -1292,6 +1292,31 @@ class CudaKernels:
                                batch=math.prod(batch))
         return self.view(out, final, _c_strides(final)) if final != out.shape else out
 
+    def vector_norm(self, x, ord=2, axis=None, keepdims=False):
+        """numpy.linalg.vector_norm from the elementwise and reduction kernels, in NumPy's
+        steps: sqrt(sum(x * x)) for 2, sum(|x|), max/min(|x|) for +-inf, the count of
+        nonzero entries for 0, sum(|x|**p) ** (1/p) otherwise (integers as float64)."""
+        if isinstance(ord, str):
+            raise ValueError(f"linalg_vector_norm: invalid norm order {ord!r} for vectors")
+        x = self.operand(x)
+        dtype = _resolve("vector_norm", np.linalg.vector_norm, x)
+        x = self.operand(x, dtype)
+
+        def total(v):
+            return self.reduce("sum", v, axis, None, keepdims)
+        if ord == 2:
+            return self.unary("sqrt")(total(self.binary("multiply")(x, x)))
+        if ord == 0:
+            return total(self.cast(self.binary("not_equal")(x, 0), dtype))
+        ax = self.unary("abs")(x)
+        if ord == 1:
+            return total(ax)
+        if ord in (math.inf, -math.inf):
+            return self.reduce("max" if ord > 0 else "min", ax, axis, None, keepdims)
+        with np.errstate(divide="ignore"):
+            inverse = np.reciprocal(np.float64(ord)).astype(dtype)
+        return self.binary("power")(total(self.binary("power")(ax, float(ord))), inverse)
+
     def einsum(self, *xs, subscripts):
         """_einsum through the host (np.einsum), then back to the device.
 
@@ -1443,6 +1468,7 @@ class CudaKernels:
             "setitem": lambda x, value, index: self.setitem(x, value, index),
             "concatenate": self.concatenate, "stack": self.stack,
             "matmul": self.matmul, "_einsum": self.einsum,
+            "linalg_vector_norm": self.vector_norm,
             "logsumexp": self.logsumexp, "cross_entropy": self.cross_entropy,
             "_softmax_minus_one_hot": self.softmax_minus_one_hot,
             "binary_cross_entropy_with_logits": self.bce_with_logits, "linear": self.linear,
