@@ -397,7 +397,7 @@ def test_sort_and_argsort_are_numpys_stable_sort_nan_last(cuda, axis):
     rng = np.random.default_rng(5)
     ties = rng.integers(0, 4, (5, 37))
     for x in (_SORT_ROWS, _SORT_ROWS.T, _X, _XT, ties, ties.astype(np.int32), _r(2, 0),
-              _r(1000), _r(3, 1)):
+              _r(1000), _r(3, 1), np.array(2.5)):
         _same_as_numpy(cuda, "sort", np.sort, x, axis=axis)
         _same_as_numpy(cuda, "argsort", lambda v, axis: np.argsort(v, axis, kind="stable"),
                        x, axis=axis)

@@ -465,6 +465,9 @@ class CudaKernels:
     def nan_to_num(self, x, copy=True, nan=0.0, posinf=None, neginf=None):
         """numpy.nan_to_num: NaN, +inf, -inf replaced (None: the dtype's largest / most
         negative finite value). Integer and bool inputs come back unchanged (a copy)."""
+        if not copy:       # as the CPU kernel: NumPy's copy=False would write into x
+            raise ValueError("nan_to_num: copy=False (replacing the values in place) is not "
+                             "supported; use x = tg.nan_to_num(x, ...)")
         x = self.operand(x)
         dtype = _resolve("nan_to_num", _ref_nan_to_num, x)
         if dtype.kind in "biu":
@@ -996,6 +999,9 @@ class CudaKernels:
     def argsort(self, a, axis=-1, kind=None, order=None, stable=None):
         """numpy.argsort in the stable order (ties by position) whatever `kind` is."""
         _no_order("argsort", order)
+        a = self.operand(a)
+        if a.ndim == 0:                  # NumPy argsorts a 0-d array as a 1-d one
+            a = self.reshape(a, (1,))
         return self.sort_with_positions(a, axis, "argsort")[1]
 
     def _index_array(self, indices, op, error=IndexError):
