@@ -10,10 +10,21 @@ ENTRIES = sorted(REGISTRY.ops) + sorted(REGISTRY.functions)
 
 ELEMENTWISE = ("subtract multiply divide negative power exp log sqrt abs clip tanh sigmoid relu "
                "sin cos maximum minimum where equal not_equal less less_equal greater "
-               "greater_equal").split()
+               "greater_equal tan sinh cosh arcsin arccos arctan arcsinh arccosh arctanh arctan2 "
+               "hypot sinc deg2rad radians rad2deg degrees log1p expm1 log2 log10 exp2 logaddexp "
+               "logaddexp2 reciprocal cbrt fmax fmin floor ceil trunc rint round around remainder "
+               "mod fmod floor_divide divmod copysign heaviside isnan isinf isfinite signbit "
+               "nan_to_num absolute true_divide").split()
 SHAPE = ("sum mean max min var reshape transpose flatten getitem setitem concatenate stack "
-         "split").split()
-LINALG = "matmul dot einsum".split()
+         "split tensordot outer inner kron trace diag diagonal tril triu cumsum cumprod sort "
+         "argsort repeat tile roll flip fliplr flipud pad take take_along_axis "
+         "put_along_axis").split()
+LINALG = ("matmul dot einsum cross linalg_cholesky linalg_cond linalg_cross linalg_det linalg_eig "
+          "linalg_eigh linalg_eigvals linalg_eigvalsh linalg_inv linalg_lstsq "
+          "linalg_matrix_norm linalg_matrix_power linalg_matrix_rank "
+          "linalg_matrix_transpose linalg_multi_dot linalg_norm linalg_outer linalg_pinv "
+          "linalg_qr linalg_slogdet linalg_solve linalg_svd linalg_svdvals linalg_tensorinv "
+          "linalg_tensorsolve linalg_vecdot linalg_vector_norm").split()
 NN = ("softmax log_softmax logsumexp cross_entropy mse_loss "
       "binary_cross_entropy_with_logits").split()
 

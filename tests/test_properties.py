@@ -59,6 +59,11 @@ EXPONENT = _uniform(-2, 2.5)
 # 0.1 from y's keeps every pair at least 0.1 apart, far beyond the finite-difference step.
 GRID_X = st.integers(-6, 6).map(lambda k: 0.5 * k + 0.1)
 GRID_Y = st.integers(-6, 6).map(lambda k: 0.5 * k)
+# NOTE: remainder, fmod and floor_divide jump where x / y is an integer. A dividend whose
+# fraction lies in [7/64, 57/64] over a divisor of ±1, ±2 or ±4 keeps x / y at least
+# 7/256 away from every integer (and both exact in float32).
+DIVIDEND = st.tuples(st.integers(-3, 2), st.integers(7, 57)).map(lambda p: p[0] + p[1] / 64)
+DIVISOR = st.sampled_from([-4.0, -2.0, -1.0, 1.0, 2.0, 4.0])
 
 # name -> (values of x, values of y). Every differentiable binary elementwise op of the
 # core and tapegrad-elementwise must be here (test_every_binary_elementwise_op_is_covered).
@@ -70,9 +75,21 @@ BINARY = {
     "power": (POSITIVE, EXPONENT),
     "maximum": (GRID_X, GRID_Y),
     "minimum": (GRID_X, GRID_Y),
+    "fmax": (GRID_X, GRID_Y),
+    "fmin": (GRID_X, GRID_Y),
+    "arctan2": (NONZERO, ANY),          # it jumps by 2 pi across x == 0, y < 0
+    "hypot": (ANY, NONZERO),
+    "logaddexp": (ANY, ANY),
+    "logaddexp2": (ANY, ANY),
+    "remainder": (DIVIDEND, DIVISOR),
+    "fmod": (DIVIDEND, DIVISOR),
+    "floor_divide": (DIVIDEND, DIVISOR),
+    "copysign": (ANY, NONZERO),
+    "heaviside": (NONZERO, ANY),
 }
-# Ops of other installed plugins that are binary and elementwise (the plugin template).
-OPTIONAL_BINARY = {"logaddexp": (ANY, ANY)}
+# Ops of other installed plugins that are binary and elementwise (the plugin template's
+# logaddexp is tapegrad-elementwise's now).
+OPTIONAL_BINARY: dict = {}
 
 
 def _binary_ops():

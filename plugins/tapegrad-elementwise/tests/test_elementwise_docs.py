@@ -5,12 +5,12 @@ from pathlib import Path
 
 import pytest
 import tapegrad_elementwise
-from tapegrad_elementwise import ops
+from tapegrad_elementwise import ops, ufuncs
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
 
-@pytest.mark.parametrize("module", [tapegrad_elementwise, ops], ids=lambda m: m.__name__)
+@pytest.mark.parametrize("module", [tapegrad_elementwise, ops, ufuncs], ids=lambda m: m.__name__)
 def test_docstring_examples_run(module):
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0

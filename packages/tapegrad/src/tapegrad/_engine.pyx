@@ -2457,6 +2457,26 @@ cdef class TensorBase:
     def __rtruediv__(self, other):
         return _binary_op(_op_divide, "divide", other, self)
 
+    def __floordiv__(self, other):
+        return _apply2(_lookup("floor_divide"), self, other)
+
+    def __rfloordiv__(self, other):
+        return _apply2(_lookup("floor_divide"), other, self)
+
+    def __mod__(self, other):
+        return _apply2(_lookup("remainder"), self, other)
+
+    def __rmod__(self, other):
+        return _apply2(_lookup("remainder"), other, self)
+
+    def __divmod__(self, other):
+        return (_apply2(_lookup("floor_divide"), self, other),
+                _apply2(_lookup("remainder"), self, other))
+
+    def __rdivmod__(self, other):
+        return (_apply2(_lookup("floor_divide"), other, self),
+                _apply2(_lookup("remainder"), other, self))
+
     def __pow__(self, other, mod):
         if mod is not None:
             raise TypeError("pow() with a modulus is not supported for tensors")
@@ -2552,6 +2572,12 @@ cdef class TensorBase:
 
     def __itruediv__(self, other):
         return self.div_(other)
+
+    def __ifloordiv__(self, other):
+        return _inplace(self, "floor_divide", (other,), None)
+
+    def __imod__(self, other):
+        return _inplace(self, "remainder", (other,), None)
 
     def __setitem__(self, index, value):
         index = _index_arrays(index)

@@ -94,6 +94,11 @@ class Tensor(TensorBase):
             return out
         return _ToDevice.apply(out, dev)
 
+    def __round__(self, ndigits=None):
+        """``round(t)`` and ``round(t, ndigits)``: ``tg.round`` (halves to even), as for a
+        NumPy array."""
+        return _engine.lookup("round")(self, 0 if ndigits is None else ndigits)
+
     def cpu(self):
         """This tensor on the cpu."""
         return self.to("cpu")
@@ -114,6 +119,10 @@ class Tensor(TensorBase):
         op = _engine.ops_table().get(name)
         if op is not None and method == "__call__" and not kwargs:
             return op(*inputs)
+        if method == "__call__" and not kwargs:
+            import tapegrad     # a registered function of the ufunc's name (np.divmod)
+            if name in tapegrad.registry().functions:
+                return getattr(tapegrad, name)(*inputs)
         return _numpy_fallback(f"numpy.{ufunc.__name__}", getattr(ufunc, method), inputs, kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
@@ -121,8 +130,21 @@ class Tensor(TensorBase):
         target = getattr(tapegrad, func.__name__, None)
         if target is not None and (isinstance(target, _engine.Op)
                                    or func.__name__ in tapegrad.registry().functions):
+            if func.__name__ in _NUMPY_IN_PLACE:
+                # NOTE: NumPy's writes into its argument and returns None; tapegrad's
+                # returns a new tensor, so dispatching would leave the tensor unchanged.
+                raise TypeError(
+                    f"numpy.{func.__name__} modifies its argument in place; tapegrad's "
+                    f"tg.{func.__name__} returns a new tensor instead: write "
+                    f"t = tg.{func.__name__}(t, ...)")
             return target(*args, **kwargs)
         return _numpy_fallback(f"numpy.{func.__name__}", func, args, kwargs)
+
+
+# NumPy functions that write into their first argument (and return None): never
+# dispatched to a functional tapegrad function of the same name.
+_NUMPY_IN_PLACE = frozenset({"put_along_axis", "put", "place", "putmask", "copyto",
+                             "fill_diagonal"})
 
 
 def _numpy_fallback(what, func, args, kwargs):

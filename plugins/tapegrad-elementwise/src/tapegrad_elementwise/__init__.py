@@ -6,9 +6,15 @@ its ops when it is imported. They are then ``tg.<name>(...)`` and ``t.<name>(...
 and the operators ``-  *  /  **  unary-  abs()  ==  !=  <  <=  >  >=`` dispatch to them.
 
 Differentiable: subtract, multiply, divide, negative, power, square, sqrt, abs, sign,
-clip, exp, log, sin, cos, tanh, sigmoid, relu, maximum, minimum, where (in x and y).
-Not differentiable (bool results): equal, not_equal, less, less_equal, greater,
-greater_equal, logical_and, logical_or, logical_not. (``add`` is tapegrad's own.)
+clip, exp, log, sin, cos, tanh, sigmoid, relu, maximum, minimum, where (in x and y), and
+NumPy's other elementwise functions (module ``ufuncs``): tan, sinh, cosh, arcsin, arccos,
+arctan, arcsinh, arccosh, arctanh, arctan2, hypot, sinc, deg2rad, radians, rad2deg,
+degrees, log1p, expm1, log2, log10, exp2, logaddexp, logaddexp2, reciprocal, cbrt, fmax,
+fmin, floor, ceil, trunc, rint, round, remainder (``%``), fmod, floor_divide (``//``),
+copysign, heaviside, nan_to_num; the aliases absolute, true_divide, mod, around and
+``divmod``. Not differentiable (bool results): equal, not_equal, less, less_equal, greater,
+greater_equal, logical_and, logical_or, logical_not, isnan, isinf, isfinite, signbit.
+(``add`` is tapegrad's own.)
 
 >>> import tapegrad as tg
 >>> x = tg.tensor([-1.0, 0.5, 2.0], requires_grad=True)
@@ -31,5 +37,15 @@ OPS = (
     "clip", "exp", "log", "sin", "cos", "tanh", "sigmoid", "relu", "maximum", "minimum",
     "where", "equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
     "logical_and", "logical_or", "logical_not",
+    # ufuncs
+    "tan", "sinh", "cosh", "arcsin", "arccos", "arctan", "arcsinh", "arccosh", "arctanh",
+    "arctan2", "hypot", "sinc", "deg2rad", "radians", "rad2deg", "degrees", "log1p", "expm1",
+    "log2", "log10", "exp2", "logaddexp", "logaddexp2", "reciprocal", "cbrt", "fmax", "fmin",
+    "floor", "ceil", "trunc", "rint", "round", "remainder", "fmod", "floor_divide",
+    "copysign", "heaviside", "isnan", "isinf", "isfinite", "signbit", "nan_to_num",
 )
-"""The names this plugin registers, in the order of the list above."""
+"""The ops this plugin registers, in the order of the list above."""
+
+FUNCTIONS = ("around", "mod", "divmod", "absolute", "true_divide")
+"""Its functions: NumPy's aliases (the same op under a second name: ``tg.mod is
+tg.remainder``) and ``divmod``."""

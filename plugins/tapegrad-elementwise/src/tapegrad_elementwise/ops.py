@@ -34,6 +34,11 @@ import math
 import numpy as np
 import tapegrad as tg
 
+from . import ufuncs
+from ._samples import Draw as _Draw
+from ._samples import binary_samples as _binary_samples
+from ._samples import unary_samples as _unary_samples
+
 _NUMBER = (int, float, complex, np.generic)
 
 
@@ -150,56 +155,6 @@ def _where_vjp(g, ans, cond, x, y):
     return (None,
             tg.where(cond, g, 0) if _needs_grad(x) else None,
             tg.where(cond, 0, g) if _needs_grad(y) else None)
-
-
-# ---------------------------------------------------------------------------------------
-# Sample inputs
-# ---------------------------------------------------------------------------------------
-
-class _Draw:
-    """Seeded sample values: the same arrays every time the plugin registers."""
-
-    def __init__(self, seed):
-        self._rng = np.random.default_rng(seed)
-
-    def normal(self, *shape):
-        return self._rng.standard_normal(shape)
-
-    def positive(self, *shape):
-        """In [0.5, 2]: inside the domain of log, sqrt, a power's base."""
-        return self._rng.uniform(0.5, 2.0, shape)
-
-    def nonzero(self, *shape):
-        """|v| in [0.2, 2]: away from the kinks of abs, sign and relu and from 1/0."""
-        return self._rng.choice([-1.0, 1.0], shape) * self._rng.uniform(0.2, 2.0, shape)
-
-    def exponent(self, *shape):
-        return self._rng.uniform(-1.5, 2.5, shape)
-
-    def small_ints(self, *shape):
-        """Integer-valued floats in {-1, 0, 1}, so comparisons meet equal entries."""
-        return self._rng.integers(-1, 2, shape).astype(np.float64)
-
-    def bools(self, *shape):
-        return self._rng.random(shape) < 0.5
-
-    def away_from(self, points, *shape, gap=0.1):
-        """Uniform in [-2, 2], moved at least `gap` away from each of `points`."""
-        v = self._rng.uniform(-2.0, 2.0, shape)
-        for p in points:
-            near = np.abs(v - p) < gap
-            v[near] = p + 2 * gap + (v[near] - p)
-        return v
-
-
-def _binary_samples(a, b, scalar_a=1.5, scalar_b=2.5):
-    """The broadcasting cases every binary op is checked on; `a`, `b`: shape -> array."""
-    return [(a(3, 4), b(3, 4)), (a(3, 4), b(4)), (a(2, 1, 3), b(4, 1)),
-            (a(3), scalar_b), (scalar_a, b(2, 2))]
-
-
-def _unary_samples(a):
-    return [(a(3, 4),), (a(2, 1, 3),), (np.asarray(a()),)]
 
 
 # ---------------------------------------------------------------------------------------
@@ -357,3 +312,6 @@ def tapegrad_register_ops(registry):
         reg(name, kernels={"cpu": ufunc}, vjp=None, nin=nin, samples=samples,
             doc=f"{expr}, elementwise (nonzero counts as true): a bool tensor that never "
                 f"requires grad.")
+
+    # -- the rest of NumPy's elementwise functions (trig, log/exp variants, rounding, ...)
+    ufuncs.register(registry, draw)

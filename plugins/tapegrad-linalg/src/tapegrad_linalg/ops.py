@@ -257,12 +257,12 @@ def _parse(subscripts, shapes):
         raise TypeError(f"subscripts must be a string such as 'ij,jk->ik', got "
                         f"{type(subscripts).__name__} {subscripts!r}")
     s = subscripts.replace(" ", "")
-    if "." in s:
-        raise ValueError("an ellipsis ('...') in the subscripts is not supported yet; "
-                         "write every axis out with its own letter")
     if s.count("->") > 1 or s.count("-") != s.count(">") or s.count("-") != s.count("->"):
         raise ValueError("the subscripts may contain '->' once, to separate the output")
     lhs, arrow, out = s.partition("->")
+    if "." in s:
+        lhs, out = _expand_ellipsis(lhs, out if arrow else None, shapes)
+        arrow = "->"
     for c in lhs + out:
         if c != "," and c not in _LETTERS:
             raise ValueError(f"invalid subscript {c!r}: subscripts must be letters a-z, A-Z")
@@ -307,6 +307,81 @@ def _parse(subscripts, shapes):
     return _Spec(terms, out, sizes)
 
 
+def _expand_ellipsis(lhs, out, shapes):
+    """(lhs, out) with every '...' replaced by letters of their own, right-aligned as
+    NumPy broadcasts them: an operand whose ellipsis covers e axes gets the last e of the
+    E letters (E the most any operand's covers). out None: NumPy's implicit output, the
+    ellipsis axes first, then the labels used once in alphabetical order."""
+    terms = lhs.split(",")
+    if len(terms) != len(shapes):
+        raise ValueError(f"the subscripts name {len(terms)} operand(s) but {len(shapes)} were "
+                         f"given")
+    for term in terms + ([out] if out is not None else []):
+        if term.count(".") not in (0, 3) or (term.count(".") == 3 and "..." not in term):
+            raise ValueError(f"invalid subscripts term {term!r}: an ellipsis is exactly '...', "
+                             f"at most once per term")
+    covered = []
+    for n, (term, shape) in enumerate(zip(terms, shapes)):
+        e = len(shape) - (len(term) - 3) if "..." in term else 0
+        if e < 0:
+            raise ValueError(f"operand {n} has {len(shape)} dimension(s) (shape {shape}) but its "
+                             f"subscripts {term!r} name {len(term) - 3} besides the ellipsis")
+        covered.append(e)
+    width = max(covered, default=0)
+    free = [c for c in _LETTERS if c not in lhs and (out is None or c not in out)]
+    if width > len(free):
+        raise ValueError(f"the ellipsis covers {width} axes but only {len(free)} subscript "
+                         f"letters are left")
+    ell = "".join(free[:width])
+    new_terms = [t.replace("...", ell[width - e:]) for t, e in zip(terms, covered)]
+    if out is None:
+        counts = {}
+        for label in lhs.replace(",", "").replace(".", ""):
+            counts[label] = counts.get(label, 0) + 1
+        out = ell + "".join(sorted(label for label, c in counts.items() if c == 1))
+    elif "..." in out:
+        out = out.replace("...", ell)
+    elif width:
+        raise ValueError(f"the output {out!r} has no '...' but the operands' ellipses cover "
+                         f"{width} axes (NumPy broadcasts them to the output, so it must name "
+                         f"them with '...')")
+    return ",".join(new_terms), out
+
+
+_SUBLIST_LETTERS = string.ascii_uppercase + string.ascii_lowercase   # NumPy's: 0 -> 'A'
+
+
+def _sublist_term(sub, where):
+    if isinstance(sub, str) or not hasattr(sub, "__iter__"):
+        raise TypeError(f"einsum: {where} must be a list of ints in [0, 52) and Ellipsis, got "
+                        f"{type(sub).__name__} {sub!r}")
+    term = []
+    for label in sub:
+        if label is Ellipsis:
+            term.append("...")
+        elif isinstance(label, numbers.Integral) and not isinstance(label, bool) \
+                and 0 <= label < 52:
+            term.append(_SUBLIST_LETTERS[label])
+        else:
+            raise ValueError(f"einsum: {where} holds {label!r}; subscripts in a sublist are "
+                             f"ints in [0, 52) or Ellipsis")
+    return "".join(term)
+
+
+def _from_sublists(args):
+    """NumPy's sublist form ``einsum(a, [0, 1], b, [1, 2], [0, 2])`` as (subscripts,
+    operands) in the string form."""
+    out = None
+    if len(args) % 2:
+        *args, out = args
+    operands, subs = args[0::2], args[1::2]
+    subscripts = ",".join(_sublist_term(s, f"the sublist of operand {n}")
+                          for n, s in enumerate(subs))
+    if out is not None:
+        subscripts += "->" + _sublist_term(out, "the output sublist")
+    return subscripts, tuple(operands)
+
+
 def _spec(subscripts, operands, op):
     if not isinstance(subscripts, str):
         raise TypeError(f"{op}: subscripts must be a string such as 'ij,jk->ik', got "
@@ -319,7 +394,7 @@ def _spec(subscripts, operands, op):
                         f"{', '.join(str(s) for s in shapes) or 'none'})") from None
 
 
-def einsum(subscripts, *operands):
+def einsum(subscripts, *operands, optimize=False):
     """Einstein summation over `operands`, as ``numpy.einsum(subscripts, *operands)``.
 
     Each comma-separated term of `subscripts` labels the axes of one operand; labels after
@@ -327,7 +402,11 @@ def einsum(subscripts, *operands):
     output is the labels used once, in alphabetical order. A label repeated within one
     operand takes its diagonal (``"ii->i"``, the trace ``"ii"``). Lengths that differ by a
     length-1 axis broadcast. Every operand gets a gradient (itself an einsum, so einsum is
-    differentiable to any order). An ellipsis (``...``) is not supported yet.
+    differentiable to any order). An ellipsis (``...``) stands for the axes not named,
+    broadcast as NumPy does (right-aligned); NumPy's sublist form
+    ``einsum(a, [0, 1], b, [1, 2], [0, 2])`` (ints in [0, 52) and ``Ellipsis``) works too.
+    ``optimize`` is accepted for NumPy's signature and ignored (the order of a large
+    contraction is NumPy's optimized path anyway).
 
     >>> import tapegrad as tg
     >>> a = tg.tensor([[1., 2.], [3., 4.]], requires_grad=True)
@@ -341,7 +420,13 @@ def einsum(subscripts, *operands):
             [0., 1.]])
     >>> tg.einsum("i,j", tg.ones(2), tg.ones(3)).shape     # outer product
     (2, 3)
+    >>> tg.einsum("...ij,...jk", tg.ones((5, 1, 2, 3)), tg.ones((4, 3, 2))).shape
+    (5, 4, 2, 2)
+    >>> tg.einsum(a, [0, 1], a, [1, 2], [0, 2]).tolist()   # the sublist form of "ij,jk->ik"
+    [[7.0, 10.0], [15.0, 22.0]]
     """
+    if not isinstance(subscripts, str) and operands and not isinstance(subscripts, numbers.Number):
+        subscripts, operands = _from_sublists((subscripts,) + operands)
     if not operands:
         raise ValueError("einsum: needs at least one operand after the subscripts")
     spec = _spec(subscripts, operands, "einsum")
@@ -433,6 +518,12 @@ _EINSUM_CASES = [
     ("ii,i->i", (1, 1), (3,)),                   # ... also a diagonal
     ("ba", (2, 3)),                              # implicit output "ab": a transpose
     ("i,->i", (3,), ()),                         # a 0-d operand
+    ("...ij,...jk->...ik", (2, 2, 3), (2, 3, 2)),  # an ellipsis: batched matmul
+    ("...ij,...jk", (2, 1, 2, 3), (3, 3, 2)),    # ... broadcast, right-aligned, implicit output
+    ("i...->...", (3, 2, 2)),                    # ... summing the named axis
+    ("...ii->...i", (2, 3, 3)),                  # ... a batched diagonal
+    ("...,...", (2, 3), (3,)),                   # ... only ellipses
+    ("ij...,j->i...", (2, 3), (3,)),             # ... covering no axes
 ]
 
 
@@ -469,4 +560,18 @@ def tapegrad_register_ops(registry):
         doc="The op behind tg.einsum: einsum(subscripts, *xs) is "
             "_einsum(*xs, subscripts=subscripts), the operands as its tensor inputs. A "
             "one-operand einsum may return a view of it (np.einsum does), hence view=True.")
-    registry.register_function("einsum", einsum, method=False, samples=_einsum_samples(True))
+    registry.register_function("einsum", einsum, method=False, samples=_einsum_samples(True) + [
+        tg.Sample(_rand(2, 3), [0, 1], _rand(3, 4, seed=1), [1, 2], [0, 2]),     # sublists
+        tg.Sample(_rand(2, 2, 3), [Ellipsis, 0, 1], _rand(3, seed=2), [1], [Ellipsis, 0]),
+        tg.Sample(_rand(3, 3), [0, 0])])                                       # implicit: trace
+    # tg.linalg's ops and functions (named linalg_<name> in the flat table).
+    from . import decompositions, norms, products
+    decompositions.register(registry)
+    norms.register(registry)
+    products.register(registry)
+
+
+@tg.hookimpl
+def tapegrad_api():
+    from . import linalg
+    return {"linalg": linalg}

@@ -35,6 +35,8 @@ import operator
 import numpy as np
 import tapegrad as tg
 
+from . import rearrange
+
 AxisError = np.exceptions.AxisError
 
 
@@ -638,3 +640,5 @@ def tapegrad_register_ops(registry):
         save_inputs=(False,), save_ans=False, samples=[(_rand(3, 4),)],
         doc="A copy of x that shares no storage with it (np.copy); t.copy() and t.clone().")
     registry.register_function("clone", copy, samples=[(_rand(3, 4),)])
+
+    rearrange.register(registry)     # tensordot, cumsum, sort, pad, take, ... (rearrange.py)

@@ -1,0 +1,101 @@
+"""Small tensor helpers shared by the tg.linalg modules (all written in tapegrad ops, so
+the gradient rules that use them stay differentiable and device-agnostic)."""
+
+from __future__ import annotations
+
+import numpy as np
+import tapegrad as tg
+
+from .ops import _mT, _rand, _shape  # noqa: F401  (re-exported for the linalg modules)
+
+
+def _eye(n, like):
+    return tg.eye(n, dtype=like.dtype, device=like.device)
+
+
+def _const(array, like):
+    """A constant tensor (a mask) on `like`'s device and dtype."""
+    return tg.tensor(np.asarray(array), dtype=like.dtype, device=like.device)
+
+
+def _diag_embed(v):
+    """(..., n) -> (..., n, n) with v on the diagonal."""
+    return tg.expand_dims(v, -2) * _eye(v.shape[-1], v)
+
+
+def _diagonal(m):
+    """(..., n, n) -> (..., n): the diagonal of every matrix."""
+    return tg.sum(m * _eye(m.shape[-1], m), axis=-1)
+
+
+def _tril(m, k=0):
+    n = m.shape[-1]
+    return m * _const(np.tri(m.shape[-2], n, k), m)
+
+
+def _triangle_grad(G, lower):
+    """The gradient of a function that reads only one triangle of its (symmetric) input.
+
+    Note: [one-triangle gradients]
+    np.linalg.cholesky/eigh/eigvalsh (and pinv(hermitian=True)) read only the lower (or
+    upper) triangle of A, so an entry A_ij (i > j) stands for both A_ij and A_ji, and the
+    other triangle has no effect at all. Given G, the gradient for a full (symmetric)
+    perturbation, the exact gradient of what NumPy computes is G_ij + G_ji on the read
+    triangle, G_ii on the diagonal and 0 on the other triangle. This is what finite
+    differences see; for a symmetric A = f(X) the chain rule gives the same gradient in X
+    as PyTorch's symmetric convention.
+    """
+    n = G.shape[-1]
+    mask = np.tri(n, n, 0) if lower else np.tri(n, n, 0).T
+    return _const(mask, G) * (G + _mT(G)) - G * _eye(n, G)
+
+
+def _square(a, op):
+    """Refuse anything that is not a stack of square matrices, as NumPy does."""
+    shape = _shape(a)
+    if len(shape) < 2:
+        raise np.linalg.LinAlgError(
+            f"{op}: {len(shape)}-dimensional array given (shape {shape}); the array must be at "
+            f"least two-dimensional")
+    if shape[-1] != shape[-2]:
+        raise np.linalg.LinAlgError(
+            f"{op}: last 2 dimensions of the array must be square, got shape {shape}")
+
+
+def _at_least_2d(a, op):
+    shape = _shape(a)
+    if len(shape) < 2:
+        raise np.linalg.LinAlgError(
+            f"{op}: {len(shape)}-dimensional array given (shape {shape}); the array must be at "
+            f"least two-dimensional")
+
+
+def _host(t):
+    """The values of a tensor as a NumPy array (for the checks a rule makes on values)."""
+    return np.asarray(t.detach().numpy()) if isinstance(t, tg.Tensor) else np.asarray(t)
+
+
+def _safe_offdiag_divide(num, den, op, what):
+    """num / den off the diagonal, 0 on it, for the rules whose formulas divide by
+    eigenvalue (or squared singular value) gaps.
+
+    Note: [degenerate spectra]
+    Where a gap is exactly 0 (a repeated eigenvalue or singular value) the eigenvectors are
+    not unique and the gradient does not exist: PyTorch returns inf/nan there. Here a zero
+    gap with a nonzero numerator raises LinAlgError naming the op; a zero gap whose
+    numerator is 0 too (the loss does not depend on the choice of basis, e.g. only the
+    eigenvalues are used) contributes 0, which is the gradient in that case.
+    """
+    n = den.shape[-1]
+    off = 1.0 - np.eye(n)
+    zero_gap = (_host(den) == 0) & (off == 1)
+    if zero_gap.any():
+        if (_host(num)[np.broadcast_to(zero_gap, _host(num).shape)] != 0).any():
+            raise np.linalg.LinAlgError(
+                f"{op}: the gradient through the {what} is not defined for repeated "
+                f"{'singular values' if 'singular' in what else 'eigenvalues'} (the {what} are "
+                f"not unique there; PyTorch returns inf/nan); use a loss that depends on the "
+                f"values only, or perturb the input")
+    safe = np.where(zero_gap | (off == 0), 1.0, 0.0)
+    keep = np.where(zero_gap, 0.0, off)
+    return num / (den + _const(safe, den)) * _const(keep, den)

@@ -1,0 +1,762 @@
+"""tg.linalg's inverses, determinants, solvers and decompositions, as np.linalg.
+
+Vocabulary as in :mod:`tapegrad_linalg.ops`: ``g`` the gradient of the output, ``ans`` the
+op's result, ``a, b`` its inputs. Every op is batched over leading axes as NumPy's, and
+every rule is written in tapegrad ops (matmul, solve, ...) so it can be differentiated
+again. The flat op table names them ``linalg_<name>``; the public names are
+``tg.linalg.<name>`` (see docs/linalg.md).
+
+Decompositions with several results (eigh, eig, svd, qr) are ONE op each whose kernel packs
+the results into one array (``_linalg_eigh`` returns w stacked on top of V); the public
+function slices it. So the decomposition runs once, and the rule sees the gradients of all
+results at once (zeros for the parts that were not used).
+
+>>> import tapegrad as tg
+>>> a = tg.tensor([[4., 1.], [1., 3.]], requires_grad=True)
+>>> tg.linalg.det(a)
+tensor(11., grad_fn=<linalg_det>)
+>>> w, v = tg.linalg.eigh(a)
+>>> w.sum().backward()           # the trace's gradient: the identity
+>>> a.grad.numpy().round(12) + 0.0
+array([[1., 0.],
+       [0., 1.]])
+"""
+
+from __future__ import annotations
+
+from collections import namedtuple
+
+import numpy as np
+import tapegrad as tg
+
+from ._helpers import (_at_least_2d, _diag_embed, _diagonal, _eye, _host, _mT, _rand,
+                       _safe_offdiag_divide, _square, _tril, _triangle_grad)
+
+SlogdetResult = namedtuple("SlogdetResult", "sign logabsdet")
+EighResult = namedtuple("EighResult", "eigenvalues eigenvectors")
+EigResult = namedtuple("EigResult", "eigenvalues eigenvectors")
+QRResult = namedtuple("QRResult", "Q R")
+SVDResult = namedtuple("SVDResult", "U S Vh")
+
+_NoValue = np._NoValue
+_COMPLEX_ISSUE = ("complex results are not supported yet (tapegrad issue 18, complex dtypes); "
+                  "for a symmetric matrix use tg.linalg.eigh")
+
+
+def _as_tensor(a):
+    return a if isinstance(a, tg.Tensor) else tg.asarray(a)
+
+
+def _wants_grad(*xs):
+    return tg.is_grad_enabled() and any(isinstance(x, tg.Tensor) and x.requires_grad for x in xs)
+
+
+# ---------------------------------------------------------------------------------------
+# Samples: well-conditioned matrices (finite differences need them)
+# ---------------------------------------------------------------------------------------
+
+def _general(*shape, seed=0):
+    """Random square matrices, shifted to be well conditioned (eigenvalues away from 0)."""
+    a = _rand(*shape, seed=seed)
+    return a + 3.0 * np.eye(shape[-1])
+
+
+def _spd(*shape, seed=0):
+    """Symmetric positive definite: x x^T + n I."""
+    x = _rand(*shape, seed=seed)
+    return x @ np.swapaxes(x, -1, -2) + shape[-1] * np.eye(shape[-1])
+
+
+def _sym(*shape, seed=0):
+    """Symmetric with well separated eigenvalues (1, 3, 5, ...)."""
+    q, _ = np.linalg.qr(_rand(*shape, seed=seed))
+    w = 1.0 + 2.0 * np.arange(shape[-1]) - shape[-1]
+    return (q * w) @ np.swapaxes(q, -1, -2)
+
+
+def _real_spectrum(*shape, seed=0):
+    """A non-symmetric matrix with real, well separated eigenvalues: V diag(w) V^-1."""
+    v = _rand(*shape, seed=seed) + 2.0 * np.eye(shape[-1])
+    w = 1.0 + 1.5 * np.arange(shape[-1])
+    return (v * w) @ np.linalg.inv(v)
+
+
+def _distinct_sv(*shape, seed=0):
+    """A matrix with well separated nonzero singular values."""
+    m, n = shape[-2:]
+    k = min(m, n)
+    u, _ = np.linalg.qr(_rand(*shape[:-2], m, k, seed=seed))
+    v, _ = np.linalg.qr(_rand(*shape[:-2], n, k, seed=seed + 1))
+    s = 1.0 + np.arange(k)[::-1] * 1.0
+    return (u * s) @ np.swapaxes(v, -1, -2)
+
+
+# ---------------------------------------------------------------------------------------
+# inv, det, slogdet, solve
+# ---------------------------------------------------------------------------------------
+
+def _inv_kernel(a):
+    _square(a, "linalg_inv")
+    return np.linalg.inv(a)
+
+
+def _inv_vjp(g, ans, a):
+    ans_t = _mT(ans)
+    return (-(ans_t @ g @ ans_t),)
+
+
+def _inv_jvp(t, ans, a):
+    return -(ans @ t[0] @ ans)
+
+
+def _trace_of_solve(a, ta):
+    """tr(a^-1 ta), batched."""
+    return tg.sum(_diagonal(tg.linalg_solve(a, ta)), axis=-1)
+
+
+def _det_kernel(a):
+    _square(a, "linalg_det")
+    return np.asarray(np.linalg.det(a))
+
+
+def _det_vjp(g, ans, a):
+    # NOTE: d det(A) = det(A) tr(A^-1 dA). A singular A has no inverse: the backward then
+    # raises LinAlgError (PyTorch goes through an SVD there; documented in docs/linalg.md).
+    scale = tg.expand_dims(tg.expand_dims(g * ans, -1), -1)
+    return (scale * _mT(tg.linalg_inv(a)),)
+
+
+def _det_jvp(t, ans, a):
+    return ans * _trace_of_solve(a, t[0])
+
+
+def _slogdet_kernel(a):
+    _square(a, "linalg_slogdet")
+    sign, logabsdet = np.linalg.slogdet(a)
+    return np.stack([sign, logabsdet], axis=-1)
+
+
+def _slogdet_vjp(g, ans, a):
+    # Only logabsdet (the last entry) has a gradient: sign is piecewise constant.
+    gl = tg.expand_dims(tg.expand_dims(g[..., 1], -1), -1)
+    return (gl * _mT(tg.linalg_inv(a)),)
+
+
+def _slogdet_jvp(t, ans, a):
+    dl = _trace_of_solve(a, t[0])
+    return tg.stack([tg.zeros_like(dl), dl], axis=-1)
+
+
+def slogdet(a):
+    """Sign and natural log of the absolute determinant, as ``np.linalg.slogdet``.
+
+    Returns ``SlogdetResult(sign, logabsdet)``; ``logabsdet`` is differentiable (its
+    gradient is ``inv(a).T``), ``sign`` is piecewise constant (zero gradient).
+
+    >>> import tapegrad as tg
+    >>> sign, logdet = tg.linalg.slogdet(tg.tensor([[2., 0.], [0., -3.]]))
+    >>> float(sign), round(float(logdet), 6)
+    (-1.0, 1.791759)
+    """
+    packed = tg._linalg_slogdet(_as_tensor(a))
+    return SlogdetResult(packed[..., 0].detach(), packed[..., 1])
+
+
+def _solve_check(a, b):
+    sa, sb = np.shape(a), np.shape(b)
+    _square(a, "linalg_solve")
+    m = sa[-1]
+    if len(sb) == 0:
+        raise ValueError(f"linalg_solve: b must be at least 1-d, got a 0-d b (a has shape {sa})")
+    if len(sb) == 1:
+        if sb[0] != m:
+            raise ValueError(f"linalg_solve: a has shape {sa} but the vector b has length "
+                             f"{sb[0]}, not {m}")
+        return
+    if sb[-2] != m:
+        raise ValueError(f"linalg_solve: a has shape {sa} and b has shape {sb}: b.shape[-2] must "
+                         f"be {m} (NumPy 2 treats an N-d b as a stack of matrices; for a stack "
+                         f"of vectors pass b[..., None] and take [..., 0])")
+    try:
+        np.broadcast_shapes(sa[:-2], sb[:-2])
+    except ValueError:
+        raise ValueError(f"linalg_solve: batch dimensions {sa[:-2]} of a (shape {sa}) and "
+                         f"{sb[:-2]} of b (shape {sb}) do not broadcast") from None
+
+
+def _solve_kernel(a, b):
+    _solve_check(a, b)
+    return np.linalg.solve(a, b)
+
+
+def _solve_vjp(g, ans, a, b):
+    # x = A^-1 b: gb = A^-T g, gA = -gb x^T, with a solve (never an explicit inverse).
+    if b.ndim == 1:
+        gb = tg.linalg_solve(_mT(a), tg.expand_dims(g, -1))[..., 0]
+        ga = -(tg.expand_dims(gb, -1) * tg.expand_dims(ans, -2))
+    else:
+        gb = tg.linalg_solve(_mT(a), g)
+        ga = -(gb @ _mT(ans))
+    return (ga if tg.needs_grad(a) else None), (gb if tg.needs_grad(b) else None)
+
+
+def _solve_jvp(t, ans, a, b):
+    # dx = a^-1 (db - da x)
+    ta, tb = t
+    vector = b.ndim == 1
+    rhs = None
+    if ta is not None:
+        rhs = -(ta @ ans) if not vector else -(ta @ tg.expand_dims(ans, -1))[..., 0]
+    if tb is not None:
+        rhs = tb if rhs is None else rhs + tb
+    if vector:
+        return tg.linalg_solve(a, tg.expand_dims(rhs, -1))[..., 0]
+    return tg.linalg_solve(a, rhs)
+
+
+# ---------------------------------------------------------------------------------------
+# cholesky
+# ---------------------------------------------------------------------------------------
+
+def _cholesky_kernel(a, upper=False):
+    _square(a, "linalg_cholesky")
+    return np.linalg.cholesky(a, upper=upper)
+
+
+def _cholesky_vjp(g, ans, a, upper=False):
+    # Murray 2016 / PyTorch: gA = L^-T Phi(L^T gL) L^-1, Phi = the lower triangle with its
+    # diagonal halved, symmetrized; then mapped to the triangle NumPy reads.
+    L, gL = (_mT(ans), _mT(g)) if upper else (ans, g)
+    P = _tril(_mT(L) @ gL)
+    P = 0.5 * (P + _mT(_tril(P, -1)))
+    X = tg.linalg_solve(_mT(L), P)                  # L^-T P
+    G = _mT(tg.linalg_solve(_mT(L), _mT(X)))        # (L^-T P) L^-1
+    return (_triangle_grad(G, lower=not upper),)
+
+
+def _cholesky_jvp(t, ans, a, upper=False):
+    # dL = L Phi(L^-1 S L^-T), S the symmetric matrix of the triangle NumPy reads (Murray
+    # 2016), Phi the lower triangle with its diagonal halved.
+    ta = t[0]
+    if upper:
+        ta = _mT(ta)
+    S = _tril(ta) + _mT(_tril(ta, -1))
+    L = _mT(ans) if upper else ans
+    X = tg.linalg_solve(L, _mT(tg.linalg_solve(L, S)))
+    dL = L @ (_tril(X) - 0.5 * X * _eye(X.shape[-1], X))
+    return _mT(dL) if upper else dL
+
+
+# ---------------------------------------------------------------------------------------
+# qr
+# ---------------------------------------------------------------------------------------
+
+def _qr_kernel(a, mode="reduced"):
+    _at_least_2d(a, "linalg_qr")
+    q, r = np.linalg.qr(a, mode=mode)
+    return np.concatenate([q, np.swapaxes(r, -1, -2)], axis=-2)    # (m + n, k)
+
+
+def _copyltu(M):
+    """The symmetric matrix with M's lower triangle."""
+    return _tril(M) + _mT(_tril(M, -1))
+
+
+def _qr_vjp(g, ans, a, mode="reduced"):
+    m, n = a.shape[-2:]
+    if mode == "complete" and m > n:
+        raise ValueError(f"linalg_qr: the gradient of mode='complete' for a {m}x{n} matrix "
+                         f"(m > n) is not defined (Q's last {m - n} columns are not unique); "
+                         f"use mode='reduced'")
+    Q, R = ans[..., :m, :], _mT(ans[..., m:, :])
+    gQ, gR = g[..., :m, :], _mT(g[..., m:, :])
+    # Walter & Lehmann / PyTorch: gA = [gQ + Q copyltu(M)] R^-T, M = R gR^T - gQ^T Q; for
+    # m < n, A = [X | Y] with X = Q U square, Y = Q V: the same for X with gQ + Y gV^T, and
+    # gY = Q gV.
+    if m >= n:
+        M = R @ _mT(gR) - _mT(gQ) @ Q
+        B = gQ + Q @ _copyltu(M)
+        return (_mT(tg.linalg_solve(R, _mT(B))),)
+    U, gU, gV = R[..., :m], gR[..., :m], gR[..., m:]
+    Y = a[..., m:]
+    gQ = gQ + Y @ _mT(gV)
+    M = U @ _mT(gU) - _mT(gQ) @ Q
+    gX = _mT(tg.linalg_solve(U, _mT(gQ + Q @ _copyltu(M))))
+    return (tg.concatenate([gX, Q @ gV], axis=-1),)
+
+
+def qr(a, mode="reduced"):
+    """The QR decomposition, as ``np.linalg.qr(a, mode)``: ``QRResult(Q, R)`` for mode
+    'reduced' (differentiable) and 'complete' (differentiable for m <= n, where it equals
+    'reduced'; for m > n the backward refuses), and R alone for mode 'r'. Mode 'raw' is
+    refused. Batched over leading axes.
+
+    >>> import tapegrad as tg
+    >>> q, r = tg.linalg.qr(tg.tensor([[3., 0.], [4., 5.]]))
+    >>> r.tolist()
+    [[-5.0, -4.0], [0.0, 3.0]]
+    """
+    if mode not in ("reduced", "complete", "r"):
+        raise ValueError(f"linalg.qr: mode {mode!r} is not supported (use 'reduced', "
+                         f"'complete' or 'r'; 'raw' returns LAPACK's Householder form, which "
+                         f"has no gradient here)")
+    a = _as_tensor(a)
+    _at_least_2d(a, "linalg.qr")
+    m, n = a.shape[-2:]
+    if mode == "r":
+        packed = tg._linalg_qr(a, mode="reduced")
+        return _mT(packed[..., m:, :])
+    if mode == "complete" and m > n and _wants_grad(a):
+        raise ValueError(f"linalg.qr: mode='complete' of a {m}x{n} matrix (m > n) has no "
+                         f"gradient (Q's last {m - n} columns are not unique); use "
+                         f"mode='reduced', or call it under tg.no_grad()")
+    packed = tg._linalg_qr(a, mode=mode)
+    return QRResult(packed[..., :m, :], _mT(packed[..., m:, :]))
+
+
+# ---------------------------------------------------------------------------------------
+# eigh, eigvalsh
+# ---------------------------------------------------------------------------------------
+
+def _uplo(UPLO, op):
+    if UPLO not in ("L", "U"):
+        raise ValueError(f"{op}: UPLO argument must be 'L' or 'U', got {UPLO!r}")
+
+
+def _eigh_kernel(a, UPLO="L"):
+    _square(a, "linalg_eigh")
+    _uplo(UPLO, "linalg_eigh")
+    w, v = np.linalg.eigh(a, UPLO=UPLO)
+    return np.concatenate([w[..., None, :], v], axis=-2)          # (n + 1, n)
+
+
+def _eigh_vjp(g, ans, a, UPLO="L"):
+    w, V = ans[..., 0, :], ans[..., 1:, :]
+    gw, gV = g[..., 0, :], g[..., 1:, :]
+    # gA = V (diag(gw) + skew(V^T gV) / E) V^T, E_ij = w_j - w_i (PyTorch's
+    # linalg_eig_backward for Hermitian input); see Note: [degenerate spectra].
+    VtgV = _mT(V) @ gV
+    skew = 0.5 * (VtgV - _mT(VtgV))
+    E = tg.expand_dims(w, -2) - tg.expand_dims(w, -1)
+    inner = _safe_offdiag_divide(skew, E, "linalg_eigh", "eigenvectors") + _diag_embed(gw)
+    return (_triangle_grad(V @ inner @ _mT(V), lower=UPLO == "L"),)
+
+
+def eigh(a, UPLO="L"):
+    """Eigenvalues (ascending) and eigenvectors of symmetric matrices, as
+    ``np.linalg.eigh(a, UPLO)``: ``EighResult(eigenvalues, eigenvectors)``. Only the
+    triangle named by UPLO is read, and only it gets a gradient (docs/linalg.md). The
+    gradient through the eigenvectors needs distinct eigenvalues (else LinAlgError).
+
+    >>> import tapegrad as tg
+    >>> w, v = tg.linalg.eigh(tg.tensor([[2., 1.], [1., 2.]]))
+    >>> w.tolist()
+    [1.0, 3.0]
+    """
+    _uplo(UPLO, "linalg.eigh")
+    a = _as_tensor(a)
+    packed = tg._linalg_eigh(a, UPLO=UPLO)
+    return EighResult(packed[..., 0, :], packed[..., 1:, :])
+
+
+def _eigvalsh_kernel(a, UPLO="L"):
+    _square(a, "linalg_eigvalsh")
+    _uplo(UPLO, "linalg_eigvalsh")
+    return np.linalg.eigvalsh(a, UPLO=UPLO)
+
+
+def _eigvalsh_vjp(g, ans, a, UPLO="L"):
+    # gA = V diag(g) V^T: defined even for repeated eigenvalues (not its derivative).
+    V = tg._linalg_eigh(a, UPLO=UPLO)[..., 1:, :]
+    return (_triangle_grad((V * tg.expand_dims(g, -2)) @ _mT(V), lower=UPLO == "L"),)
+
+
+# ---------------------------------------------------------------------------------------
+# eig, eigvals (real spectra only)
+# ---------------------------------------------------------------------------------------
+
+def _eig_kernel(a):
+    _square(a, "linalg_eig")
+    w, v = np.linalg.eig(a)
+    if np.iscomplexobj(w):
+        raise TypeError(f"linalg_eig: this matrix has complex eigenvalues; {_COMPLEX_ISSUE}")
+    return np.concatenate([w[..., None, :], v], axis=-2)
+
+
+def _eig_vjp(g, ans, a):
+    w, V = ans[..., 0, :], ans[..., 1:, :]
+    gw, gV = g[..., 0, :], g[..., 1:, :]
+    # PyTorch's linalg_eig_backward, real case: NumPy normalizes each eigenvector to unit
+    # length, which the projection term accounts for;
+    # gA = V^-T (diag(gw) + (V^T gV - V^T V diag(V^T gV)) / E) V^T, E_ij = w_j - w_i.
+    VtgV = _mT(V) @ gV
+    VtgV = VtgV - (_mT(V) @ V) * tg.expand_dims(_diagonal(VtgV), -2)
+    E = tg.expand_dims(w, -2) - tg.expand_dims(w, -1)
+    inner = _safe_offdiag_divide(VtgV, E, "linalg_eig", "eigenvectors") + _diag_embed(gw)
+    return (tg.linalg_solve(_mT(V), inner @ _mT(V)),)
+
+
+def eig(a):
+    """Eigenvalues and (unit-length) right eigenvectors of square matrices whose spectrum
+    is real, as ``np.linalg.eig``: ``EigResult(eigenvalues, eigenvectors)``. A matrix with
+    complex eigenvalues raises TypeError (complex dtypes are tapegrad issue 18).
+
+    >>> import tapegrad as tg
+    >>> tg.linalg.eig(tg.tensor([[2., 1.], [0., 3.]])).eigenvalues.tolist()
+    [2.0, 3.0]
+    """
+    a = _as_tensor(a)
+    packed = tg._linalg_eig(a)
+    return EigResult(packed[..., 0, :], packed[..., 1:, :])
+
+
+def _eigvals_kernel(a):
+    _square(a, "linalg_eigvals")
+    w = np.linalg.eigvals(a)
+    if np.iscomplexobj(w):
+        raise TypeError(f"linalg_eigvals: this matrix has complex eigenvalues; {_COMPLEX_ISSUE}")
+    return w
+
+
+def _eigvals_vjp(g, ans, a):
+    V = tg._linalg_eig(a)[..., 1:, :]
+    # NOTE: eigvals and eig call the same LAPACK routine (geev), so the eigenvalues come in
+    # the same order and V's columns match g's entries.
+    return (tg.linalg_solve(_mT(V), _diag_embed(g) @ _mT(V)),)
+
+
+# ---------------------------------------------------------------------------------------
+# svd, svdvals
+# ---------------------------------------------------------------------------------------
+
+def _svd_kernel(a, full_matrices=False):
+    _at_least_2d(a, "linalg_svd")
+    u, s, vh = np.linalg.svd(a, full_matrices=full_matrices)
+    m, n = a.shape[-2:]
+    width = max(u.shape[-1], vh.shape[-2])
+    out = np.zeros(a.shape[:-2] + (m + 1 + n, width), dtype=u.dtype)
+    out[..., :m, :u.shape[-1]] = u
+    out[..., m, :s.shape[-1]] = s
+    out[..., m + 1:, :vh.shape[-2]] = np.swapaxes(vh, -1, -2)
+    return out
+
+
+def _svd_unpack(p, m, n, full_matrices):
+    k = min(m, n)
+    mu, nv = (m, n) if full_matrices else (k, k)
+    return p[..., :m, :mu], p[..., m, :k], p[..., m + 1:, :nv]
+
+
+def _svd_vjp(g, ans, a, full_matrices=False):
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    if full_matrices and m != n:
+        raise ValueError(f"linalg_svd: the gradient of full_matrices=True for a {m}x{n} matrix "
+                         f"is not defined (the extra singular vectors are not unique); use "
+                         f"full_matrices=False")
+    U, S, V = _svd_unpack(ans, m, n, full_matrices)
+    gU, gS, gV = _svd_unpack(g, m, n, full_matrices)
+    # PyTorch's svd_backward (real case), with skew(X) = X - X^T, E_ij = S_j^2 - S_i^2:
+    # gA = U [(skew(U^T gU) S + S skew(V^T gV)) / E + diag(gS)] V^T
+    #      + (I - U U^T) gU S^-1 V^T + U S^-1 gV^T (I - V V^T)
+    UtgU = _mT(U) @ gU
+    VtgV = _mT(V) @ gV
+    UtgU, VtgV = UtgU - _mT(UtgU), VtgV - _mT(VtgV)
+    S2 = S * S
+    E = tg.expand_dims(S2, -2) - tg.expand_dims(S2, -1)
+    num = UtgU * tg.expand_dims(S, -2) + tg.expand_dims(S, -1) * VtgV
+    inner = _safe_offdiag_divide(num, E, "linalg_svd", "singular vectors") + _diag_embed(gS)
+    Vt = _mT(V)
+    if m > k or n > k:
+        if (_host(S) == 0).any():
+            raise np.linalg.LinAlgError(
+                f"linalg_svd: the gradient through the singular vectors of a non-square "
+                f"{m}x{n} matrix with a zero singular value is not defined")
+    if m > k:
+        gUS = gU / tg.expand_dims(S, -2)
+        return ((U @ inner + gUS - U @ (_mT(U) @ gUS)) @ Vt,)
+    if n > k:
+        SgV = _mT(gV) / tg.expand_dims(S, -1)
+        return (U @ (inner @ Vt + SgV - (SgV @ V) @ Vt),)
+    return (U @ inner @ Vt,)
+
+
+def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
+    """The singular value decomposition, as ``np.linalg.svd``: ``SVDResult(U, S, Vh)``
+    with ``a = U @ (S[..., None] * Vh)``, or the singular values alone for
+    ``compute_uv=False``. Differentiable for ``full_matrices=False`` (and for square
+    matrices); the gradient through U and Vh needs distinct, nonzero singular values (else
+    LinAlgError). ``hermitian=True`` is refused (use eigh).
+
+    >>> import tapegrad as tg
+    >>> tg.linalg.svd(tg.tensor([[3., 0.], [0., -4.]])).S.tolist()
+    [4.0, 3.0]
+    """
+    if hermitian:
+        raise ValueError("linalg.svd: hermitian=True is not supported (use tg.linalg.eigh, whose "
+                         "eigenvalues' absolute values are the singular values)")
+    a = _as_tensor(a)
+    if not compute_uv:
+        return tg.linalg_svdvals(a)
+    _at_least_2d(a, "linalg.svd")
+    m, n = a.shape[-2:]
+    full = bool(full_matrices) and m != n      # square: the same as full_matrices=False
+    if full and _wants_grad(a):
+        raise ValueError(f"linalg.svd: full_matrices=True for a {m}x{n} matrix has no gradient "
+                         f"(the extra singular vectors are not unique); use "
+                         f"full_matrices=False, or call it under tg.no_grad()")
+    packed = tg._linalg_svd(a, full_matrices=full)
+    U, S, V = _svd_unpack(packed, m, n, full)
+    return SVDResult(U, S, _mT(V))
+
+
+def _svdvals_kernel(a):
+    _at_least_2d(a, "linalg_svdvals")
+    return np.linalg.svd(a, compute_uv=False)
+
+
+def _svdvals_vjp(g, ans, a):
+    # gA = U diag(g) V^T: defined even for repeated singular values.
+    m, n = a.shape[-2:]
+    U, _, V = _svd_unpack(tg._linalg_svd(a, full_matrices=False), m, n, False)
+    return ((U * tg.expand_dims(g, -2)) @ _mT(V),)
+
+
+# ---------------------------------------------------------------------------------------
+# pinv, lstsq, matrix_rank
+# ---------------------------------------------------------------------------------------
+
+def _pinv_kernel(a, rcond=None, hermitian=False, rtol=_NoValue):
+    _at_least_2d(a, "linalg_pinv")
+    return np.linalg.pinv(a, rcond=rcond, hermitian=hermitian, rtol=rtol)
+
+
+def _pinv_grad(G, P, A):
+    """The gradient in A of <G, pinv(A)> where P = pinv(A) (PyTorch's pinv_backward, exact
+    where the rank of A is locally constant)."""
+    m, n = A.shape[-2:]
+    Pt, Gt = _mT(P), _mT(G)
+    if m <= n:
+        K = Gt @ P
+        KPt = K @ Pt
+        return -_mT(P @ K) + KPt - (A @ P) @ KPt + (Pt @ P) @ (Gt - K @ A)
+    K = P @ Gt
+    PtK = Pt @ K
+    return -_mT(K @ P) + ((Gt - A @ K) @ P) @ Pt + PtK - (PtK @ P) @ A
+
+
+def _pinv_vjp(g, ans, a, rcond=None, hermitian=False, rtol=_NoValue):
+    G = _pinv_grad(g, ans, a)
+    # hermitian=True goes through eigh, which reads the lower triangle only.
+    return (_triangle_grad(G, lower=True) if hermitian else G,)
+
+
+def _lstsq_kernel(a, b, rcond=None):
+    return np.linalg.lstsq(a, b, rcond=rcond)[0]
+
+
+def _lstsq_vjp(g, ans, a, b, rcond=None):
+    # Full rank (lstsq refuses a differentiable rank-deficient call): x = pinv(a) b.
+    P = tg.linalg_pinv(a)
+    ga = gb = None
+    if tg.needs_grad(b):
+        gb = _mT(P) @ g
+    if tg.needs_grad(a):
+        gx = g if b.ndim == 2 else tg.expand_dims(g, -1)
+        bb = b if b.ndim == 2 else tg.expand_dims(b, -1)
+        ga = _pinv_grad(gx @ _mT(bb), P, a)
+    return ga, gb
+
+
+def lstsq(a, b, rcond=None):
+    """The least-squares solution of ``a @ x = b``, as ``np.linalg.lstsq(a, b, rcond)``:
+    ``(x, residuals, rank, s)`` for a 2-d a (M, N) and b (M,) or (M, K) (NumPy's lstsq is
+    not batched, nor is this). ``x``, ``residuals`` and ``s`` are differentiable; ``rank`` is
+    an int. A rank-deficient a refuses a differentiable call (the solution jumps with the
+    rank; its gradient is not defined here).
+
+    >>> import tapegrad as tg
+    >>> x, res, rank, s = tg.linalg.lstsq(tg.tensor([[1., 0.], [0., 1.], [1., 1.]]),
+    ...                                   tg.tensor([1., 2., 3.]))
+    >>> x.numpy().round(12).tolist(), rank
+    ([1.0, 2.0], 2)
+    """
+    a, b = _as_tensor(a), _as_tensor(b)
+    sa, sb = a.shape, b.shape
+    if len(sa) != 2 or len(sb) not in (1, 2):
+        raise np.linalg.LinAlgError(
+            f"linalg.lstsq: a must be 2-d and b 1-d or 2-d, got shapes {sa} and {sb} (NumPy's "
+            f"lstsq is not batched)")
+    if sb[0] != sa[0]:
+        raise np.linalg.LinAlgError(f"linalg.lstsq: incompatible dimensions: a has shape {sa}, "
+                                    f"b has shape {sb} (b.shape[0] must be {sa[0]})")
+    m, n = sa
+    s = tg.linalg_svdvals(a)
+    s_host = _host(s)
+    eps = np.finfo(np.result_type(a.dtype, b.dtype, np.float32)).eps
+    cut = (eps * max(m, n) if rcond is None else rcond) * (s_host.max() if s_host.size else 0.0)
+    rank = int((s_host > cut).sum())
+    if rank < min(m, n) and _wants_grad(a, b):
+        raise np.linalg.LinAlgError(
+            f"linalg.lstsq: a (shape {sa}) has rank {rank} < {min(m, n)}; the gradient of a "
+            f"rank-deficient least-squares solution is not supported (call it under "
+            f"tg.no_grad(), or regularize a)")
+    x = tg._linalg_lstsq(a, b, rcond=rcond)
+    if rank == n and m > n:
+        r = tg.sum((b - a @ x) ** 2, axis=0)
+        residuals = tg.reshape(r, (1,)) if b.ndim == 1 else r
+    else:
+        residuals = tg.zeros((0,), dtype=x.dtype, device=x.device)
+    return x, residuals, rank, s
+
+
+def _matrix_rank_kernel(A, tol=None, hermitian=False, rtol=None):
+    return np.asarray(np.linalg.matrix_rank(A, tol=tol, hermitian=hermitian, rtol=rtol))
+
+
+# ---------------------------------------------------------------------------------------
+# Samples
+# ---------------------------------------------------------------------------------------
+
+_SQUARE = [(_general(3, 3),), (_general(2, 3, 3, seed=1),), (_general(1, 1, seed=2),)]
+
+_SOLVE_SAMPLES = [
+    (_general(3, 3), _rand(3)),                          # vector b
+    (_general(3, 3), _rand(3, 2, seed=1)),               # matrix b
+    (_general(2, 3, 3, seed=2), _rand(3)),               # batched a, one vector b
+    (_general(2, 3, 3, seed=3), _rand(2, 3, 1, seed=4)), # batched a and b
+    (_general(3, 3, seed=5), _rand(2, 3, 2, seed=6)),    # a broadcast against b's batch
+    (_general(2, 1, 3, 3, seed=7), _rand(4, 3, 2, seed=8)),
+]
+
+_QR_SAMPLES = [
+    tg.Sample(_rand(4, 3)), tg.Sample(_rand(3, 3, seed=1) + 2 * np.eye(3)),
+    tg.Sample(_rand(2, 3, 5, seed=2)), tg.Sample(_rand(2, 3, seed=3), mode="complete"),
+]
+
+_SVD_SAMPLES = [
+    tg.Sample(_distinct_sv(3, 3), full_matrices=False),
+    tg.Sample(_distinct_sv(4, 2, seed=1), full_matrices=False),
+    tg.Sample(_distinct_sv(2, 4, seed=2), full_matrices=False),
+    tg.Sample(_distinct_sv(2, 3, 2, seed=3), full_matrices=False),
+]
+
+
+def register(registry):
+    _doc_batched = " Batched over leading axes, as NumPy."
+    registry.register_op(
+        "linalg_inv", kernels={"cpu": _inv_kernel}, vjp=_inv_vjp, jvp=_inv_jvp, method=False,
+        save_inputs=(False,), samples=_SQUARE,
+        doc="The inverse of square matrices, as np.linalg.inv (tg.linalg.inv); a singular "
+            "matrix raises LinAlgError. Gradient -inv(a).T @ g @ inv(a).T." + _doc_batched)
+    registry.register_op(
+        "linalg_det", kernels={"cpu": _det_kernel}, vjp=_det_vjp, jvp=_det_jvp, method=False,
+        samples=_SQUARE,
+        doc="The determinant, as np.linalg.det (tg.linalg.det). Gradient det(a) inv(a).T; "
+            "at a singular matrix the backward raises LinAlgError (PyTorch uses an SVD "
+            "there)." + _doc_batched)
+    registry.register_op(
+        "_linalg_slogdet", kernels={"cpu": _slogdet_kernel}, vjp=_slogdet_vjp, jvp=_slogdet_jvp, method=False,
+        save_ans=False, samples=_SQUARE + [(-_general(3, 3, seed=4),)],
+        doc="The op behind tg.linalg.slogdet: sign and log|det| stacked along a last axis "
+            "of length 2. Only log|det| has a gradient (inv(a).T); sign's is 0." + _doc_batched)
+    registry.register_function("linalg_slogdet", slogdet, method=False, samples=_SQUARE)
+    registry.register_op(
+        "linalg_solve", kernels={"cpu": _solve_kernel}, vjp=_solve_vjp, jvp=_solve_jvp, method=False,
+        samples=_SOLVE_SAMPLES,
+        doc="x with a @ x = b, as np.linalg.solve (tg.linalg.solve), NumPy 2's rule for b: "
+            "a 1-d b is a vector, an N-d b a stack of matrices (..., M, K); batch axes "
+            "broadcast. Gradient through solves with a.T (no explicit inverse).")
+    registry.register_op(
+        "linalg_cholesky", kernels={"cpu": _cholesky_kernel}, vjp=_cholesky_vjp,
+        jvp=_cholesky_jvp, method=False,
+        save_inputs=(False,),
+        samples=[tg.Sample(_spd(3, 3)), tg.Sample(_spd(2, 3, 3, seed=1)),
+                 tg.Sample(_spd(4, 4, seed=2), upper=True)],
+        doc="The Cholesky factor L (a = L L^T; U = L^T with upper=True), as "
+            "np.linalg.cholesky (tg.linalg.cholesky). NumPy reads only the lower (upper) "
+            "triangle, so only that triangle gets a gradient: see docs/linalg.md "
+            "(one-triangle gradients)." + _doc_batched)
+    registry.register_op(
+        "_linalg_qr", kernels={"cpu": _qr_kernel}, vjp=_qr_vjp, method=False,
+        samples=_QR_SAMPLES,
+        doc="The op behind tg.linalg.qr: Q (m, k) stacked on R^T (n, k), shape (m + n, k). "
+            "Gradient for modes 'reduced' and 'complete' with m <= n." + _doc_batched)
+    registry.register_function("linalg_qr", qr, method=False, samples=_QR_SAMPLES + [
+        tg.Sample(_rand(4, 3, seed=5), mode="r")])
+    # NOTE: LAPACK picks each eigenvector's sign, and a finite-difference step can flip
+    # it (a jump, not a derivative); these seeds give matrices where no step does.
+    eigh_samples = [tg.Sample(_sym(3, 3)), tg.Sample(_sym(2, 3, 3, seed=15)),
+                    tg.Sample(_sym(4, 4, seed=3), UPLO="U")]
+    registry.register_op(
+        "_linalg_eigh", kernels={"cpu": _eigh_kernel}, vjp=_eigh_vjp, method=False,
+        save_inputs=(False,), samples=eigh_samples,
+        doc="The op behind tg.linalg.eigh: the eigenvalues (one row) stacked on the "
+            "eigenvectors, shape (n + 1, n). The gradient through the eigenvectors divides "
+            "by eigenvalue gaps: a repeated eigenvalue raises LinAlgError in the backward "
+            "(PyTorch gives inf/nan)." + _doc_batched)
+    registry.register_function("linalg_eigh", eigh, method=False, samples=eigh_samples)
+    registry.register_op(
+        "linalg_eigvalsh", kernels={"cpu": _eigvalsh_kernel}, vjp=_eigvalsh_vjp, method=False,
+        save_ans=False, samples=eigh_samples,
+        doc="The eigenvalues of symmetric matrices, ascending, as np.linalg.eigvalsh "
+            "(tg.linalg.eigvalsh). Gradient V diag(g) V^T (defined for repeated eigenvalues "
+            "too), on the triangle UPLO names." + _doc_batched)
+    eig_samples = [(_real_spectrum(3, 3),), (_real_spectrum(2, 3, 3, seed=1),)]
+    registry.register_op(
+        "_linalg_eig", kernels={"cpu": _eig_kernel}, vjp=_eig_vjp, method=False,
+        save_inputs=(False,), samples=eig_samples,
+        doc="The op behind tg.linalg.eig, for matrices with a real spectrum: the "
+            "eigenvalues stacked on the unit eigenvectors, (n + 1, n). A complex spectrum "
+            "raises TypeError (complex dtypes: issue 18)." + _doc_batched)
+    registry.register_function("linalg_eig", eig, method=False, samples=eig_samples)
+    registry.register_op(
+        "linalg_eigvals", kernels={"cpu": _eigvals_kernel}, vjp=_eigvals_vjp, method=False,
+        save_ans=False, samples=eig_samples,
+        doc="The eigenvalues of square matrices with a real spectrum, as "
+            "np.linalg.eigvals (tg.linalg.eigvals); a complex spectrum raises TypeError "
+            "(complex dtypes: issue 18). Gradient V^-T diag(g) V^T." + _doc_batched)
+    registry.register_op(
+        "_linalg_svd", kernels={"cpu": _svd_kernel}, vjp=_svd_vjp, method=False,
+        save_inputs=(False,), samples=_SVD_SAMPLES,
+        doc="The op behind tg.linalg.svd: U (m rows), S (one row) and V = Vh^T (n rows) "
+            "stacked, zero-padded to one width. The gradient through U and V divides by gaps "
+            "of squared singular values: a repeated one raises LinAlgError in the backward "
+            "(PyTorch gives inf/nan)." + _doc_batched)
+    registry.register_function("linalg_svd", svd, method=False, samples=[
+        tg.Sample(*s.args, **s.kwargs) for s in _SVD_SAMPLES] + [
+        tg.Sample(_distinct_sv(3, 3, seed=4)), tg.Sample(_distinct_sv(3, 2, seed=5),
+                                                          compute_uv=False)])
+    svdvals_samples = [(_distinct_sv(3, 3),), (_distinct_sv(4, 2, seed=1),),
+                       (_distinct_sv(2, 2, 3, seed=2),)]
+    registry.register_op(
+        "linalg_svdvals", kernels={"cpu": _svdvals_kernel}, vjp=_svdvals_vjp, method=False,
+        save_ans=False, samples=svdvals_samples,
+        doc="The singular values, descending, as np.linalg.svdvals (tg.linalg.svdvals). "
+            "Gradient U diag(g) V^T (defined for repeated singular values too)." + _doc_batched)
+    registry.register_op(
+        "linalg_pinv", kernels={"cpu": _pinv_kernel}, vjp=_pinv_vjp, method=False,
+        samples=[tg.Sample(_distinct_sv(3, 3)), tg.Sample(_distinct_sv(4, 2, seed=1)),
+                 tg.Sample(_distinct_sv(2, 2, 4, seed=2)), tg.Sample(_spd(3, 3), hermitian=True),
+                 tg.Sample(_distinct_sv(3, 2, seed=3), rtol=1e-10)],
+        doc="The Moore-Penrose pseudo-inverse, as np.linalg.pinv(a, rcond, hermitian, "
+            "rtol=) (tg.linalg.pinv; NumPy 2.4's rcond/rtol rules). Gradient: PyTorch's "
+            "formula, exact where the rank is locally constant; at a rank change (a singular "
+            "value crossing the cutoff) pinv jumps and has no derivative." + _doc_batched)
+    lstsq_samples = [(_rand(4, 2), _rand(4, seed=1)), (_rand(4, 3, seed=2), _rand(4, 2, seed=3)),
+                     (_general(3, 3, seed=4), _rand(3, seed=5)),
+                     (_distinct_sv(2, 3, seed=6), _rand(2, seed=7))]
+    registry.register_op(
+        "_linalg_lstsq", kernels={"cpu": _lstsq_kernel}, vjp=_lstsq_vjp, method=False,
+        save_ans=False, samples=lstsq_samples,
+        doc="The op behind tg.linalg.lstsq: its solution x. Gradient through x = pinv(a) b "
+            "(full rank only; tg.linalg.lstsq refuses a rank-deficient differentiable call).")
+    registry.register_function("linalg_lstsq", lstsq, method=False, samples=lstsq_samples)
+    registry.register_op(
+        "linalg_matrix_rank", kernels={"cpu": _matrix_rank_kernel}, nin=1,
+        params=("tol", "hermitian", "rtol"), method=False,
+        samples=[(_rand(3, 4),), (np.ones((2, 3, 3)),), tg.Sample(_spd(3, 3), hermitian=True),
+                 tg.Sample(_rand(3, 3), tol=0.5)],
+        doc="The rank of matrices (singular values above the tolerance), as "
+            "np.linalg.matrix_rank(A, tol, hermitian, rtol=) (tg.linalg.matrix_rank); an "
+            "integer result, not differentiable." + _doc_batched)
