@@ -54,7 +54,6 @@ COMPARISONS = ("equal", "not_equal", "less", "less_equal", "greater", "greater_e
 REDUCE_TYPES = ("f32", "f64", "i64")
 NN = ("softmax", "log_softmax", "logsumexp", "cross_entropy")
 SORT_TYPES = FLOATS + INTS
-PAD_MODES = ("constant", "edge", "reflect", "symmetric", "wrap")
 # Ops of the first-party plugins that deliberately have no cuda kernel: tapegrad-linalg's
 # LAPACK decompositions (cuSOLVER is not wrapped, and a silent round trip through the host
 # would hide a copy per call). On cuda they raise the engine's NotImplementedError naming
@@ -285,29 +284,17 @@ def _no_order(op, order):
         raise ValueError(f"{op}: order= (structured arrays) is not supported")
 
 
-def _as_pairs(x, ndim, what, index=True):
-    """numpy.pad's normalisation of pad_width / constant_values to ((before, after),) *
-    ndim: one number, one pair, or one pair per axis (NumPy's rules and messages)."""
-    if index:
-        x = np.round(x).astype(np.intp)
-    if x.ndim < 3:
+def _value_pairs(values, ndim):
+    """numpy.pad's reading of constant_values: one value, one (before, after) pair, or one
+    pair per axis, as ((before, after),) * ndim."""
+    x = np.asarray(values)
+    if x.ndim < 3 and (x.size == 1 or (x.size == 2 and x.shape != (2, 1))):
         flat = x.ravel()
-        if x.size == 1:
-            pairs = [(flat[0], flat[0])] * ndim
-        elif x.size == 2 and x.shape != (2, 1):
-            pairs = [(flat[0], flat[1])] * ndim
-        else:
-            pairs = None
-        if pairs is not None:
-            if index and min(flat) < 0:
-                raise ValueError(f"pad: {what}: index can't contain negative values")
-            return [(p[0].item(), p[1].item()) for p in pairs]
-    if index and x.size and x.min() < 0:
-        raise ValueError(f"pad: {what}: index can't contain negative values")
+        return [(flat[0].item(), flat[-1].item())] * ndim
     try:
         pairs = np.broadcast_to(x, (ndim, 2))
     except ValueError:
-        raise ValueError(f"pad: {what} of shape {x.shape} does not fit an array of "
+        raise ValueError(f"pad: constant_values of shape {x.shape} does not fit an array of "
                          f"{ndim} dimensions") from None
     return [(a.item(), b.item()) for a, b in pairs]
 
@@ -1184,31 +1171,18 @@ class CudaKernels:
         return self.reshape(out, tuple(r * n for r, n in zip(tup, shape)))
 
     def pad(self, array, pad_width, mode="constant", **kwargs):
-        """numpy.pad for modes constant, edge, reflect, symmetric and wrap.
+        """numpy.pad for the modes the cpu op has: constant, edge, reflect, symmetric, wrap.
 
         constant: the input copied into the middle of the output, then each axis's two pad
         slabs filled in axis order (so, as NumPy's, a later axis's value wins in the
         corners). The other modes are index maps that act on each axis separately: one
         gather per padded axis with np.pad(arange(n), widths, mode) as the index."""
+        from tapegrad_shape.rearrange import pad_arguments     # the cpu op's own checks
+
         x = self.operand(array)
-        if mode not in PAD_MODES:
-            raise ValueError(f"pad: mode {mode!r} is not supported on device 'cuda' (its "
-                             f"kernels cover {', '.join(PAD_MODES)})")
-        allowed = {"constant": {"constant_values"}, "reflect": {"reflect_type"},
-                   "symmetric": {"reflect_type"}}.get(mode, set())
-        unknown = set(kwargs) - allowed
-        if unknown:
-            raise ValueError(f"pad: unsupported keyword arguments for mode '{mode}': "
-                             f"{sorted(unknown)}")
-        if kwargs.get("reflect_type", "even") != "even":
-            raise ValueError("pad: reflect_type='odd' is not supported on device 'cuda'")
-        widths = np.asarray(pad_width)
-        if widths.dtype.kind not in "iu":
-            raise TypeError("pad: `pad_width` must be of integral type.")
-        widths = _as_pairs(widths, x.ndim, "pad_width")
+        widths = pad_arguments(x.ndim, pad_width, mode, kwargs)
         if mode == "constant":
-            values = _as_pairs(np.asarray(kwargs.get("constant_values", 0)), x.ndim,
-                               "constant_values", index=False)
+            values = _value_pairs(kwargs.get("constant_values", 0), x.ndim)
             shape = tuple(n + b + e for n, (b, e) in zip(x.shape, widths))
             out = self.empty(shape, x.dtype)
             inner = tuple(slice(b, b + n) for n, (b, _) in zip(x.shape, widths))
