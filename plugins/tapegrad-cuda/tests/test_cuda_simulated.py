@@ -532,3 +532,23 @@ def _np_vector_norm(x, ord=2, axis=None, keepdims=False):
     if isinstance(ord, str):
         raise ValueError(f"invalid norm order {ord!r} for vectors")
     return np.asarray(np.linalg.vector_norm(x, ord=ord, axis=axis, keepdims=keepdims))
+
+
+def test_percent_floordiv_divmod_and_method_forms_on_cuda(cuda):
+    cases.needs("remainder", "floor_divide", "cumsum", "round")
+    x = np.array([[7.5, -7.5, 3.0], [-0.5, 2.0, -4.25]])
+    t = tg.tensor(x, device="cuda", requires_grad=True)
+    _assert_close((t % 2.0).numpy(), x % 2.0)
+    _assert_close((t // -2.0).numpy(), x // -2.0)
+    _assert_close((-3.0 % t).numpy(), -3.0 % x)
+    q, r = divmod(t, 1.5)
+    _assert_close(q.numpy(), x // 1.5)
+    _assert_close(r.numpy(), x % 1.5)
+    i = tg.tensor(np.array([7, -7, 0]), device="cuda")
+    _assert_close((i % 3).numpy(), np.array([7, -7, 0]) % 3)
+    _assert_close((i // -2).numpy(), np.array([7, -7, 0]) // -2)
+    _assert_close(t.cumsum(axis=1).numpy(), x.cumsum(axis=1))
+    _assert_close(t.round(1).numpy(), x.round(1))
+    (t % 2.0).sum().backward()
+    assert t.grad.device == tg.device("cuda")
+    _assert_close(t.grad.numpy(), np.ones_like(x))
