@@ -210,7 +210,8 @@ NONCONTIG = [
     # issue 14: elementwise, on views, broadcast, at zeros, signs and NaN
     ("arctan2", (_t(_r(3, 4)), _r(4)), {}),
     ("hypot", (_r(3, 1), _t(_r(4, 3))), {}),
-    ("logaddexp", (np.array([-np.inf, 0.0, 800.0, np.inf]), np.array([-np.inf, 1.0, 799.0, 3.0])), {}),
+    ("logaddexp", (np.array([-np.inf, 0.0, 800.0, np.inf]),
+                   np.array([-np.inf, 1.0, 799.0, 3.0])), {}),
     ("remainder", (_t(_r(3, 4)) * 5, np.array([2.0, -2.0, 0.7, -0.3])), {}),
     ("fmod", (_t(_r(3, 4)) * 5, np.array([2.0, -2.0, 0.7, -0.3])), {}),
     ("floor_divide", (_t(_r(3, 4)) * 5, np.array([2.0, -2.0, 0.7, -0.3])), {}),

@@ -399,6 +399,18 @@ def test_sort_and_argsort_are_numpys_stable_sort_nan_last(cuda, axis):
                        x, axis=axis)
 
 
+def test_sort_arguments_are_checked_as_on_the_cpu(cuda):
+    for name in ("sort", "argsort"):
+        ref = getattr(np, name)
+        for kwargs in ({"kind": "bogus"}, {"kind": "stable", "stable": True},
+                       {"kind": "mergesort"}, {"stable": True}, {"kind": "heapsort"}):
+            _same_as_numpy(cuda, name, ref, _r(7) + np.arange(7), **kwargs)
+    cases.needs("sort", "argsort")
+    for fn in (tg.sort, tg.argsort):
+        with pytest.raises(ValueError, match=r"^(arg)?sort: order= names fields"):
+            fn(tg.tensor(_r(3), device="cuda"), order="f0")
+
+
 def test_take_along_axis_matches_numpy(cuda):
     rng = np.random.default_rng(6)
     cases_ = [(rng.integers(-3, 3, (3, 2, 5)), 1), (rng.integers(0, 3, (1, 4, 1)), 0),
@@ -465,7 +477,8 @@ def _np_take_along_axis_grad(g, indices, *, shape, axis=-1):
         np.add.at(out.reshape(-1), indices, g)
         return out
     ax = axis % len(shape)
-    index = tuple(indices if d == ax else np.arange(n).reshape((1,) * d + (n,) + (1,) * (len(shape) - d - 1))
+    index = tuple(indices if d == ax else
+                  np.arange(n).reshape((1,) * d + (n,) + (1,) * (len(shape) - d - 1))
                   for d, n in enumerate(shape))
     np.add.at(out, index, g)
     return out

@@ -279,11 +279,6 @@ _UFUNCS.update({n: getattr(np, n) for n in UNARY_FLOAT + PREDICATES + BINARY_FLO
                 if n not in _UFUNCS and n != "bce_logits"})
 
 
-def _no_order(op, order):
-    if order is not None:
-        raise ValueError(f"{op}: order= (structured arrays) is not supported")
-
-
 def _value_pairs(values, ndim):
     """numpy.pad's reading of constant_values: one value, one (before, after) pair, or one
     pair per axis, as ((before, after),) * ndim."""
@@ -294,7 +289,7 @@ def _value_pairs(values, ndim):
     try:
         pairs = np.broadcast_to(x, (ndim, 2))
     except ValueError:
-        raise ValueError(f"pad: constant_values of shape {x.shape} does not fit an array of "
+        raise ValueError(f"constant_values of shape {x.shape} does not fit an array of "
                          f"{ndim} dimensions") from None
     return [(a.item(), b.item()) for a, b in pairs]
 
@@ -453,8 +448,8 @@ class CudaKernels:
         """numpy.nan_to_num: NaN, +inf, -inf replaced (None: the dtype's largest / most
         negative finite value). Integer and bool inputs come back unchanged (a copy)."""
         if not copy:       # as the CPU kernel: NumPy's copy=False would write into x
-            raise ValueError("nan_to_num: copy=False (replacing the values in place) is not "
-                             "supported; use x = tg.nan_to_num(x, ...)")
+            raise ValueError("copy=False (replacing the values in place) is not supported; "
+                             "use x = tg.nan_to_num(x, ...)")
         x = self.operand(x)
         dtype = _resolve("nan_to_num", _ref_nan_to_num, x)
         if dtype.kind in "biu":
@@ -978,42 +973,50 @@ class CudaKernels:
                          self.ptr(work), self.ptr(out), self.ptr(pos), *sizes)
         return self._back(out, perm), self._back(pos, perm)
 
+    @staticmethod
+    def _sort_arguments(kind, order, stable):
+        """The cpu op's checks: order= refused; kind and stable checked by NumPy itself on
+        a one-element stand-in (its values and messages)."""
+        if order is not None:
+            raise ValueError("order= names fields of a structured array, which tapegrad "
+                             "tensors are not; pass order=None")
+        np.sort(np.zeros(1), kind=kind, stable=stable)
+
     def sort(self, a, axis=-1, kind=None, order=None, stable=None):
         """numpy.sort (always the stable order: equal values cannot be told apart)."""
-        _no_order("sort", order)
+        self._sort_arguments(kind, order, stable)
         return self.sort_with_positions(a, axis, "sort")[0]
 
     def argsort(self, a, axis=-1, kind=None, order=None, stable=None):
         """numpy.argsort in the stable order (ties by position) whatever `kind` is."""
-        _no_order("argsort", order)
+        self._sort_arguments(kind, order, stable)
         a = self.operand(a)
         if a.ndim == 0:                  # NumPy argsorts a 0-d array as a 1-d one
             a = self.reshape(a, (1,))
         return self.sort_with_positions(a, axis, "argsort")[1]
 
-    def _index_array(self, indices, op, error=IndexError):
+    def _index_array(self, indices, error=IndexError):
         """indices (a device array, a host array, a list or a number) as an integer array
         for an index (a device one stays on the device); `error` (NumPy's type for the
         op: IndexError for take_along_axis, TypeError for take) for other dtypes."""
         idx = indices if isinstance(indices, self.device.gpuarray.GPUArray) \
             else np.asarray(indices)
         if idx.dtype.kind not in "iu":
-            raise error(f"{op}: indices must be an integer array, got dtype {idx.dtype}")
+            raise error(f"indices must be an integer array, got dtype {idx.dtype}")
         return idx
 
     def _along_index(self, indices, axis, shape, op):
         """(the advanced index that take_along_axis(arr, indices, axis) reads arr of
         `shape` at, the shape it indexes: arr's, or (size,) for axis=None): NumPy's own
         construction, a broadcast arange for every other axis."""
-        idx = self._index_array(indices, op)
+        idx = self._index_array(indices)
         if axis is None:
             if idx.ndim != 1:
-                raise ValueError(f"{op}: when axis=None, `indices` must have a single "
-                                 f"dimension.")
+                raise ValueError("when axis=None, `indices` must have a single dimension.")
             return (idx,), (math.prod(shape),)
         ax = _normalize_axes(axis, len(shape), op)[0]
         if idx.ndim != len(shape):
-            raise ValueError(f"{op}: `indices` (shape {idx.shape}) and `arr` (shape "
+            raise ValueError(f"`indices` (shape {idx.shape}) and `arr` (shape "
                              f"{tuple(shape)}) must have the same number of dimensions")
         return tuple(idx if d == ax else
                      np.arange(n).reshape((1,) * d + (n,) + (1,) * (len(shape) - d - 1))
@@ -1039,22 +1042,22 @@ class CudaKernels:
         self.assign(self.reshape(out, target), index, values)
         return out
 
-    def _take_index(self, indices, n, mode, op):
+    def _take_index(self, indices, n, mode):
         """take's index for an axis of length n: mode 'wrap' and 'clip' applied (on the
         host for host indices, with the remainder/clip kernels for device ones)."""
         if mode not in ("raise", "wrap", "clip"):
-            raise ValueError(f"{op}: mode must be 'raise', 'wrap' or 'clip', got {mode!r}")
+            raise ValueError(f"mode must be 'raise', 'wrap' or 'clip', got {mode!r}")
         idx = indices if isinstance(indices, self.device.gpuarray.GPUArray) \
             else np.asarray(indices)
         if idx.dtype == np.bool_:            # NumPy casts bool indices to 0 / 1
             idx = self.cast(idx, np.int64) if not isinstance(idx, np.ndarray) \
                 else idx.astype(np.int64)
-        idx = self._index_array(idx, op, TypeError)
+        idx = self._index_array(idx, TypeError)
         if mode == "raise":
             return idx
         if n == 0:
             if math.prod(idx.shape):
-                raise IndexError(f"{op}: cannot do a non-empty take from an empty axis")
+                raise IndexError("cannot do a non-empty take from an empty axis")
             return idx
         if isinstance(idx, np.ndarray):
             return idx % n if mode == "wrap" else np.clip(idx, 0, n - 1)
@@ -1065,14 +1068,14 @@ class CudaKernels:
     def take(self, a, indices, axis=None, mode="raise"):
         """numpy.take: one gather along the axis (a flattened for axis=None)."""
         a, ax = self._along(a, axis, "take")
-        idx = self._take_index(indices, a.shape[ax], mode, "take")
+        idx = self._take_index(indices, a.shape[ax], mode)
         return self.getitem(a, (slice(None),) * ax + (idx,))
 
     def take_grad(self, g, indices, *, shape, axis=None, mode="raise"):
         """Zeros of `shape` with g added where take reads (repeats accumulate)."""
         target = (math.prod(shape),) if axis is None else tuple(shape)
         ax = 0 if axis is None else _normalize_axes(axis, len(shape), "_take_grad")[0]
-        idx = self._take_index(indices, target[ax], mode, "_take_grad")
+        idx = self._take_index(indices, target[ax], mode)
         out = self.getitem_grad(g, (slice(None),) * ax + (idx,), target)
         return self.reshape(out, shape)
 
@@ -1091,8 +1094,7 @@ class CudaKernels:
         axes_b = list(axes_b) if isinstance(axes_b, (list, tuple, np.ndarray)) else [axes_b]
         if len(axes_a) != len(axes_b) or any(
                 a.shape[i] != b.shape[j] for i, j in zip(axes_a, axes_b)):
-            raise ValueError(f"tensordot: shape-mismatch for sum (a {a.shape}, b {b.shape}, "
-                             f"axes {axes!r})")
+            raise ValueError(f"shape-mismatch for sum (a {a.shape}, b {b.shape}, axes {axes!r})")
         axes_a = [int(i) % a.ndim for i in axes_a]
         axes_b = [int(j) % b.ndim for j in axes_b]
         free_a = [i for i in range(a.ndim) if i not in axes_a]
@@ -1117,7 +1119,7 @@ class CudaKernels:
             return self.reshape(self.roll(self.reshape(a, (-1,)), shift, 0), a.shape)
         pairs = np.broadcast(shift, axis)
         if pairs.ndim > 1:
-            raise ValueError("roll: 'shift' and 'axis' should be scalars or 1D sequences")
+            raise ValueError("'shift' and 'axis' should be scalars or 1D sequences")
         shifts = {}
         for sh, ax in pairs:
             (ax,) = _normalize_axes(int(ax), a.ndim, "roll")
@@ -1143,11 +1145,7 @@ class CudaKernels:
         a, ax = self._along(a, axis, "repeat")
         if isinstance(repeats, self.device.gpuarray.GPUArray):
             repeats = self.device.to_numpy(repeats)
-        try:
-            idx = np.repeat(np.arange(a.shape[ax]), repeats)
-        except (TypeError, ValueError) as exc:
-            raise type(exc)(f"repeat: {exc}") from None
-        return self._take_axis(a, idx, ax)
+        return self._take_axis(a, np.repeat(np.arange(a.shape[ax]), repeats), ax)
 
     def tile(self, A, reps):
         """numpy.tile: one strided copy of a view that reads A with stride 0 on the tiled
@@ -1158,7 +1156,7 @@ class CudaKernels:
         except TypeError:
             tup = (operator.index(reps),)
         if any(r < 0 for r in tup):
-            raise ValueError("tile: negative dimensions are not allowed")
+            raise ValueError("negative dimensions are not allowed")
         nd = max(len(tup), A.ndim)
         tup = (1,) * (nd - len(tup)) + tup
         shape = (1,) * (nd - A.ndim) + A.shape
@@ -1201,7 +1199,7 @@ class CudaKernels:
             if b == e == 0:
                 continue
             if x.shape[ax] == 0:
-                raise ValueError(f"pad: can't extend empty axis {ax} using modes other than "
+                raise ValueError(f"can't extend empty axis {ax} using modes other than "
                                  f"'constant' or 'empty'")
             out = self._take_axis(out, np.pad(np.arange(x.shape[ax]), (b, e), mode=mode), ax)
         return self.copy(x) if out is x else out
