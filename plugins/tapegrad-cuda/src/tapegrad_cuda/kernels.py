@@ -53,6 +53,7 @@ ALIASES = {"degrees": "rad2deg", "radians": "deg2rad"}
 COMPARISONS = ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal")
 REDUCE_TYPES = ("f32", "f64", "i64")
 NN = ("softmax", "log_softmax", "logsumexp", "cross_entropy")
+SCAN_TYPES = REDUCE_TYPES + ("i32",)
 SORT_TYPES = FLOATS + INTS
 # Ops of the first-party plugins that deliberately have no cuda kernel: tapegrad-linalg's
 # LAPACK decompositions (cuSOLVER is not wrapped, and a silent round trip through the host
@@ -94,7 +95,7 @@ def expected_kernels() -> dict[str, list[str]]:
     index = [f"tg_{op}_{sfx}" for sfx in ALL for op in ("gather", "scatter")]
     index += [f"tg_scatter_add_{sfx}" for sfx in FLOATS]
     nn = [f"tg_{op}_rows_{sfx}" for sfx in FLOATS for op in NN]
-    scan = [f"tg_{op}_rows_{sfx}" for sfx in REDUCE_TYPES for op in ("cumsum", "cumprod")]
+    scan = [f"tg_{op}_rows_{sfx}" for sfx in SCAN_TYPES for op in ("cumsum", "cumprod")]
     scan += [f"tg_sort_{stage}_{sfx}" for sfx in SORT_TYPES for stage in ("init", "step", "fini")]
     return {"elementwise.cu": ew, "reduce.cu": red, "index.cu": index, "nn.cu": nn,
             "scan.cu": scan}
@@ -936,7 +937,7 @@ class CudaKernels:
         def kernel(x, axis=None, dtype=None):
             x, ax = self._along(x, axis, name)
             out_dtype = _resolve((name, dtype), lambda v: ref(v, dtype=dtype), x)
-            sfx = suffix(out_dtype, name, REDUCE_TYPES)
+            sfx = suffix(out_dtype, name, SCAN_TYPES)
             xs, perm, rows, length = self._moved_last(self.operand(x, out_dtype), (ax,))
             out = self.empty(xs.shape, out_dtype)
             if rows and length:
@@ -951,6 +952,9 @@ class CudaKernels:
         """(the stable sort of x along `axis`, the positions the values came from): NaN
         last, ties in their original order (NumPy's kind="stable"), for every kind."""
         x, ax = self._along(x, axis, op)
+        if x.dtype == np.bool_:           # False < True: sorted as int32, cast back
+            out, pos = self.sort_with_positions(self.cast(x, np.int32), ax, op)
+            return self.cast(out, np.bool_), pos
         sfx = suffix(x.dtype, op, SORT_TYPES)
         xs, perm, rows, length = self._moved_last(x, (ax,))
         out, pos = self.empty(xs.shape, x.dtype), self.empty(xs.shape, np.int64)

@@ -105,6 +105,7 @@ __device__ void tg_scan_rows(const T* __restrict__ x, T* __restrict__ out, long 
 
 TG_SCAN(float, f32)
 TG_SCAN(double, f64)
+TG_SCAN(int, i32)
 TG_SCAN(long long, i64)
 TG_SORT(float, f32)
 TG_SORT(double, f64)
