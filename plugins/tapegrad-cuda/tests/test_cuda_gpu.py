@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import tapegrad as tg
 import tapegrad_cuda_tests_cases as cases
+import tapegrad_cuda_tests_numpy_checks as checks
 from tapegrad import _engine
 from tapegrad_cuda_tests_cases import CUDA_OPS, INTEGER_AND_BOOL, NONCONTIG, _assert_close, compare
 
@@ -41,6 +42,12 @@ def test_views_broadcasting_axes_and_empty_arrays_match_cpu(case, dtype):
 def test_integer_and_bool_dtypes_match_cpu(case):
     name, args = INTEGER_AND_BOOL[case]
     compare(cases.op(name), *args, grad=False, **cases.INT_KWARGS.get(name, {}))
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("check", checks.CHECKS, ids=checks.IDS)
+def test_kernel_matches_numpy_directly(check):
+    check(tg.device("cuda"))
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])
