@@ -291,6 +291,8 @@ INTEGER_AND_BOOL = [
     ("fmod", (np.array([7, -7, 7, -7, 5, 0], np.int32), np.array([2, 2, -2, -2, 0, 0], np.int32))),
     ("fmax", (np.arange(6), np.arange(6)[::-1].copy())),
     ("fmin", (np.arange(6, dtype=np.int32), 2)),
+    ("fmax", (np.array([True, False, False]), np.array([[True], [False]]))),
+    ("minimum", (np.array([True, False, True]), np.array([True, True, False]))),
     ("floor", (np.arange(-3, 3),)),
     ("ceil", (np.arange(-3, 3, dtype=np.int32),)),
     ("trunc", (np.array([True, False]),)),

@@ -81,7 +81,8 @@ def check_new_binary_kernels_match_numpy_on_edge_values_and_dtypes(dev, name):
     ai, bi = np.repeat(_EDGE_INTS, len(_EDGE_INTS)), np.tile(_EDGE_INTS, len(_EDGE_INTS))
     for x, y in ((a, b), (a.astype(np.float32), b.astype(np.float32)), (ai, bi),
                  (ai.astype(np.int32), bi.astype(np.int32)), (a, 2), (ai, -3),
-                 (_t(_r(3, 4)), _r(4) + 0.25), (np.arange(-6, 6), 2.5)):
+                 (_t(_r(3, 4)), _r(4) + 0.25), (np.arange(-6, 6), 2.5),
+                 (np.array([True, False]), np.array([[True], [False]]))):
         _same_as_numpy(dev, name, getattr(np, name), x, y)
 
 

@@ -46,8 +46,11 @@ BINARY_FLOAT = ("add", "subtract", "multiply", "divide", "power", "maximum", "mi
                 "heaviside", "fmax", "fmin", "remainder", "fmod", "floor_divide")
 BINARY_INT = ("add", "subtract", "multiply", "maximum", "minimum", "remainder", "fmod",
               "floor_divide")
-# Integer fmax/fmin are maximum/minimum (no NaN to skip): their kernels serve.
+# Integer fmax/fmin are maximum/minimum (no NaN to skip): their kernels serve; for bool
+# (False < True) the four are logical or / and.
 INT_ALIAS = {"fmax": "maximum", "fmin": "minimum"}
+BOOL_ALIAS = {"maximum": "logical_or", "fmax": "logical_or", "minimum": "logical_and",
+              "fmin": "logical_and"}
 # Ops tapegrad-elementwise registers under a second NumPy name (numpy.degrees is rad2deg).
 ALIASES = {"degrees": "rad2deg", "radians": "deg2rad"}
 COMPARISONS = ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal")
@@ -513,6 +516,9 @@ class CudaKernels:
         def kernel(a, b):
             out_dtype = _resolve(name, ref, a, b)
             compute = _resolve("result_type", np.result_type, a, b) if compare else out_dtype
+            if compute.kind == "b" and name in BOOL_ALIAS:
+                return self._binary(BOOL_ALIAS[name], a, b, compute, out_dtype, ("b8",),
+                                    op=name)
             kname = INT_ALIAS.get(name, name) if compute.kind in "iu" else name
             return self._binary(kname, a, b, compute, out_dtype, allowed, op=name)
         kernel.__name__ = f"cuda_{name}"
