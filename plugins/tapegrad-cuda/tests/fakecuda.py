@@ -579,7 +579,7 @@ def _emulator(name):
 
 
 def _sort_less(a, ia, b, ib, length):
-    """scan.cu's tg_sort_less, elementwise: pads last, then NaN, then value, then position."""
+    """math.cuh's tg_sort_less, elementwise: pads last, then NaN, then value, then position."""
     ap, bp = ia >= length, ib >= length
     an, bn = (a != a) & ~ap, (b != b) & ~bp
     by_value = np.where(a < b, True, np.where(b < a, False, ia < ib))
