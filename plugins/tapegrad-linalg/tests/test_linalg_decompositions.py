@@ -333,6 +333,13 @@ def test_lstsq_matches_numpy(sa, sb):
     close(s, rs, rtol=1e-9)
 
 
+def test_lstsq_rank_follows_rcond_as_numpy():
+    a = np.diag([1.0, 1e-3, 1e-9])
+    for rcond in (None, -1, 1e-2, 1e-6):
+        assert tg.linalg.lstsq(tg.tensor(a), tg.ones(3), rcond=rcond)[2] == \
+            np.linalg.lstsq(a, np.ones(3), rcond=rcond)[2]
+
+
 def test_lstsq_gradient_and_rank_deficient_refusal():
     a = tg.tensor(RNG.standard_normal((5, 3)), requires_grad=True)
     b = tg.tensor(RNG.standard_normal((5, 2)), requires_grad=True)
@@ -362,3 +369,26 @@ def test_module_docstrings_run():
     for module in (decompositions, linalg):
         result = run_doctests(module)
         assert result.failed == 0 and result.attempted > 0
+
+
+@pytest.mark.parametrize("name, call", [
+    ("eigh", lambda x: tg.linalg.eigh(x)),
+    ("qr", lambda x: tg.linalg.qr(x)),
+    ("svd", lambda x: tg.linalg.svd(x, full_matrices=False)),
+    ("eig", lambda x: tg.linalg.eig(x)),
+    ("slogdet", lambda x: tg.linalg.slogdet(x)),
+    ("lstsq", lambda x: tg.linalg.lstsq(x, tg.ones(3, dtype=np.float32))[:2]),
+])
+def test_tuple_results_keep_float32(name, call):
+    a = np.diag([1., 2., 4.]) + 0.1 * np.triu(np.ones((3, 3)), 1)
+    x = tg.tensor(a.astype(np.float32), requires_grad=True)
+    outs = call(x)
+    assert all(o.dtype == np.float32 for o in outs), [o.dtype for o in outs]
+    sum(o.sum() for o in outs if o.requires_grad).backward()
+    assert x.grad.dtype == np.float32
+
+
+def test_the_ops_doc_is_the_functions_docstring():
+    assert "a singular matrix raises LinAlgError" in " ".join(tg.linalg.inv.__doc__.split())
+    assert tg.registry().ops["linalg_inv"].doc.startswith("The inverse of square matrices")
+    assert tg.linalg.solve.__name__ == "solve"

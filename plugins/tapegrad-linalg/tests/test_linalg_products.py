@@ -28,6 +28,8 @@ def test_matrix_power_zero_is_the_identity_with_zero_gradient():
     close(out, np.eye(3))
     out.sum().backward()
     np.testing.assert_array_equal(x.grad.numpy(), np.zeros((3, 3)))
+    inf = np.full((2, 2), np.inf)
+    close(tg.linalg.matrix_power(tg.tensor(inf), 0), np.linalg.matrix_power(inf, 0))
 
 
 def test_matrix_power_one_is_a_copy_and_negative_powers_differentiate():

@@ -3,6 +3,8 @@ the gradient rules that use them stay differentiable and device-agnostic)."""
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import tapegrad as tg
 
@@ -99,3 +101,20 @@ def _safe_offdiag_divide(num, den, op, what):
     safe = np.where(zero_gap | (off == 0), 1.0, 0.0)
     keep = np.where(zero_gap, 0.0, off)
     return num / (den + _const(safe, den)) * _const(keep, den)
+
+
+def linalg_errors(fn):
+    """fn, re-raising NumPy's LinAlgError as LinAlgError: the engine reports a kernel's
+    ValueError (LinAlgError's base) as a plain ValueError naming the op, and a NumPy user
+    catches ``np.linalg.LinAlgError``."""
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except np.linalg.LinAlgError:
+            raise
+        except ValueError as exc:
+            if isinstance(exc.__cause__, np.linalg.LinAlgError):
+                raise np.linalg.LinAlgError(str(exc)) from exc.__cause__
+            raise
+    return call

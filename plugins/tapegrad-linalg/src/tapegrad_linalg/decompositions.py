@@ -24,13 +24,14 @@ array([[1., 0.],
 
 from __future__ import annotations
 
+import inspect
 from collections import namedtuple
 
 import numpy as np
 import tapegrad as tg
 
 from ._helpers import (_at_least_2d, _diag_embed, _diagonal, _eye, _host, _mT, _rand,
-                       _safe_offdiag_divide, _square, _tril, _triangle_grad)
+                       _safe_offdiag_divide, _square, _tril, _triangle_grad, linalg_errors)
 
 SlogdetResult = namedtuple("SlogdetResult", "sign logabsdet")
 EighResult = namedtuple("EighResult", "eigenvalues eigenvectors")
@@ -147,6 +148,7 @@ def _slogdet_jvp(t, ans, a):
     return tg.stack([tg.zeros_like(dl), dl], axis=-1)
 
 
+@linalg_errors
 def slogdet(a):
     """Sign and natural log of the absolute determinant, as ``np.linalg.slogdet``.
 
@@ -285,6 +287,7 @@ def _qr_vjp(g, ans, a, mode="reduced"):
     return (tg.concatenate([gX, Q @ gV], axis=-1),)
 
 
+@linalg_errors
 def qr(a, mode="reduced"):
     """The QR decomposition, as ``np.linalg.qr(a, mode)``: ``QRResult(Q, R)`` for mode
     'reduced' (differentiable) and 'complete' (differentiable for m <= n, where it equals
@@ -342,6 +345,7 @@ def _eigh_vjp(g, ans, a, UPLO="L"):
     return (_triangle_grad(V @ inner @ _mT(V), lower=UPLO == "L"),)
 
 
+@linalg_errors
 def eigh(a, UPLO="L"):
     """Eigenvalues (ascending) and eigenvectors of symmetric matrices, as
     ``np.linalg.eigh(a, UPLO)``: ``EighResult(eigenvalues, eigenvectors)``. Only the
@@ -396,6 +400,7 @@ def _eig_vjp(g, ans, a):
     return (tg.linalg_solve(_mT(V), inner @ _mT(V)),)
 
 
+@linalg_errors
 def eig(a):
     """Eigenvalues and (unit-length) right eigenvectors of square matrices whose spectrum
     is real, as ``np.linalg.eig``: ``EigResult(eigenvalues, eigenvectors)``. A matrix with
@@ -412,16 +417,17 @@ def eig(a):
 
 def _eigvals_kernel(a):
     _square(a, "linalg_eigvals")
-    w = np.linalg.eigvals(a)
+    # NOTE: eig's eigenvalues, not np.linalg.eigvals': LAPACK's geev without eigenvectors
+    # may round (or order) the eigenvalues differently, and the rule pairs them with eig's
+    # eigenvectors.
+    w = np.linalg.eig(a)[0]
     if np.iscomplexobj(w):
         raise TypeError(f"linalg_eigvals: this matrix has complex eigenvalues; {_COMPLEX_ISSUE}")
     return w
 
 
 def _eigvals_vjp(g, ans, a):
-    V = tg._linalg_eig(a)[..., 1:, :]
-    # NOTE: eigvals and eig call the same LAPACK routine (geev), so the eigenvalues come in
-    # the same order and V's columns match g's entries.
+    V = tg._linalg_eig(a)[..., 1:, :]       # its columns in the kernel's eigenvalue order
     return (tg.linalg_solve(_mT(V), _diag_embed(g) @ _mT(V)),)
 
 
@@ -481,6 +487,7 @@ def _svd_vjp(g, ans, a, full_matrices=False):
     return (U @ inner @ Vt,)
 
 
+@linalg_errors
 def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
     """The singular value decomposition, as ``np.linalg.svd``: ``SVDResult(U, S, Vh)``
     with ``a = U @ (S[..., None] * Vh)``, or the singular values alone for
@@ -568,6 +575,7 @@ def _lstsq_vjp(g, ans, a, b, rcond=None):
     return ga, gb
 
 
+@linalg_errors
 def lstsq(a, b, rcond=None):
     """The least-squares solution of ``a @ x = b``, as ``np.linalg.lstsq(a, b, rcond)``:
     ``(x, residuals, rank, s)`` for a 2-d a (M, N) and b (M,) or (M, K) (NumPy's lstsq is
@@ -594,7 +602,9 @@ def lstsq(a, b, rcond=None):
     s = tg.linalg_svdvals(a)
     s_host = _host(s)
     eps = np.finfo(np.result_type(a.dtype, b.dtype, np.float32)).eps
-    cut = (eps * max(m, n) if rcond is None else rcond) * (s_host.max() if s_host.size else 0.0)
+    # NumPy 2's default rcond, and LAPACK's rule that a negative rcond means eps
+    rel = eps * max(m, n) if rcond is None else (eps if rcond < 0 else rcond)
+    cut = rel * (s_host.max() if s_host.size else 0.0)
     rank = int((s_host > cut).sum())
     if rank < min(m, n) and _wants_grad(a, b):
         raise np.linalg.LinAlgError(
@@ -642,19 +652,109 @@ _SVD_SAMPLES = [
 ]
 
 
+# ---------------------------------------------------------------------------------------
+# The public functions of the single-result ops (tg.linalg.<name>); each op's doc is its
+# function's docstring
+# ---------------------------------------------------------------------------------------
+
+@linalg_errors
+def inv(a):
+    """The inverse of square matrices, as np.linalg.inv (tg.linalg.inv); a singular matrix
+    raises LinAlgError. Gradient -inv(a).T @ g @ inv(a).T. Batched over leading axes, as
+    NumPy.
+    """
+    return tg.linalg_inv(a)
+
+
+@linalg_errors
+def det(a):
+    """The determinant, as np.linalg.det (tg.linalg.det). Gradient det(a) inv(a).T; at a
+    singular matrix the backward raises LinAlgError (PyTorch uses an SVD there). Batched
+    over leading axes, as NumPy.
+    """
+    return tg.linalg_det(a)
+
+
+@linalg_errors
+def solve(a, b):
+    """x with a @ x = b, as np.linalg.solve (tg.linalg.solve), NumPy 2's rule for b: a 1-d
+    b is a vector, an N-d b a stack of matrices (..., M, K); batch axes broadcast.
+    Gradient through solves with a.T (no explicit inverse).
+    """
+    return tg.linalg_solve(a, b)
+
+
+@linalg_errors
+def cholesky(a, /, *, upper=False):
+    """The Cholesky factor L (a = L L^T; U = L^T with upper=True), as np.linalg.cholesky
+    (tg.linalg.cholesky). NumPy reads only the lower (upper) triangle, so only that
+    triangle gets a gradient: see docs/linalg.md (one-triangle gradients). Batched over
+    leading axes, as NumPy.
+    """
+    return tg.linalg_cholesky(a, upper=upper)
+
+
+@linalg_errors
+def eigvalsh(a, UPLO="L"):
+    """The eigenvalues of symmetric matrices, ascending, as np.linalg.eigvalsh
+    (tg.linalg.eigvalsh). Gradient V diag(g) V^T (defined for repeated eigenvalues too),
+    on the triangle UPLO names. Batched over leading axes, as NumPy.
+    """
+    return tg.linalg_eigvalsh(a, UPLO=UPLO)
+
+
+@linalg_errors
+def eigvals(a):
+    """The eigenvalues of square matrices with a real spectrum, as np.linalg.eigvals
+    (tg.linalg.eigvals); a complex spectrum raises TypeError (complex dtypes: issue 18).
+    Gradient V^-T diag(g) V^T. Batched over leading axes, as NumPy.
+    """
+    return tg.linalg_eigvals(a)
+
+
+@linalg_errors
+def svdvals(x, /):
+    """The singular values, descending, as np.linalg.svdvals (tg.linalg.svdvals). Gradient
+    U diag(g) V^T (defined for repeated singular values too). Batched over leading axes,
+    as NumPy.
+    """
+    return tg.linalg_svdvals(x)
+
+
+@linalg_errors
+def pinv(a, rcond=None, hermitian=False, *, rtol=_NoValue):
+    """The Moore-Penrose pseudo-inverse, as np.linalg.pinv(a, rcond, hermitian, rtol=)
+    (tg.linalg.pinv; NumPy 2.4's rcond/rtol rules). Gradient: PyTorch's formula, exact
+    where the rank is locally constant; at a rank change (a singular value crossing the
+    cutoff) pinv jumps and has no derivative. Batched over leading axes, as NumPy.
+    """
+    return tg.linalg_pinv(a, rcond=rcond, hermitian=hermitian, rtol=rtol)
+
+
+@linalg_errors
+def matrix_rank(A, tol=None, hermitian=False, *, rtol=None):
+    """The rank of matrices (singular values above the tolerance), as
+    np.linalg.matrix_rank(A, tol, hermitian, rtol=) (tg.linalg.matrix_rank); an integer
+    result, not differentiable. Batched over leading axes, as NumPy.
+    """
+    return tg.linalg_matrix_rank(A, tol=tol, hermitian=hermitian, rtol=rtol)
+
+
+def _op_doc(fn):
+    return " ".join(inspect.cleandoc(fn.__doc__).split("\n\n")[0].split())
+
+
+
 def register(registry):
     _doc_batched = " Batched over leading axes, as NumPy."
     registry.register_op(
         "linalg_inv", kernels={"cpu": _inv_kernel}, vjp=_inv_vjp, jvp=_inv_jvp, method=False,
         save_inputs=(False,), samples=_SQUARE,
-        doc="The inverse of square matrices, as np.linalg.inv (tg.linalg.inv); a singular "
-            "matrix raises LinAlgError. Gradient -inv(a).T @ g @ inv(a).T." + _doc_batched)
+        doc=_op_doc(inv))
     registry.register_op(
         "linalg_det", kernels={"cpu": _det_kernel}, vjp=_det_vjp, jvp=_det_jvp, method=False,
         samples=_SQUARE,
-        doc="The determinant, as np.linalg.det (tg.linalg.det). Gradient det(a) inv(a).T; "
-            "at a singular matrix the backward raises LinAlgError (PyTorch uses an SVD "
-            "there)." + _doc_batched)
+        doc=_op_doc(det))
     registry.register_op(
         "_linalg_slogdet", kernels={"cpu": _slogdet_kernel}, vjp=_slogdet_vjp, jvp=_slogdet_jvp, method=False,
         save_ans=False, samples=_SQUARE + [(-_general(3, 3, seed=4),)],
@@ -664,19 +764,14 @@ def register(registry):
     registry.register_op(
         "linalg_solve", kernels={"cpu": _solve_kernel}, vjp=_solve_vjp, jvp=_solve_jvp, method=False,
         samples=_SOLVE_SAMPLES,
-        doc="x with a @ x = b, as np.linalg.solve (tg.linalg.solve), NumPy 2's rule for b: "
-            "a 1-d b is a vector, an N-d b a stack of matrices (..., M, K); batch axes "
-            "broadcast. Gradient through solves with a.T (no explicit inverse).")
+        doc=_op_doc(solve))
     registry.register_op(
         "linalg_cholesky", kernels={"cpu": _cholesky_kernel}, vjp=_cholesky_vjp,
         jvp=_cholesky_jvp, method=False,
         save_inputs=(False,),
         samples=[tg.Sample(_spd(3, 3)), tg.Sample(_spd(2, 3, 3, seed=1)),
                  tg.Sample(_spd(4, 4, seed=2), upper=True)],
-        doc="The Cholesky factor L (a = L L^T; U = L^T with upper=True), as "
-            "np.linalg.cholesky (tg.linalg.cholesky). NumPy reads only the lower (upper) "
-            "triangle, so only that triangle gets a gradient: see docs/linalg.md "
-            "(one-triangle gradients)." + _doc_batched)
+        doc=_op_doc(cholesky))
     registry.register_op(
         "_linalg_qr", kernels={"cpu": _qr_kernel}, vjp=_qr_vjp, method=False,
         samples=_QR_SAMPLES,
@@ -699,9 +794,7 @@ def register(registry):
     registry.register_op(
         "linalg_eigvalsh", kernels={"cpu": _eigvalsh_kernel}, vjp=_eigvalsh_vjp, method=False,
         save_ans=False, samples=eigh_samples,
-        doc="The eigenvalues of symmetric matrices, ascending, as np.linalg.eigvalsh "
-            "(tg.linalg.eigvalsh). Gradient V diag(g) V^T (defined for repeated eigenvalues "
-            "too), on the triangle UPLO names." + _doc_batched)
+        doc=_op_doc(eigvalsh))
     eig_samples = [(_real_spectrum(3, 3),), (_real_spectrum(2, 3, 3, seed=1),)]
     registry.register_op(
         "_linalg_eig", kernels={"cpu": _eig_kernel}, vjp=_eig_vjp, method=False,
@@ -713,9 +806,7 @@ def register(registry):
     registry.register_op(
         "linalg_eigvals", kernels={"cpu": _eigvals_kernel}, vjp=_eigvals_vjp, method=False,
         save_ans=False, samples=eig_samples,
-        doc="The eigenvalues of square matrices with a real spectrum, as "
-            "np.linalg.eigvals (tg.linalg.eigvals); a complex spectrum raises TypeError "
-            "(complex dtypes: issue 18). Gradient V^-T diag(g) V^T." + _doc_batched)
+        doc=_op_doc(eigvals))
     registry.register_op(
         "_linalg_svd", kernels={"cpu": _svd_kernel}, vjp=_svd_vjp, method=False,
         save_inputs=(False,), samples=_SVD_SAMPLES,
@@ -732,17 +823,13 @@ def register(registry):
     registry.register_op(
         "linalg_svdvals", kernels={"cpu": _svdvals_kernel}, vjp=_svdvals_vjp, method=False,
         save_ans=False, samples=svdvals_samples,
-        doc="The singular values, descending, as np.linalg.svdvals (tg.linalg.svdvals). "
-            "Gradient U diag(g) V^T (defined for repeated singular values too)." + _doc_batched)
+        doc=_op_doc(svdvals))
     registry.register_op(
         "linalg_pinv", kernels={"cpu": _pinv_kernel}, vjp=_pinv_vjp, method=False,
         samples=[tg.Sample(_distinct_sv(3, 3)), tg.Sample(_distinct_sv(4, 2, seed=1)),
                  tg.Sample(_distinct_sv(2, 2, 4, seed=2)), tg.Sample(_spd(3, 3), hermitian=True),
                  tg.Sample(_distinct_sv(3, 2, seed=3), rtol=1e-10)],
-        doc="The Moore-Penrose pseudo-inverse, as np.linalg.pinv(a, rcond, hermitian, "
-            "rtol=) (tg.linalg.pinv; NumPy 2.4's rcond/rtol rules). Gradient: PyTorch's "
-            "formula, exact where the rank is locally constant; at a rank change (a singular "
-            "value crossing the cutoff) pinv jumps and has no derivative." + _doc_batched)
+        doc=_op_doc(pinv))
     lstsq_samples = [(_rand(4, 2), _rand(4, seed=1)), (_rand(4, 3, seed=2), _rand(4, 2, seed=3)),
                      (_general(3, 3, seed=4), _rand(3, seed=5)),
                      (_distinct_sv(2, 3, seed=6), _rand(2, seed=7))]
@@ -757,6 +844,4 @@ def register(registry):
         params=("tol", "hermitian", "rtol"), method=False,
         samples=[(_rand(3, 4),), (np.ones((2, 3, 3)),), tg.Sample(_spd(3, 3), hermitian=True),
                  tg.Sample(_rand(3, 3), tol=0.5)],
-        doc="The rank of matrices (singular values above the tolerance), as "
-            "np.linalg.matrix_rank(A, tol, hermitian, rtol=) (tg.linalg.matrix_rank); an "
-            "integer result, not differentiable." + _doc_batched)
+        doc=_op_doc(matrix_rank))

@@ -18,80 +18,17 @@ Traceback (most recent call last):
 numpy.linalg.LinAlgError: linalg_inv: Singular matrix ...
 """
 
-from __future__ import annotations
-
-import functools
-
 import numpy as np
 import tapegrad as tg
 
-from . import decompositions as _dec
-from . import norms as _norms
-from . import products as _prod
+from .decompositions import (EighResult, EigResult, QRResult, SlogdetResult, SVDResult, cholesky,
+                             det, eig, eigh, eigvals, eigvalsh, inv, lstsq, matrix_rank, pinv, qr,
+                             slogdet, solve, svd, svdvals)
+from .norms import cond, matrix_norm, norm, vector_norm
+from .products import (cross, matrix_power, matrix_transpose, multi_dot, outer, tensorinv,
+                       tensorsolve, vecdot)
 
 LinAlgError = np.linalg.LinAlgError
-SlogdetResult = _dec.SlogdetResult
-EighResult = _dec.EighResult
-EigResult = _dec.EigResult
-QRResult = _dec.QRResult
-SVDResult = _dec.SVDResult
-
-
-def _linalg_errors(fn):
-    """fn, re-raising NumPy's LinAlgError as LinAlgError (the engine reports a kernel's
-    ValueError, LinAlgError's base, as a plain ValueError naming the op)."""
-    @functools.wraps(fn)
-    def call(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except LinAlgError:
-            raise
-        except ValueError as exc:
-            if isinstance(exc.__cause__, LinAlgError):
-                raise LinAlgError(str(exc)) from exc.__cause__
-            raise
-    return call
-
-
-def _op(name, signature_doc):
-    """The public function for the op ``linalg_<name>`` (looked up when called)."""
-    def call(*args, **kwargs):
-        return getattr(tg, "linalg_" + name)(*args, **kwargs)
-    call.__name__ = call.__qualname__ = name
-    call.__doc__ = f"``np.linalg.{signature_doc}``, the op ``linalg_{name}`` (see docs/linalg.md)."
-    return _linalg_errors(call)
-
-
-inv = _op("inv", "inv(a)")
-det = _op("det", "det(a)")
-solve = _op("solve", "solve(a, b)")
-cholesky = _op("cholesky", "cholesky(a, /, *, upper=False)")
-eigvalsh = _op("eigvalsh", "eigvalsh(a, UPLO='L')")
-eigvals = _op("eigvals", "eigvals(a)")
-svdvals = _op("svdvals", "svdvals(x, /)")
-pinv = _op("pinv", "pinv(a, rcond=None, hermitian=False, *, rtol=<no value>)")
-matrix_rank = _op("matrix_rank", "matrix_rank(A, tol=None, hermitian=False, *, rtol=None)")
-
-slogdet = _linalg_errors(_dec.slogdet)
-qr = _linalg_errors(_dec.qr)
-eigh = _linalg_errors(_dec.eigh)
-eig = _linalg_errors(_dec.eig)
-svd = _linalg_errors(_dec.svd)
-lstsq = _linalg_errors(_dec.lstsq)
-
-norm = _linalg_errors(_norms.norm)
-vector_norm = _linalg_errors(_norms.vector_norm)
-matrix_norm = _linalg_errors(_norms.matrix_norm)
-cond = _linalg_errors(_norms.cond)
-
-matrix_power = _linalg_errors(_prod.matrix_power)
-multi_dot = _linalg_errors(_prod.multi_dot)
-outer = _prod.outer
-vecdot = _prod.vecdot
-cross = _prod.cross
-matrix_transpose = _prod.matrix_transpose
-tensorinv = _linalg_errors(_prod.tensorinv)
-tensorsolve = _linalg_errors(_prod.tensorsolve)
 
 
 def matmul(x1, x2, /):

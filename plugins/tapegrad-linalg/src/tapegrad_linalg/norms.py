@@ -30,7 +30,7 @@ import numbers
 import numpy as np
 import tapegrad as tg
 
-from ._helpers import _rand
+from ._helpers import _rand, linalg_errors
 from .decompositions import _as_tensor, _distinct_sv, _general
 
 
@@ -82,6 +82,14 @@ def _vector_norm_vjp(g, ans, x, ord=2, axis=None, keepdims=False):
     return (scaled * tg.where(zero, 0.0, g / safe ** (ord - 1)),)
 
 
+def _vector_norm_jvp(t, ans, x, ord=2, axis=None, keepdims=False):
+    # The norm is a reduction: its tangent is the sum of (gradient for g = 1) * tangent.
+    unit = _vector_norm_vjp(tg.ones_like(ans), ans, x, ord=ord, axis=axis, keepdims=keepdims)[0]
+    red = None if axis is None else _norm_axes(axis, x.ndim, "linalg_vector_norm")
+    return tg.sum(unit * t[0], axis=red, keepdims=keepdims)
+
+
+@linalg_errors
 def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
     """The vector norm of x over `axis` (all axes flattened when None), as
     ``np.linalg.vector_norm``: ord any real p, inf, -inf, 0. Gradient conventions at zero
@@ -123,6 +131,7 @@ def _matrix_norm(x, ord, axes, keepdims, op):
     return _keep(out, x.shape, axes) if keepdims else out
 
 
+@linalg_errors
 def norm(x, ord=None, axis=None, keepdims=False):
     """A matrix or vector norm, as ``np.linalg.norm(x, ord, axis, keepdims)``.
 
@@ -168,6 +177,7 @@ def norm(x, ord=None, axis=None, keepdims=False):
     raise ValueError(f"linalg.norm: improper number of dimensions to norm (axis {axis!r})")
 
 
+@linalg_errors
 def matrix_norm(x, /, *, keepdims=False, ord="fro"):
     """The matrix norm of every matrix in x (its last two axes), as
     ``np.linalg.matrix_norm``; ord as :func:`norm`'s matrix norms.
@@ -182,6 +192,7 @@ def matrix_norm(x, /, *, keepdims=False, ord="fro"):
     return norm(x, ord=ord, axis=(-2, -1), keepdims=keepdims)
 
 
+@linalg_errors
 def cond(x, p=None):
     """The condition number of x, as ``np.linalg.cond(x, p)``: for p None/2/-2 the ratio
     of the extreme singular values, otherwise ``norm(x, p) * norm(inv(x), p)``.
@@ -210,6 +221,7 @@ def register(registry):
     v = _rand(5) + 0.05 * np.arange(5)
     registry.register_op(
         "linalg_vector_norm", kernels={"cpu": _vector_norm_kernel}, vjp=_vector_norm_vjp,
+        jvp=_vector_norm_jvp,
         method=False, save_ans=True,
         samples=[tg.Sample(v), tg.Sample(v, ord=1), tg.Sample(v, ord=math.inf),
                  tg.Sample(v, ord=-math.inf), tg.Sample(v, ord=0), tg.Sample(v, ord=3),

@@ -19,10 +19,11 @@ import operator
 import numpy as np
 import tapegrad as tg
 
-from ._helpers import _mT, _rand, _square
+from ._helpers import _mT, _rand, _square, linalg_errors
 from .decompositions import _as_tensor, _general
 
 
+@linalg_errors
 def matrix_power(a, n):
     """a raised to the integer power n (matrix products), as ``np.linalg.matrix_power``:
     n = 0 gives the identity (zero gradient), a negative n the power of ``inv(a)``.
@@ -35,8 +36,10 @@ def matrix_power(a, n):
                         f"{type(n).__name__} {n!r}") from None
     _square(a, "linalg.matrix_power")
     if n == 0:
-        eye = tg.eye(a.shape[-1], dtype=a.dtype, device=a.device)
-        return tg.broadcast_to(eye, a.shape) + 0.0 * a
+        # NOTE: the identity, still connected to a (a zero gradient, as PyTorch) through
+        # where(), not `eye + 0 * a`, which would turn an inf in a into a nan.
+        eye = tg.broadcast_to(tg.eye(a.shape[-1], dtype=a.dtype, device=a.device), a.shape)
+        return tg.where(tg.ones(a.shape, dtype=bool, device=a.device), eye, a)
     if n < 0:
         a, n = tg.linalg_inv(a), -n
     if n == 1:
@@ -71,6 +74,7 @@ def _chain_order(dims):
     return split
 
 
+@linalg_errors
 def multi_dot(arrays, *, out=None):
     """The product of a chain of matrices in the cheapest order, as
     ``np.linalg.multi_dot``: the first (last) array may be 1-d, a row (column) vector; the
@@ -228,6 +232,7 @@ def matrix_transpose(x, /):
     return _mT(x)
 
 
+@linalg_errors
 def tensorinv(a, ind=2):
     """The inverse of a tensor under tensordot over its first `ind` axes, as
     ``np.linalg.tensorinv``."""
@@ -243,6 +248,7 @@ def tensorinv(a, ind=2):
     return tg.reshape(ia, old[ind:] + old[:ind])
 
 
+@linalg_errors
 def tensorsolve(a, b, axes=None):
     """x with ``tensordot(a, x, axes=x.ndim) == b``, as ``np.linalg.tensorsolve``."""
     a, b = _as_tensor(a), _as_tensor(b)
