@@ -556,6 +556,28 @@ def _emulator(name):
         return "PPqq", scan
     if op.startswith("sort_"):
         return _sort_emulator(op[5:], T)
+    if op == "ldexp":
+        def ldexp(a, block, grid):
+            x, e, out, n, ndim, meta = a
+            mt = _meta(meta, 3 * ndim)
+            u = MEMORY.read(x, T, _offsets(n, mt[:ndim], mt[ndim:2 * ndim]))
+            k = MEMORY.read(e, np.int64, _offsets(n, mt[:ndim], mt[2 * ndim:]))
+            k = np.clip(k, -(2 ** 31 - 1), 2 ** 31 - 1).astype(np.int32)
+            with np.errstate(all="ignore"):
+                MEMORY.write(out, T, np.arange(n), np.ldexp(u, k).astype(T))
+        return "PPPqiP", ldexp
+    if op == "interp_segment":
+        def interp_segment(a, block, grid):
+            x, xp, out, n, m = a
+            j = np.searchsorted(_contig(xp, T, m), _contig(x, T, n), side="right") - 1
+            MEMORY.write(out, np.int64, np.arange(n), np.clip(j, 0, max(m - 2, 0)))
+        return "PPPqq", interp_segment
+    if op == "convolve":
+        def convolve(a, block, grid):
+            x, n, v, m, out, length, start = a
+            full = np.convolve(_contig(x, T, n), _contig(v, T, m))     # NumPy's 'full'
+            MEMORY.write(out, T, np.arange(length), full[start:start + length].astype(T))
+        return "PqPqPqq", convolve
     if op in ("gather", "scatter", "scatter_add"):
         def index(a, block, grid):
             first, second, n, ndim, nidx, meta = a

@@ -4,7 +4,8 @@
 //   harness <op> <f32|f64|i32|i64> <n> <a.bin> <b.bin> <out.bin>
 //
 // a and b hold n values of the type (b is ignored by unary ops); out receives n values of
-// the type (sort: n positions as int64, the argsort the bitonic network gives).
+// the type (sort: n positions as int64, the argsort the bitonic network gives;
+// search_right: for each b[i] its searchsorted(a, b[i], side="right") in the sorted a).
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -40,10 +41,19 @@ template <typename T> static int sort(long long n, const std::vector<T>& x, cons
     return 0;
 }
 
+template <typename T> static int search(long long n, const std::vector<T>& a,
+                                        const std::vector<T>& b, const char* out) {
+    std::vector<long long> r(n > 0 ? n : 1);
+    for (long long i = 0; i < n; ++i) r[i] = tg_search_right(a.data(), n, b[i]);
+    save(out, r, n);
+    return 0;
+}
+
 template <typename T> static int run_float(const char* op, long long n, const char* pa,
                                            const char* pb, const char* out) {
     std::vector<T> a = load<T>(pa, n), b = load<T>(pb, n), r(n > 0 ? n : 1);
     if (!std::strcmp(op, "sort")) return sort(n, a, out);
+    if (!std::strcmp(op, "search_right")) return search(n, a, b, out);
     for (long long i = 0; i < n; ++i) {
         const T u = a[i], v = b[i];
         if (!std::strcmp(op, "remainder")) r[i] = tg_fremainder(u, v);
@@ -65,6 +75,7 @@ template <typename T> static int run_int(const char* op, long long n, const char
                                          const char* pb, const char* out) {
     std::vector<T> a = load<T>(pa, n), b = load<T>(pb, n), r(n > 0 ? n : 1);
     if (!std::strcmp(op, "sort")) return sort(n, a, out);
+    if (!std::strcmp(op, "search_right")) return search(n, a, b, out);
     for (long long i = 0; i < n; ++i) {
         const T u = a[i], v = b[i];
         if (!std::strcmp(op, "remainder")) r[i] = tg_iremainder(u, v);

@@ -275,6 +275,62 @@ def _np_vector_norm(x, ord=2, axis=None, keepdims=False):
     return np.asarray(np.linalg.vector_norm(x, ord=ord, axis=axis, keepdims=keepdims))
 
 
+def check_ldexp_matches_numpy(dev):
+    x = _EDGE_FLOATS
+    for x1, x2 in ((x, np.array([1, -3, 0, 1024, -1075, 2 ** 40])[:, None]),
+                   (x.astype(np.float32), np.int32(3)), (_t(_r(3, 4)), np.arange(4)),
+                   (np.arange(5), np.array([True, False, True, True, False])),
+                   (_r(3), np.array([1.5, 2.0, 0.0])), (_r(3), np.array([1, 2, 3], np.uint64))):
+        _same_as_numpy(dev, "ldexp", np.ldexp, x1, x2)
+
+
+def _np_convolve(a, v, mode="full"):
+    if np.ndim(a) != 1 or np.ndim(v) != 1 or not np.size(a) or not np.size(v):
+        raise ValueError("convolve: a and v must be non-empty 1-D arrays")
+    return np.convolve(a, v, mode)
+
+
+def check_convolve_matches_numpy_for_every_mode(dev):
+    pytest.importorskip("tapegrad_shape.numerics", reason="convolve is tapegrad-shape's")
+    for mode in ("full", "same", "valid"):
+        for n, m in ((5, 3), (3, 5), (6, 4), (4, 6), (1, 4), (7, 7), (300, 40)):
+            _same_as_numpy(dev, "convolve", _np_convolve, _r(n), _r(m), mode=mode)
+        _same_as_numpy(dev, "convolve", _np_convolve, _r(4).astype(np.float32), _r(3),
+                       mode=mode)
+    _same_as_numpy(dev, "convolve", _np_convolve, _r(2, 2), _r(3))
+    _same_as_numpy(dev, "convolve", _np_convolve, _r(0), _r(3))
+
+
+def _np_interp_segment(x, xp):
+    j = np.searchsorted(xp, x, side="right") - 1
+    return np.clip(j, 0, max(len(xp) - 2, 0)).astype(np.int64)
+
+
+def check_interp_segment_is_numpys_searchsorted(dev):
+    xp = np.array([-1.0, 0.0, 0.5, 0.5, 2.0])
+    for x in (np.array([-3.0, -1.0, -0.5, 0.0, 0.5, 0.7, 2.0, 9.0, np.nan, np.inf, -np.inf]),
+              _r(3, 4), np.float64(0.25) * np.ones((2, 0))):
+        _same_as_numpy(dev, "_interp_segment", _np_interp_segment, x, xp)
+        _same_as_numpy(dev, "_interp_segment", _np_interp_segment, x.astype(np.float32), xp)
+    _same_as_numpy(dev, "_interp_segment", _np_interp_segment, np.arange(-2, 9), np.arange(0, 7, 2))
+    _same_as_numpy(dev, "_interp_segment", _np_interp_segment, _r(4), np.array([0.5]))
+
+
+def check_unwrap_correction_is_the_cpu_kernels(dev):
+    numerics = pytest.importorskip("tapegrad_shape.numerics",
+                                   reason="_unwrap_correction is tapegrad-shape's")
+    ref = numerics._unwrap_correction_kernel
+    rng = np.random.default_rng(8)
+    for p, kw in ((np.array([0.0, 3.0, 6.5, 1.0, -np.pi, np.pi]),
+                   {"discont": None, "axis": 0, "period": 2 * np.pi}),
+                  (_XT * 4, {"discont": 4.0, "axis": 1, "period": 2 * np.pi}),
+                  (_XT.astype(np.float32) * 4, {"discont": None, "axis": -1, "period": 5.0}),
+                  (rng.integers(-20, 20, (3, 6)), {"discont": None, "axis": 1, "period": 8}),
+                  (rng.integers(-20, 20, (3, 6)), {"discont": 2, "axis": 0, "period": 7}),
+                  (np.array([0.0, 1.0, 0.0, -1.0]), {"discont": None, "axis": 0, "period": 2.0})):
+        _same_as_numpy(dev, "_unwrap_correction", ref, p, **kw)
+
+
 def _each(check, name, values):
     return [(f"{name}-{v}", functools.partial(check, **{name: v})) for v in values]
 
@@ -298,6 +354,10 @@ _ALL = [
     ("take_along_axis-grad-put", check_take_along_axis_gradient_and_put_along_axis_match_numpy),
     ("tensordot", check_tensordot_matches_numpy),
     ("vector_norm", check_vector_norm_matches_numpy_for_every_ord),
+    ("ldexp", check_ldexp_matches_numpy),
+    ("convolve", check_convolve_matches_numpy_for_every_mode),
+    ("interp_segment", check_interp_segment_is_numpys_searchsorted),
+    ("unwrap_correction", check_unwrap_correction_is_the_cpu_kernels),
 ]
 IDS = [name for name, _ in _ALL]
 CHECKS = [check for _, check in _ALL]

@@ -132,7 +132,7 @@ def math_harness(tmp_path_factory):
                               str(tmp / "b.bin"), str(tmp / "out.bin")], timeout=60)
         assert res.returncode == 0, f"harness {op} {sfx} exited with {res.returncode}"
         return np.frombuffer((tmp / "out.bin").read_bytes(),
-                             np.int64 if op == "sort" else dtype)[:a.size]
+                             np.int64 if op in ("sort", "search_right") else dtype)[:a.size]
     return run
 
 
@@ -194,3 +194,15 @@ def test_the_bitonic_sort_network_on_the_host_is_numpys_stable_argsort(math_harn
         row = row.astype(_TYPES[sfx])
         np.testing.assert_array_equal(math_harness("sort", sfx, row),
                                       np.argsort(row, kind="stable"), err_msg=str(row))
+
+
+@pytest.mark.parametrize("sfx", ["f32", "f64", "i32", "i64"])
+def test_the_binary_search_on_the_host_is_numpys_searchsorted_right(math_harness, sfx):
+    rng = np.random.default_rng(4)
+    for n in (1, 2, 5, 16, 101):
+        xp = np.sort(rng.integers(-5, 5, n)).astype(_TYPES[sfx])
+        x = rng.integers(-7, 7, n).astype(_TYPES[sfx])
+        if sfx[0] == "f" and n > 2:
+            xp[-1], x[0], x[1] = np.nan, np.nan, np.inf       # NaN sorts last in NumPy
+        np.testing.assert_array_equal(math_harness("search_right", sfx, xp, x),
+                                      np.searchsorted(xp, x, side="right"), err_msg=str((xp, x)))

@@ -82,7 +82,7 @@ def expected_kernels() -> dict[str, list[str]]:
     for sfx in FLOATS:
         ew += [f"tg_{n}_{sfx}" for n in UNARY_FLOAT]
         ew += [k for n in BINARY_FLOAT for k in _binary_names(n, sfx)]
-        ew += [f"tg_{n}_{sfx}" for n in PREDICATES + ("nan_to_num", "round")]
+        ew += [f"tg_{n}_{sfx}" for n in PREDICATES + ("nan_to_num", "round", "ldexp")]
     for sfx in INTS:
         ew += [f"tg_{n}_{sfx}" for n in UNARY_INT]
         ew += [k for n in BINARY_INT for k in _binary_names(n, sfx)]
@@ -100,6 +100,8 @@ def expected_kernels() -> dict[str, list[str]]:
     nn = [f"tg_{op}_rows_{sfx}" for sfx in FLOATS for op in NN]
     scan = [f"tg_{op}_rows_{sfx}" for sfx in SCAN_TYPES for op in ("cumsum", "cumprod")]
     scan += [f"tg_sort_{stage}_{sfx}" for sfx in SORT_TYPES for stage in ("init", "step", "fini")]
+    scan += [f"tg_interp_segment_{sfx}" for sfx in SORT_TYPES]
+    scan += [f"tg_convolve_{sfx}" for sfx in FLOATS]
     return {"elementwise.cu": ew, "reduce.cu": red, "index.cu": index, "nn.cu": nn,
             "scan.cu": scan}
 
@@ -486,6 +488,24 @@ class CudaKernels:
         self._launch("elementwise.cu", f"tg_round_{sfx}", x.size, self.ptr(x), self.ptr(out),
                      np.int64(x.size), np.float64(_power_of_ten(abs(decimals))),
                      np.int32(decimals < 0))
+        return out
+
+    def ldexp(self, x1, x2):
+        """numpy.ldexp: x1 * 2**x2 for integer x2, broadcast; NumPy's float dtype (an
+        integer x1 gives float64)."""
+        e = x2 if isinstance(x2, self.device.gpuarray.GPUArray) else np.asarray(x2)
+        if e.dtype.kind not in "biu":
+            raise TypeError(f"the exponent x2 must be integers, got dtype {e.dtype}")
+        dtype = _resolve("ldexp", np.ldexp, x1, x2)       # NumPy refuses uint64 here
+        sfx = suffix(dtype, "ldexp")
+        x, e = self.operand(x1, dtype), self.operand(e, np.int64)
+        shape = tuple(np.broadcast_shapes(x.shape, e.shape))
+        out = self.empty(shape, dtype)
+        if out.size:
+            meta = self._meta(list(shape) + _elem_strides(x, shape) + _elem_strides(e, shape))
+            self._launch("elementwise.cu", f"tg_ldexp_{sfx}", out.size, self.ptr(x),
+                         self.ptr(e), self.ptr(out), np.int64(out.size),
+                         np.int32(len(shape)), self.ptr(meta))
         return out
 
     def _binary(self, name, a, b, compute, out_dtype, allowed, op=None):
@@ -1118,6 +1138,95 @@ class CudaKernels:
         return self.reshape(out, tuple(a.shape[i] for i in free_a)
                             + tuple(b.shape[j] for j in free_b))
 
+    def interp_segment(self, x, xp):
+        """For each x, the segment j of the increasing xp with xp[j] <= x < xp[j + 1],
+        clipped to 0 .. len(xp) - 2 (tg.interp's): NumPy's binary search per element."""
+        x, xp = self.operand(x), self.operand(xp)
+        dtype = _resolve("result_type", np.result_type, x, xp)
+        if dtype == np.bool_:
+            dtype = np.dtype(np.int32)
+        sfx = suffix(dtype, "_interp_segment", SORT_TYPES)
+        x = self.contiguous(self.operand(x, dtype))
+        xp = self.contiguous(self.reshape(self.operand(xp, dtype), (-1,)))
+        out = self.empty(x.shape, np.int64)
+        if out.size and xp.size == 0:
+            return self.fill(out, 0)
+        self._launch("scan.cu", f"tg_interp_segment_{sfx}", x.size, self.ptr(x),
+                     self.ptr(xp), self.ptr(out), np.int64(x.size), np.int64(xp.size))
+        return out
+
+    def convolve(self, a, v, mode="full"):
+        """numpy.convolve of two 1-D arrays: one thread per output element (scan.cu), the
+        mode read and the inputs checked by tapegrad-shape's own helpers."""
+        from tapegrad_shape.numerics import _check_1d, _full_start, _mode
+
+        a, v = self.operand(a), self.operand(v)
+        _check_1d(a, v, "convolve")
+        mode = _mode(mode, "convolve")
+        dtype = _resolve("convolve", np.convolve, a, v)
+        sfx = suffix(dtype, "convolve")
+        a, v = self.contiguous(self.operand(a, dtype)), self.contiguous(self.operand(v, dtype))
+        n, m = a.shape[0], v.shape[0]
+        length = {"full": n + m - 1, "same": max(n, m), "valid": abs(n - m) + 1}[mode]
+        out = self.empty((length,), dtype)
+        self._launch("scan.cu", f"tg_convolve_{sfx}", length, self.ptr(a), np.int64(n),
+                     self.ptr(v), np.int64(m), self.ptr(out), np.int64(length),
+                     np.int64(_full_start(n, m, mode)))
+        return out
+
+    def unwrap_correction(self, p, *, discont, axis, period):
+        """What np.unwrap adds to p along `axis`, NumPy's steps on the device kernels (diff,
+        mod, the boundary fix, the running sum)."""
+        p = self.operand(p)
+        (ax,) = _normalize_axes(axis, p.ndim, "_unwrap_correction")
+        n = p.shape[ax]
+        lead = (slice(None),) * ax
+        dd = self.binary("subtract")(self.getitem(p, lead + (slice(1, None),)),
+                                     self.getitem(p, lead + (slice(None, max(n - 1, 0)),)))
+        if discont is None:
+            discont = period / 2
+        dtype = _resolve("result_type", np.result_type, dd, period)
+        if dtype.kind in "iu":
+            high, rem = divmod(period, 2)
+            ambiguous = rem == 0
+        else:
+            high, ambiguous = period / 2, True
+        low = -high
+        ddmod = self.binary("add")(self.binary("remainder")(
+            self.binary("subtract")(dd, low), period), low)
+        if ambiguous:
+            edge = self.logical("logical_and")(self.binary("equal")(ddmod, low),
+                                               self.binary("greater")(dd, 0))
+            ddmod = self.cast(self.where(edge, high, ddmod), ddmod.dtype)
+        correct = self.binary("subtract")(ddmod, dd)
+        small = self.binary("less")(self.unary("abs")(dd), discont)
+        correct = self.cast(self.where(small, 0, correct), correct.dtype)
+        total = self.cumulative("cumsum")(correct, axis=ax)
+        first = self.device.zeros(p.shape[:ax] + (1,) + p.shape[ax + 1:], correct.dtype)
+        return self.cast(self.concatenate(first, total, axis=ax), dtype)
+
+    def host_fallbacks(self) -> dict:
+        """Kernels that run through the host: the private ops behind tapegrad-shape's order
+        statistics (median, quantile, ...): a sort-based plan and the gather/scatter-add
+        along the last axis that reads the selected values.
+
+        NOTE: a deliberate simplification, as einsum: correct on cuda, not fast (each call
+        copies its operands to the host and the result back)."""
+        def through_host(name):
+            def run(*xs, **params):
+                # NOTE: imported here, not above: tapegrad-cuda does not depend on
+                # tapegrad-shape (its ops are only called when that plugin is installed).
+                from tapegrad_shape import statistics
+
+                kernel = getattr(statistics, f"{name}_kernel")
+                host = [self.device.to_numpy(x) if isinstance(x, self.device.gpuarray.GPUArray)
+                        else x for x in xs]
+                return self.device.asarray(np.ascontiguousarray(kernel(*host, **params)))
+            return run
+
+        return {name: through_host(name) for name in (
+            "_quantile_index", "_quantile_weight", "_take_last", "_take_last_grad")}
+
     def _take_axis(self, x, idx, ax):
         """x gathered along axis `ax` with the host index array `idx` (one gather launch)."""
         return self.getitem(x, (slice(None),) * ax + (np.asarray(idx, np.int64),))
@@ -1438,6 +1547,9 @@ class CudaKernels:
                     "_take_along_axis_grad": self.take_along_axis_grad,
                     "_put_along_axis": self.put_along_axis, "take": self.take,
                     "_take_grad": self.take_grad, "tensordot": self.tensordot, "pad": self.pad,
+                    "ldexp": self.ldexp, "convolve": self.convolve,
+                    "_interp_segment": self.interp_segment,
+                    "_unwrap_correction": self.unwrap_correction,
                     "roll": self.roll, "repeat": self.repeat, "tile": self.tile})
         out.update({name: self.binary(name) for name in BINARY_FLOAT if name != "bce_logits"})
         out.update({name: self.binary(name) for name in COMPARISONS})
@@ -1457,8 +1569,10 @@ class CudaKernels:
             "concatenate": self.concatenate, "stack": self.stack,
             "matmul": self.matmul, "_einsum": self.einsum,
             "linalg_vector_norm": self.vector_norm,
-            "logsumexp": self.logsumexp, "cross_entropy": self.cross_entropy,
+            "logsumexp": self.logsumexp, "_logsumexp": self.logsumexp,
+            "cross_entropy": self.cross_entropy,
             "_softmax_minus_one_hot": self.softmax_minus_one_hot,
             "binary_cross_entropy_with_logits": self.bce_with_logits, "linear": self.linear,
         })
+        out.update(self.host_fallbacks())
         return out

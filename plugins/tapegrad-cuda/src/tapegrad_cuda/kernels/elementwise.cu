@@ -19,6 +19,9 @@
 //   tg_<predicate>_<t>(const T* x, bool* out, long long n)    isnan/isinf/isfinite/signbit
 //   tg_nan_to_num_<t>(const T* x, T* out, long long n, double nan, double posinf,
 //                     double neginf)                  the replacements, as given (cast to T)
+//   tg_ldexp_<t>(const T* x, const long long* e, T* out, long long n, int ndim,
+//                const long long* meta)          x * 2**e, broadcast as the strided kernels
+//       (meta: shape, x strides, e strides); e beyond int's range is clamped, as NumPy's
 //   tg_round_<t>(const T* x, T* out, long long n, double factor, int divide_first)
 //       NumPy's algorithm: rint(x * f) / f, or rint(x / f) * f when divide_first (negative
 //       decimals), f = (T)factor computed on the host as NumPy's power_of_ten does.
@@ -163,6 +166,17 @@ __device__ __forceinline__ double tg_bce(double x, double t) { return fmax(x, 0.
         const T f = (T)factor;                                                             \
         TG_GRID_LOOP(i, n) {                                                               \
             out[i] = tg_round(x[i], f, divide_first != 0);                                 \
+        }                                                                                  \
+    }                                                                                      \
+    extern "C" __global__ void tg_ldexp_##sfx(const T* __restrict__ x,                     \
+                                              const long long* __restrict__ e,             \
+                                              T* __restrict__ out, long long n, int ndim,  \
+                                              const long long* __restrict__ meta) {        \
+        TG_GRID_LOOP(i, n) {                                                               \
+            const long long k = e[tg_offset(i, ndim, meta, meta + 2 * ndim)];              \
+            const int k32 = k > 2147483647LL ? 2147483647                                  \
+                                             : (k < -2147483647LL ? -2147483647 : (int)k); \
+            out[i] = F(ldexp)(x[tg_offset(i, ndim, meta, meta + ndim)], k32);              \
         }                                                                                  \
     }                                                                                      \
     TG_COMPARISONS(T, sfx)

@@ -126,3 +126,15 @@ template <typename T> TG_HD void tg_sort_step_at(T* vals, long long* pos, long l
         pos[b] = p;
     }
 }
+// numpy.searchsorted(xp, x, side="right") in NumPy's order (NaN after every number): the
+// first i with x < xp[i], by NumPy's own binary search (npysort's binsearch).
+template <typename T> TG_HD bool tg_nan_less(T a, T b) { return a < b || (b != b && a == a); }
+template <typename T> TG_HD long long tg_search_right(const T* xp, long long m, T x) {
+    long long lo = 0, hi = m;
+    while (lo < hi) {
+        const long long mid = lo + (hi - lo) / 2;
+        if (tg_nan_less(x, xp[mid])) hi = mid;
+        else lo = mid + 1;
+    }
+    return lo;
+}

@@ -24,6 +24,15 @@
 //   tg_sort_fini_<t>(const T* vals, const long long* pos, T* out, long long* out_pos,
 //                    long long rows, long long len, long long P)
 //       out[r * len + j] = vals[r * P + j]; out_pos the same from pos (argsort)
+//
+//   tg_interp_segment_<t>(const T* x, const T* xp, long long* out, long long n, long long m)
+//       out[i] = clip(searchsorted(xp, x[i], side="right") - 1, 0, max(m - 2, 0)): the
+//       segment of the increasing xp (length m) that holds x[i] (tg.interp's)
+//   tg_convolve_<t>(const T* a, long long n, const T* v, long long m, T* out, long long len,
+//                   long long start)
+//       out[k] = sum_i a[i] * v[k + start - i] over the i in range: numpy.convolve's 'full'
+//       result from position `start` on (start and len pick 'same' / 'valid'), one thread
+//       per output element
 #include "common.cuh"
 #include "math.cuh"
 
@@ -111,3 +120,36 @@ TG_SORT(float, f32)
 TG_SORT(double, f64)
 TG_SORT(int, i32)
 TG_SORT(long long, i64)
+
+#define TG_SEARCH(T, sfx)                                                                  \
+    extern "C" __global__ void tg_interp_segment_##sfx(const T* __restrict__ x,            \
+                                                       const T* __restrict__ xp,           \
+                                                       long long* __restrict__ out,        \
+                                                       long long n, long long m) {         \
+        const long long top = m > 2 ? m - 2 : 0;                                           \
+        TG_GRID_LOOP(i, n) {                                                               \
+            const long long j = tg_search_right(xp, m, x[i]) - 1;                          \
+            out[i] = j < 0 ? 0 : (j > top ? top : j);                                      \
+        }                                                                                  \
+    }
+#define TG_CONVOLVE(T, sfx)                                                                \
+    extern "C" __global__ void tg_convolve_##sfx(const T* __restrict__ a, long long n,     \
+                                                 const T* __restrict__ v, long long m,     \
+                                                 T* __restrict__ out, long long len,       \
+                                                 long long start) {                        \
+        TG_GRID_LOOP(k, len) {                                                             \
+            const long long f = k + start;          /* position in the full result */      \
+            const long long lo = f - m + 1 > 0 ? f - m + 1 : 0;                            \
+            const long long hi = f < n - 1 ? f : n - 1;                                    \
+            T acc = T(0);                                                                  \
+            for (long long i = lo; i <= hi; ++i) acc += a[i] * v[f - i];                   \
+            out[k] = acc;                                                                  \
+        }                                                                                  \
+    }
+
+TG_SEARCH(float, f32)
+TG_SEARCH(double, f64)
+TG_SEARCH(int, i32)
+TG_SEARCH(long long, i64)
+TG_CONVOLVE(float, f32)
+TG_CONVOLVE(double, f64)
