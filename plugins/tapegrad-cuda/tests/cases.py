@@ -6,10 +6,13 @@ values, dtypes, shapes, raised exception types and every input's gradient."""
 import numpy as np
 import tapegrad as tg
 from tapegrad import _engine
+from tapegrad_cuda import kernels
 
 FIRST_PARTY = {"tapegrad", "tapegrad-elementwise", "tapegrad-shape", "tapegrad-linalg",
                "tapegrad-nn"}
 OPS = sorted(n for n, op in tg.registry().ops.items() if op.plugin in FIRST_PARTY)
+# The ops with a cuda kernel (the others raise NotImplementedError on cuda, by design).
+CUDA_OPS = [n for n in OPS if n not in kernels.NO_KERNEL]
 RNG = np.random.default_rng(1234)
 
 
@@ -28,6 +31,29 @@ def needs(*names):
     """Skip the test unless every op in `names` is registered."""
     for name in names:
         op(name)
+
+
+def every_op_has_a_kernel_or_refuses():
+    """Every first-party op has a cuda kernel or is on kernels.NO_KERNEL; each of those has
+    none, and calling it (on its first sample) with cuda tensors raises NotImplementedError
+    naming the op and the device."""
+    import re
+
+    import pytest
+
+    ops = tg.registry().ops
+    missing = [n for n in OPS if "cuda" not in ops[n].kernels and n not in kernels.NO_KERNEL]
+    assert not missing, f"no cuda kernel and not on kernels.NO_KERNEL: {missing}"
+    if "tapegrad-linalg" in tg.registry().plugins:
+        assert [n for n in kernels.NO_KERNEL if n not in ops] == [], "stale NO_KERNEL entries"
+    for name in [n for n in kernels.NO_KERNEL if n in ops]:
+        op = ops[name]
+        assert "cuda" not in op.kernels and op.samples, name
+        sample = op.samples[0]
+        args = [_place(a, "cuda") for a in sample.args]
+        with pytest.raises(NotImplementedError,
+                           match=rf"^{re.escape(name)}: no kernel for device 'cuda'"):
+            op(*args, **sample.kwargs)
 
 
 def _place(v, device, dtype=None, grad=False):
@@ -181,6 +207,53 @@ NONCONTIG = [
     ("binary_cross_entropy_with_logits", (_t(_r(3, 4)), RNG.uniform(0, 1, (4, 3))),
      {"reduction": "sum"}),
     ("linear", (_r(2, 4, 3), _r(5, 3), _r(5)), {}),
+    # issue 14: elementwise, on views, broadcast, at zeros, signs and NaN
+    ("arctan2", (_t(_r(3, 4)), _r(4)), {}),
+    ("hypot", (_r(3, 1), _t(_r(4, 3))), {}),
+    ("logaddexp", (np.array([-np.inf, 0.0, 800.0, np.inf]),
+                   np.array([-np.inf, 1.0, 799.0, 3.0])), {}),
+    ("remainder", (_t(_r(3, 4)) * 5, np.array([2.0, -2.0, 0.7, -0.3])), {}),
+    ("fmod", (_t(_r(3, 4)) * 5, np.array([2.0, -2.0, 0.7, -0.3])), {}),
+    ("floor_divide", (_t(_r(3, 4)) * 5, np.array([2.0, -2.0, 0.7, -0.3])), {}),
+    ("floor_divide", (np.array([1.0, -1.0, 0.0]), 0.0), {}),
+    ("fmax", (np.array([1.0, np.nan, np.nan, -2.0]), np.array([[np.nan], [0.5]])), {}),
+    ("fmin", (np.array([1.0, np.nan, np.nan, -2.0]), np.array([[np.nan], [0.5]])), {}),
+    ("copysign", (_t(_r(3, 4)), np.array([-0.0, 0.0, -1.0, 2.0])), {}),
+    ("heaviside", (np.array([-1.0, 0.0, 2.0, np.nan]), np.array([0.5, 0.25, 0.5, 0.5])), {}),
+    ("round", (_t(_r(3, 4)) * 100,), {"decimals": -1}),
+    ("round", (np.array([0.125, 2.5, -1.5, 2.675]),), {"decimals": 2}),
+    ("rint", (np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5]),), {}),
+    ("nan_to_num", (np.array([np.nan, np.inf, -np.inf, 1.0]),), {"posinf": 9.0}),
+    ("isnan", (np.array([np.nan, 1.0, np.inf]),), {}),
+    ("signbit", (np.array([-0.0, 0.0, -1.0, np.nan]),), {}),
+    ("sinc", (np.array([0.0, 1.0, -0.5, 2.5]),), {}),
+    ("tan", (_t(_r(3, 4)),), {}),
+    ("reciprocal", (_t(_r(3, 4)) + 4,), {}),
+    # issue 14: scans, sorting and index ops along axes, on views and empty arrays
+    ("cumsum", (_t(_r(3, 4)),), {"axis": 0}),
+    ("cumsum", (_r(0, 3),), {"axis": 1}),
+    ("cumsum", (_r(3, 600),), {"axis": 1}),
+    ("cumprod", (_t(_r(3, 4)),), {"axis": 1}),
+    ("cumprod", (np.array([[1.5, 0.0, 2.0], [0.0, 0.0, 3.0]]),), {"axis": None}),
+    ("sort", (_t(_r(4, 6)),), {"axis": 0}),
+    ("sort", (np.array([[3.0, np.nan, 1.0, -np.inf, 0.5]]),), {}),
+    ("sort", (_r(300),), {"axis": None}),
+    ("argsort", (np.array([[3.0, np.nan, 1.0, 1.0, -np.inf]]),), {"kind": "stable"}),
+    ("take_along_axis", (_t(_r(3, 4)), np.array([[0, 3], [1, -1], [2, 2]])), {"axis": 1}),
+    ("take", (_t(_r(3, 4)), np.array([[0, 3], [3, -1]])), {"axis": 1}),
+    ("take", (_t(_r(3, 4)), np.array([5, -7, 1])), {"axis": 0, "mode": "wrap"}),
+    ("pad", (_t(_r(3, 4)), ((1, 2), (3, 0))), {"mode": "reflect"}),
+    ("pad", (_t(_r(3, 4)), 1), {"constant_values": 2.0}),
+    ("pad", (_t(_r(2, 3)), ((4, 1), (2, 5))), {"mode": "wrap"}),
+    ("roll", (_t(_r(3, 4)), (1, -1)), {"axis": (0, 1)}),
+    ("roll", (_t(_r(3, 4)), 5), {}),
+    ("repeat", (_t(_r(3, 4)), [1, 0, 2]), {"axis": 0}),
+    ("tile", (_t(_r(2, 3)), (2, 1, 2)), {}),
+    ("tensordot", (_t(_r(4, 3)), _r(4, 2)), {"axes": ([0], [0])}),
+    ("tensordot", (_r(2, 3, 4), _t(_r(3, 4))), {"axes": ((-1, -2), (0, 1))}),
+    ("ldexp", (_t(_r(3, 4)), np.array([1, -2, 0, 30])), {}),
+    ("convolve", (_r(8)[::2], _r(3)), {"mode": "same"}),
+    ("convolve", (_r(3), _r(7)), {"mode": "valid"}),
 ]
 
 
@@ -215,9 +288,43 @@ INTEGER_AND_BOOL = [
     ("clip", (np.arange(6),)),
     ("zeros_like", (np.arange(6) > 2,)),
     ("ones_like", (np.arange(6, dtype=np.int32),)),
+    # issue 14: NumPy's integer semantics (sign of the divisor, division by zero gives 0)
+    ("remainder", (np.array([7, -7, 7, -7, 5, 0]), np.array([2, 2, -2, -2, 0, 0]))),
+    ("floor_divide", (np.array([7, -7, 7, -7, 5, 0]), np.array([2, 2, -2, -2, 0, 0]))),
+    ("fmod", (np.array([7, -7, 7, -7, 5, 0], np.int32), np.array([2, 2, -2, -2, 0, 0], np.int32))),
+    ("fmax", (np.arange(6), np.arange(6)[::-1].copy())),
+    ("fmin", (np.arange(6, dtype=np.int32), 2)),
+    ("fmax", (np.array([True, False, False]), np.array([[True], [False]]))),
+    ("minimum", (np.array([True, False, True]), np.array([True, True, False]))),
+    ("floor", (np.arange(-3, 3),)),
+    ("ceil", (np.arange(-3, 3, dtype=np.int32),)),
+    ("trunc", (np.array([True, False]),)),
+    ("rint", (np.arange(-3, 3),)),
+    ("reciprocal", (np.array([1, -1, 2, 5, -3]),)),
+    ("isnan", (np.arange(3),)),
+    ("isinf", (np.array([True, False]),)),
+    ("isfinite", (np.arange(3, dtype=np.int32),)),
+    ("signbit", (np.arange(-2, 2),)),
+    ("round", (np.array([15, 25, -15, 35, 44]),)),
+    ("nan_to_num", (np.arange(3),)),
+    ("arctan2", (np.arange(3), np.arange(3) - 1)),
+    ("cumsum", (np.arange(6, dtype=np.int32).reshape(2, 3),)),
+    ("cumprod", (np.array([True, False, True]),)),
+    ("sort", (np.array([[3, 1, 2, 1], [0, -5, 7, 7]], dtype=np.int32),)),
+    ("argsort", (np.array([3, 1, 2, 1, 3, 0]),)),
+    ("roll", (np.arange(6).reshape(2, 3),)),
+    ("repeat", (np.arange(3) > 0,)),
+    ("tile", (np.arange(3, dtype=np.int32),)),
+    ("pad", (np.arange(3),)),
+    ("take", (np.arange(5) * 2,)),
+    ("take_along_axis", (np.arange(12).reshape(3, 4), np.array([[3], [0], [-1]]))),
 ]
 INT_KWARGS = {"astype": {"dtype": np.int64}, "getitem": {"index": (slice(None), [1, 3])},
-               "clip": {"a_min": 1, "a_max": 4}}
+               "clip": {"a_min": 1, "a_max": 4}, "round": {"decimals": -1},
+               "argsort": {"kind": "stable"}, "roll": {"shift": 2, "axis": 1},
+               "repeat": {"repeats": 2}, "tile": {"reps": (2, 2)},
+               "pad": {"pad_width": 2, "mode": "wrap"},
+               "take": {"indices": [0, -1, 9], "mode": "clip"}, "take_along_axis": {"axis": 1}}
 
 
 def check_forward_on_device(op, sample, where, report):
@@ -262,6 +369,21 @@ LARGE = [
     ("copy", (_t(_r(2000, 3000)),), {}),
     ("concatenate", ([_r(1000, 300), _r(500, 300)],), {}),
     ("where", (_r(1000, 1000) > 0, _r(1000, 1000), 0.0), {}),
+    # issue 14: rows scanned in many chunks, more rows than blocks, long bitonic sorts
+    ("cumsum", (_r(200, 5000),), {"axis": 1, "tol": 1e-3}),
+    ("cumsum", (_r(70_000, 3),), {"axis": 0, "tol": 1e-2}),
+    ("cumprod", (1 + _r(70_000, 4) / 1000,), {"axis": 1, "tol": 1e-4}),
+    ("sort", (_r(1000, 1000),), {}),
+    ("sort", (_r(300_000),), {}),
+    ("sort", (_r(70_000, 5),), {"axis": 0}),
+    ("take_along_axis", (_r(1000, 300), RNG.integers(0, 300, (1000, 500))), {"axis": 1}),
+    ("pad", (_r(1000, 1000), 50), {"mode": "reflect"}),
+    ("tile", (_r(1000, 100), (3, 2)), {}),
+    ("roll", (_r(1000, 1000), 7), {"axis": 1}),
+    ("remainder", (_r(1_000_003) * 10, 0.7), {}),
+    ("tensordot", (_r(64, 32, 48), _r(48, 32, 16)), {"axes": ([1, 2], [1, 0]), "tol": 1e-4}),
+    ("convolve", (_r(100_000), _r(301)), {"mode": "same", "tol": 1e-4}),
+    ("_interp_segment", (_r(1_000_003), np.sort(_r(5000))), {}),
 ]
 
 

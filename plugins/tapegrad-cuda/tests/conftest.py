@@ -26,6 +26,7 @@ def _load_fakecuda():
 
 
 _load("cases.py", "tapegrad_cuda_tests_cases")
+_load("numpy_checks.py", "tapegrad_cuda_tests_numpy_checks")
 
 
 @pytest.fixture(scope="session")

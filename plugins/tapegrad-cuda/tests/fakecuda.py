@@ -363,7 +363,17 @@ _UNARY = {
     "square": lambda v: v * v,
     "sign": lambda v: np.where(v > 0, 1, np.where(v < 0, -1, v)).astype(v.dtype),
     "logical_not": lambda v: ~v,
+    "tan": np.tan, "sinh": np.sinh, "cosh": np.cosh, "arcsin": np.arcsin, "arccos": np.arccos,
+    "arctan": np.arctan, "arcsinh": np.arcsinh, "arccosh": np.arccosh, "arctanh": np.arctanh,
+    "log1p": np.log1p, "expm1": np.expm1, "log2": np.log2, "log10": np.log10, "exp2": np.exp2,
+    "reciprocal": lambda v: _ireciprocal(v) if v.dtype.kind == "i" else 1 / v,
+    "cbrt": np.cbrt, "sinc": lambda v: _sinc(v), "deg2rad": np.deg2rad,
+    "rad2deg": np.rad2deg, "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc,
+    "rint": np.rint,
+    # bool results
+    "isnan": np.isnan, "isinf": np.isinf, "isfinite": np.isfinite, "signbit": np.signbit,
 }
+_PREDICATES = {"isnan", "isinf", "isfinite", "signbit"}
 _BINARY = {
     "add": lambda u, v: u + v, "subtract": lambda u, v: u - v, "multiply": lambda u, v: u * v,
     "divide": lambda u, v: u / v, "power": np.power, "maximum": _maximum, "minimum": _minimum,
@@ -371,9 +381,25 @@ _BINARY = {
     "equal": np.equal, "not_equal": np.not_equal, "less": np.less,
     "less_equal": np.less_equal, "greater": np.greater, "greater_equal": np.greater_equal,
     "logical_and": np.logical_and, "logical_or": np.logical_or,
+    "arctan2": np.arctan2, "hypot": np.hypot, "logaddexp": np.logaddexp,
+    "logaddexp2": np.logaddexp2, "copysign": np.copysign, "heaviside": np.heaviside,
+    "fmax": np.fmax, "fmin": np.fmin,
+    # NumPy's semantics for floats and ints alike (sign of the divisor, zero divisors)
+    "remainder": np.remainder, "fmod": np.fmod, "floor_divide": np.floor_divide,
 }
 _BOOL_OUT = {"equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
              "logical_and", "logical_or"}
+
+
+def _ireciprocal(v):
+    # elementwise.cu's tg_ireciprocal: NumPy's (T)(1.0 / x) with x86's MIN for 1 / 0
+    return np.where(v == 0, np.iinfo(v.dtype).min, np.where(np.abs(v) == 1, v, 0)).astype(v.dtype)
+
+
+def _sinc(v):
+    t = v.dtype.type
+    y = t(np.pi) * np.where(v == 0, t(1e-20), v)
+    return np.sin(y) / y
 
 
 def _row_stats(row):
@@ -415,13 +441,33 @@ def _emulator(name):
             yv = MEMORY.read(y, T, _offsets(n, sh, mt[3 * ndim:]))
             MEMORY.write(out, T, np.arange(n), np.where(cv, xv, yv))
         return "PPPPqiP", where
+    if op == "nan_to_num":
+        def nan_to_num(a, block, grid):
+            x, out, n, nan, posinf, neginf = a
+            v = _contig(x, T, n)
+            with np.errstate(all="ignore"):
+                rep = [np.asarray(r).astype(T) for r in (nan, posinf, neginf)]
+            res = np.where(v != v, rep[0], np.where(v == np.inf, rep[1],
+                                                    np.where(v == -np.inf, rep[2], v)))
+            MEMORY.write(out, T, np.arange(n), res.astype(T))
+        return "PPqddd", nan_to_num
+    if op == "round":
+        def round_(a, block, grid):
+            x, out, n, factor, divide_first = a
+            v, f = _contig(x, T, n), T.type(factor)
+            with np.errstate(all="ignore"):
+                res = np.rint(v / f) * f if divide_first else np.rint(v * f) / f
+            MEMORY.write(out, T, np.arange(n), res.astype(T))
+        return "PPqdi", round_
     strided = op.endswith("_strided")
     base = op[:-len("_strided")] if strided else op
     if base in _UNARY and not strided:
+        R = np.dtype(np.bool_) if base in _PREDICATES else T
+
         def unary(a, block, grid):
             x, out, n = a
             with np.errstate(all="ignore"):
-                MEMORY.write(out, T, np.arange(n), _UNARY[base](_contig(x, T, n)))
+                MEMORY.write(out, R, np.arange(n), _UNARY[base](_contig(x, T, n)))
         return "PPq", unary
     if base in _BINARY:
         R = np.dtype(np.bool_) if base in _BOOL_OUT else T
@@ -498,6 +544,40 @@ def _emulator(name):
         sig = {"argmax": "PPqq", "argmin": "PPqq", "softmax": "PPqq", "log_softmax": "PPqq",
                "logsumexp": "PPqq", "cross_entropy": "PPPqq", "mean": "PPqqqq"}
         return sig.get(kind, "PPqqq"), reduce_rows
+    if op in ("cumsum_rows", "cumprod_rows"):
+        def scan(a, block, grid):
+            if block != (256, 1, 1):
+                raise FakeCudaError(f"{name} needs blockDim (256, 1, 1), got {block}")
+            x, out, nrows, length = a
+            vals = _contig(x, T, nrows * length).reshape(nrows, length)
+            fn = np.cumsum if op == "cumsum_rows" else np.cumprod
+            with np.errstate(all="ignore"):
+                MEMORY.write(out, T, np.arange(nrows * length), fn(vals, axis=1, dtype=T).ravel())
+        return "PPqq", scan
+    if op.startswith("sort_"):
+        return _sort_emulator(op[5:], T)
+    if op == "ldexp":
+        def ldexp(a, block, grid):
+            x, e, out, n, ndim, meta = a
+            mt = _meta(meta, 3 * ndim)
+            u = MEMORY.read(x, T, _offsets(n, mt[:ndim], mt[ndim:2 * ndim]))
+            k = MEMORY.read(e, np.int64, _offsets(n, mt[:ndim], mt[2 * ndim:]))
+            k = np.clip(k, -(2 ** 31 - 1), 2 ** 31 - 1).astype(np.int32)
+            with np.errstate(all="ignore"):
+                MEMORY.write(out, T, np.arange(n), np.ldexp(u, k).astype(T))
+        return "PPPqiP", ldexp
+    if op == "interp_segment":
+        def interp_segment(a, block, grid):
+            x, xp, out, n, m = a
+            j = np.searchsorted(_contig(xp, T, m), _contig(x, T, n), side="right") - 1
+            MEMORY.write(out, np.int64, np.arange(n), np.clip(j, 0, max(m - 2, 0)))
+        return "PPPqq", interp_segment
+    if op == "convolve":
+        def convolve(a, block, grid):
+            x, n, v, m, out, length, start = a
+            full = np.convolve(_contig(x, T, n), _contig(v, T, m))     # NumPy's 'full'
+            MEMORY.write(out, T, np.arange(length), full[start:start + length].astype(T))
+        return "PqPqPqq", convolve
     if op in ("gather", "scatter", "scatter_add"):
         def index(a, block, grid):
             first, second, n, ndim, nidx, meta = a
@@ -517,6 +597,62 @@ def _emulator(name):
             else:
                 MEMORY.add_at(second, T, off, _contig(first, T, n))
         return "PPqiiP", index
+    return None
+
+
+def _sort_less(a, ia, b, ib, length):
+    """math.cuh's tg_sort_less, elementwise: pads last, then NaN, then value, then position."""
+    ap, bp = ia >= length, ib >= length
+    an, bn = (a != a) & ~ap, (b != b) & ~bp
+    by_value = np.where(a < b, True, np.where(b < a, False, ia < ib))
+    by_nan = np.where(an == bn, ia < ib, bn)
+    return np.where(ap | bp, np.where(ap == bp, ia < ib, bp),
+                    np.where(an | bn, by_nan, by_value))
+
+
+def _sort_emulator(stage, T):
+    """The three bitonic-sort kernels of scan.cu; each step is emulated as the kernel does
+    it (every pair (i, i ^ j) of every row compared and swapped), not by sorting."""
+    if stage == "init":
+        def init(a, block, grid):
+            x, vals, pos, rows, length, width = a
+            j = np.tile(np.arange(width), rows)
+            r = np.repeat(np.arange(rows), width)
+            real = j < length
+            v = np.zeros(rows * width, T)
+            v[real] = MEMORY.read(x, T, (r * length + j)[real])
+            MEMORY.write(vals, T, np.arange(rows * width), v)
+            MEMORY.write(pos, np.int64, np.arange(rows * width), j)
+        return "PPPqqq", init
+    if stage == "step":
+        def step(a, block, grid):
+            vals, pos, rows, length, width, k, j = a
+            if width & (width - 1) or not (1 <= j < k <= width):
+                raise FakeCudaError(f"sort step with width {width}, k {k}, j {j}")
+            n = rows * width
+            v = MEMORY.read(vals, T, np.arange(n)).reshape(rows, width)
+            p = MEMORY.read(pos, np.int64, np.arange(n)).reshape(rows, width)
+            i = np.arange(width)
+            partner = i ^ j
+            first, second = i[partner > i], partner[partner > i]
+            up = (first & k) == 0
+            va, pa, vb, pb = v[:, first], p[:, first], v[:, second], p[:, second]
+            with np.errstate(invalid="ignore"):
+                swap = np.where(up, _sort_less(vb, pb, va, pa, length),
+                                _sort_less(va, pa, vb, pb, length))
+            v[:, first], v[:, second] = np.where(swap, vb, va), np.where(swap, va, vb)
+            p[:, first], p[:, second] = np.where(swap, pb, pa), np.where(swap, pa, pb)
+            MEMORY.write(vals, T, np.arange(n), v.ravel())
+            MEMORY.write(pos, np.int64, np.arange(n), p.ravel())
+        return "PPqqqqq", step
+    if stage == "fini":
+        def fini(a, block, grid):
+            vals, pos, out, out_pos, rows, length, width = a
+            src = (np.arange(rows)[:, None] * width + np.arange(length)).ravel()
+            MEMORY.write(out, T, np.arange(rows * length), MEMORY.read(vals, T, src))
+            MEMORY.write(out_pos, np.int64, np.arange(rows * length),
+                         MEMORY.read(pos, np.int64, src))
+        return "PPPPqqq", fini
     return None
 
 

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 import tapegrad as tg
 import tapegrad_cuda_tests_cases as cases
+import tapegrad_cuda_tests_numpy_checks as checks
 from tapegrad import _engine
-from tapegrad_cuda_tests_cases import INTEGER_AND_BOOL, NONCONTIG, OPS, _assert_close, compare
+from tapegrad_cuda_tests_cases import CUDA_OPS, INTEGER_AND_BOOL, NONCONTIG, _assert_close, compare
 
 pytestmark = pytest.mark.skipif(
     not tg.cuda.is_available(),
@@ -16,11 +17,11 @@ pytestmark = pytest.mark.skipif(
 
 def test_the_cuda_device_is_registered_with_a_kernel_for_every_first_party_op():
     assert "cuda" in tg.registry().devices
-    assert [n for n in OPS if "cuda" not in tg.registry().ops[n].kernels] == []
+    cases.every_op_has_a_kernel_or_refuses()
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])
-@pytest.mark.parametrize("name", OPS)
+@pytest.mark.parametrize("name", CUDA_OPS)
 def test_op_samples_forward_and_gradient_match_cpu(name, dtype):
     for sample in cases.op(name).samples:
         compare(cases.op(name), *sample.args, cast=dtype, **sample.kwargs)
@@ -35,11 +36,18 @@ def test_views_broadcasting_axes_and_empty_arrays_match_cpu(case, dtype):
     compare(cases.op(name), *args, cast=dtype, **kwargs)
 
 
+@pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning")     # the cpu: x // 0, x % 0
 @pytest.mark.parametrize("case", range(len(INTEGER_AND_BOOL)),
                          ids=[f"{c[0]}-{i}" for i, c in enumerate(INTEGER_AND_BOOL)])
 def test_integer_and_bool_dtypes_match_cpu(case):
     name, args = INTEGER_AND_BOOL[case]
     compare(cases.op(name), *args, grad=False, **cases.INT_KWARGS.get(name, {}))
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("check", checks.CHECKS, ids=checks.IDS)
+def test_kernel_matches_numpy_directly(check):
+    check(tg.device("cuda"))
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])
@@ -59,7 +67,7 @@ def cuda_default(monkeypatch):
     _engine.install_device(cpu, True)
 
 
-@pytest.mark.parametrize("name", [n for n in OPS if n != "_einsum"])
+@pytest.mark.parametrize("name", [n for n in CUDA_OPS if n != "_einsum"])
 def test_contract_kit_on_the_cuda_device(cuda_default, name):
     tg.testing.check_op(name)
 

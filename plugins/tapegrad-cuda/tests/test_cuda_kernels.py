@@ -96,3 +96,113 @@ def test_broadcast_strides_match_numpy():
     got = [flat[sum(i * s for i, s in zip(np.unravel_index(k, shape), st))]
            for k in range(int(np.prod(shape)))]
     assert np.array_equal(np.reshape(got, shape), np.broadcast_to(x, shape))
+
+
+# -- math.cuh run on the host ------------------------------------------------------------------
+_EDGE = np.array([-2.5, -1.5, -0.5, -0.0, 0.0, 0.5, 1.5, 2.5, 3.0, -3.0, np.inf, -np.inf,
+                  np.nan, 1e-30, 7.3, -7.3, 1e300, -5e-324])
+_IEDGE = [0, 1, -1, 2, -2, 3, 7, -7, 100]
+_TYPES = {"f32": np.float32, "f64": np.float64, "i32": np.int32, "i64": np.int64}
+
+
+@pytest.fixture(scope="module")
+def math_harness(tmp_path_factory):
+    """math.cuh's helpers compiled into a host program (math_harness.cpp): a runner
+    (op, type, a, b) -> the helper's results as a NumPy array."""
+    if NVCC is None:
+        pytest.skip("nvcc is not on PATH: cannot compile math.cuh for the host")
+    from pathlib import Path
+
+    tmp = tmp_path_factory.mktemp("math_harness")
+    src = tmp / "harness.cu"
+    src.write_text(kernels.source("math.cuh")
+                   + Path(__file__).with_name("math_harness.cpp").read_text())
+    exe = tmp / "harness"
+    out = subprocess.run([NVCC, "-Werror", "all-warnings", str(src), "-o", str(exe)],
+                         capture_output=True, text=True, timeout=300, cwd=tmp)
+    assert out.returncode == 0, f"nvcc failed on math.cuh + math_harness.cpp:\n{out.stderr}"
+
+    def run(op, sfx, a, b=None):
+        dtype = _TYPES[sfx]
+        a = np.ascontiguousarray(a, dtype)
+        b = np.ascontiguousarray(a if b is None else np.broadcast_to(b, a.shape), dtype)
+        (tmp / "a.bin").write_bytes(a.tobytes())
+        (tmp / "b.bin").write_bytes(b.tobytes())
+        res = subprocess.run([str(exe), op, sfx, str(a.size), str(tmp / "a.bin"),
+                              str(tmp / "b.bin"), str(tmp / "out.bin")], timeout=60)
+        assert res.returncode == 0, f"harness {op} {sfx} exited with {res.returncode}"
+        return np.frombuffer((tmp / "out.bin").read_bytes(),
+                             np.int64 if op in ("sort", "search_right") else dtype)[:a.size]
+    return run
+
+
+def _assert_same(got, want, what):
+    assert got.dtype == want.dtype, what
+    if want.dtype.kind == "f":
+        # NOTE: exact, zero signs included: these helpers are NumPy's own algorithms.
+        np.testing.assert_array_equal(got, want, err_msg=what)
+        assert np.array_equal(np.signbit(got), np.signbit(want)), what
+    else:
+        np.testing.assert_array_equal(got, want, err_msg=what)
+
+
+@pytest.mark.parametrize("sfx", ["f32", "f64"])
+def test_float_helpers_on_the_host_equal_numpy(math_harness, sfx):
+    dt = _TYPES[sfx]
+    with np.errstate(all="ignore"):
+        x = _EDGE.astype(dt)
+        a, b = np.repeat(x, x.size), np.tile(x, x.size)
+        for op in ("remainder", "floor_divide", "heaviside"):
+            _assert_same(math_harness(op, sfx, a, b), getattr(np, op)(a, b), f"{op} {sfx}")
+        for op in ("logaddexp", "logaddexp2"):
+            got, want = math_harness(op, sfx, a, b), getattr(np, op)(a, b)
+            # the host's exp/log1p and NumPy's (SIMD) ones may differ in the last bit
+            np.testing.assert_allclose(got, want, rtol=4 * np.finfo(dt).eps, atol=0,
+                                       err_msg=f"{op} {sfx}")
+        got, want = math_harness("sinc", sfx, x), np.sinc(x)
+        np.testing.assert_allclose(got, want, rtol=4 * np.finfo(dt).eps,
+                                   atol=4 * np.finfo(dt).eps, err_msg=f"sinc {sfx}")
+        _assert_same(math_harness("nan_to_num", sfx, x),
+                     np.nan_to_num(x, nan=5, posinf=7, neginf=-9), f"nan_to_num {sfx}")
+        vals = (np.linspace(-30, 30, 241) * 1.25).astype(dt)
+        for decimals in (0, 1, 2, -1, -2):
+            f = dt(10.0 ** abs(decimals))
+            got = math_harness("round_div" if decimals < 0 else "round_mul", sfx, vals, f)
+            _assert_same(got, np.round(vals, decimals), f"round({decimals}) {sfx}")
+
+
+@pytest.mark.parametrize("sfx", ["i32", "i64"])
+def test_integer_helpers_on_the_host_equal_numpy(math_harness, sfx):
+    dt = _TYPES[sfx]
+    info = np.iinfo(dt)
+    x = np.array(_IEDGE + [-v for v in _IEDGE] + [info.min, info.max, info.min + 1], dt)
+    a, b = np.repeat(x, x.size), np.tile(x, x.size)
+    with np.errstate(all="ignore"):
+        for op in ("remainder", "floor_divide", "fmod"):
+            _assert_same(math_harness(op, sfx, a, b), getattr(np, op)(a, b), f"{op} {sfx}")
+        _assert_same(math_harness("reciprocal", sfx, x), np.reciprocal(x), f"reciprocal {sfx}")
+
+
+@pytest.mark.parametrize("sfx", ["f32", "f64", "i32", "i64"])
+def test_the_bitonic_sort_network_on_the_host_is_numpys_stable_argsort(math_harness, sfx):
+    rng = np.random.default_rng(3)
+    rows = [rng.integers(0, 5, n) for n in (1, 2, 3, 7, 8, 9, 33, 100)]
+    if sfx[0] == "f":
+        rows += [np.array([3.0, np.nan, 1, 1, -0.0, 0.0, np.inf, -np.inf, np.nan, 2]),
+                 rng.standard_normal(257)]
+    for row in rows:
+        row = row.astype(_TYPES[sfx])
+        np.testing.assert_array_equal(math_harness("sort", sfx, row),
+                                      np.argsort(row, kind="stable"), err_msg=str(row))
+
+
+@pytest.mark.parametrize("sfx", ["f32", "f64", "i32", "i64"])
+def test_the_binary_search_on_the_host_is_numpys_searchsorted_right(math_harness, sfx):
+    rng = np.random.default_rng(4)
+    for n in (1, 2, 5, 16, 101):
+        xp = np.sort(rng.integers(-5, 5, n)).astype(_TYPES[sfx])
+        x = rng.integers(-7, 7, n).astype(_TYPES[sfx])
+        if sfx[0] == "f" and n > 2:
+            xp[-1], x[0], x[1] = np.nan, np.nan, np.inf       # NaN sorts last in NumPy
+        np.testing.assert_array_equal(math_harness("search_right", sfx, xp, x),
+                                      np.searchsorted(xp, x, side="right"), err_msg=str((xp, x)))

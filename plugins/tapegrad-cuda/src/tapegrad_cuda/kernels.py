@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import operator
+import re
 from importlib import resources
 
 import numpy as np
@@ -32,14 +33,43 @@ FLOATS = ("f32", "f64")
 INTS = ("i32", "i64")
 ALL = FLOATS + INTS + ("b8",)
 UNARY_FLOAT = ("negative", "abs", "exp", "log", "sqrt", "tanh", "sin", "cos", "sigmoid", "relu",
-               "square", "sign")
-UNARY_INT = ("negative", "abs", "square", "sign")
+               "square", "sign", "tan", "sinh", "cosh", "arcsin", "arccos", "arctan",
+               "arcsinh", "arccosh", "arctanh", "log1p", "expm1", "log2", "log10", "exp2",
+               "reciprocal", "cbrt", "sinc", "deg2rad", "rad2deg", "floor", "ceil", "trunc",
+               "rint")
+UNARY_INT = ("negative", "abs", "square", "sign", "reciprocal")
+# NumPy returns an integer or bool input itself from these (a copy; no kernel needed).
+INT_IDENTITY = ("floor", "ceil", "trunc")
+PREDICATES = ("isnan", "isinf", "isfinite", "signbit")
 BINARY_FLOAT = ("add", "subtract", "multiply", "divide", "power", "maximum", "minimum",
-                "bce_logits")
-BINARY_INT = ("add", "subtract", "multiply", "maximum", "minimum")
+                "bce_logits", "arctan2", "hypot", "logaddexp", "logaddexp2", "copysign",
+                "heaviside", "fmax", "fmin", "remainder", "fmod", "floor_divide")
+BINARY_INT = ("add", "subtract", "multiply", "maximum", "minimum", "remainder", "fmod",
+              "floor_divide")
+# Integer fmax/fmin are maximum/minimum (no NaN to skip): their kernels serve; for bool
+# (False < True) the four are logical or / and.
+INT_ALIAS = {"fmax": "maximum", "fmin": "minimum"}
+BOOL_ALIAS = {"maximum": "logical_or", "fmax": "logical_or", "minimum": "logical_and",
+              "fmin": "logical_and"}
+# Ops tapegrad-elementwise registers under a second NumPy name (numpy.degrees is rad2deg).
+ALIASES = {"degrees": "rad2deg", "radians": "deg2rad"}
 COMPARISONS = ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal")
 REDUCE_TYPES = ("f32", "f64", "i64")
 NN = ("softmax", "log_softmax", "logsumexp", "cross_entropy")
+SCAN_TYPES = REDUCE_TYPES + ("i32",)
+SORT_TYPES = FLOATS + INTS
+# Ops of the first-party plugins that have no cuda kernel: tapegrad-linalg's
+# LAPACK decompositions (cuSOLVER is not wrapped, and a silent round trip through the host
+# would hide a copy per call). On cuda they raise the engine's NotImplementedError naming
+# the op and the device; move the tensor to the cpu for them (t.cpu()). The functions built
+# on them (linalg_slogdet, linalg_qr, linalg_eigh, linalg_svd, ...) raise the same way.
+NO_KERNEL = ("linalg_inv", "linalg_det", "_linalg_slogdet", "linalg_solve",
+             "linalg_cholesky", "_linalg_qr", "_linalg_eigh", "linalg_eigvalsh",
+             "_linalg_eig", "linalg_eigvals", "_linalg_svd", "linalg_svdvals", "linalg_pinv",
+             "_linalg_lstsq", "linalg_matrix_rank",
+             # tapegrad-nn's convolutions and normalisations (issue 15): no kernels yet.
+             "_conv", "_conv_transpose", "_conv_weight", "_standardize", "_rms_scale",
+             "_standardize_grad", "_rms_scale_grad")
 THREADS = 256
 MAX_BLOCKS = 65535
 MAX_INDEX_ARRAYS = 8          # index.cu keeps per-index offsets in a fixed array
@@ -55,6 +85,7 @@ def expected_kernels() -> dict[str, list[str]]:
     for sfx in FLOATS:
         ew += [f"tg_{n}_{sfx}" for n in UNARY_FLOAT]
         ew += [k for n in BINARY_FLOAT for k in _binary_names(n, sfx)]
+        ew += [f"tg_{n}_{sfx}" for n in PREDICATES + ("nan_to_num", "round", "ldexp")]
     for sfx in INTS:
         ew += [f"tg_{n}_{sfx}" for n in UNARY_INT]
         ew += [k for n in BINARY_INT for k in _binary_names(n, sfx)]
@@ -70,7 +101,12 @@ def expected_kernels() -> dict[str, list[str]]:
     index = [f"tg_{op}_{sfx}" for sfx in ALL for op in ("gather", "scatter")]
     index += [f"tg_scatter_add_{sfx}" for sfx in FLOATS]
     nn = [f"tg_{op}_rows_{sfx}" for sfx in FLOATS for op in NN]
-    return {"elementwise.cu": ew, "reduce.cu": red, "index.cu": index, "nn.cu": nn}
+    scan = [f"tg_{op}_rows_{sfx}" for sfx in SCAN_TYPES for op in ("cumsum", "cumprod")]
+    scan += [f"tg_sort_{stage}_{sfx}" for sfx in SORT_TYPES for stage in ("init", "step", "fini")]
+    scan += [f"tg_interp_segment_{sfx}" for sfx in SORT_TYPES]
+    scan += [f"tg_convolve_{sfx}" for sfx in FLOATS]
+    return {"elementwise.cu": ew, "reduce.cu": red, "index.cu": index, "nn.cu": nn,
+            "scan.cu": scan}
 
 
 def kernel_dir():
@@ -83,12 +119,22 @@ def source_files() -> list[str]:
     return sorted(p.name for p in kernel_dir().iterdir() if p.name.endswith(".cu"))
 
 
-def source(name: str) -> str:
-    """The text of kernels/<name>, with ``common.cuh`` pasted in (so SourceModule and nvcc
-    need no include path)."""
-    text = (kernel_dir() / name).read_text(encoding="utf-8")
-    common = (kernel_dir() / "common.cuh").read_text(encoding="utf-8")
-    return text.replace('#include "common.cuh"', common.replace("#pragma once", ""))
+_INCLUDE = re.compile(r'^#include "(\w+\.cuh)"[ \t]*$', re.M)
+
+
+def source(name: str, _seen=None) -> str:
+    """The text of kernels/<name>, with the headers it includes (``common.cuh``,
+    ``math.cuh``) pasted in, each once (so SourceModule and nvcc need no include path)."""
+    seen = set() if _seen is None else _seen
+    text = (kernel_dir() / name).read_text(encoding="utf-8").replace("#pragma once", "")
+
+    def paste(match):
+        header = match.group(1)
+        if header in seen:
+            return ""
+        seen.add(header)
+        return source(header, seen)
+    return _INCLUDE.sub(paste, text)
 
 
 def unsupported(op: str, dtype, supported=("float32", "float64")) -> TypeError:
@@ -209,6 +255,25 @@ def _ref_bce(x, t):
     return np.log1p(np.multiply(x, t))
 
 
+def _power_of_ten(n):
+    """10.0**n as NumPy's round computes it (a table to 1e8, then repeated * 10.0), so the
+    factor has NumPy's rounding for large n too."""
+    if n < 9:
+        return float(10 ** n)
+    out = 1e9
+    for _ in range(n - 9):
+        out *= 10.0
+    return out
+
+
+def _ref_round(x):
+    return np.round(x)
+
+
+def _ref_nan_to_num(x):
+    return np.nan_to_num(x)
+
+
 _UFUNCS = {"negative": np.negative, "abs": np.abs, "exp": np.exp, "log": np.log,
            "sqrt": np.sqrt, "tanh": np.tanh, "sin": np.sin, "cos": np.cos,
            "sigmoid": _ref_sigmoid, "relu": _ref_relu, "square": np.square, "sign": np.sign,
@@ -217,7 +282,25 @@ _UFUNCS = {"negative": np.negative, "abs": np.abs, "exp": np.exp, "log": np.log,
            "minimum": np.minimum, "bce_logits": _ref_bce,
            "equal": np.equal, "not_equal": np.not_equal, "less": np.less,
            "less_equal": np.less_equal, "greater": np.greater,
-           "greater_equal": np.greater_equal}
+           "greater_equal": np.greater_equal, "round": _ref_round,
+           "nan_to_num": _ref_nan_to_num, "sinc": np.sinc}
+_UFUNCS.update({n: getattr(np, n) for n in UNARY_FLOAT + PREDICATES + BINARY_FLOAT
+                if n not in _UFUNCS and n != "bce_logits"})
+
+
+def _value_pairs(values, ndim):
+    """numpy.pad's reading of constant_values: one value, one (before, after) pair, or one
+    pair per axis, as ((before, after),) * ndim."""
+    x = np.asarray(values)
+    if x.ndim < 3 and (x.size == 1 or (x.size == 2 and x.shape != (2, 1))):
+        flat = x.ravel()
+        return [(flat[0].item(), flat[-1].item())] * ndim
+    try:
+        pairs = np.broadcast_to(x, (ndim, 2))
+    except ValueError:
+        raise ValueError(f"constant_values of shape {x.shape} does not fit an array of "
+                         f"{ndim} dimensions") from None
+    return [(a.item(), b.item()) for a, b in pairs]
 
 
 class IndexPlan:
@@ -332,24 +415,104 @@ class CudaKernels:
         return out
 
     # -- elementwise ---------------------------------------------------------------------
-    def unary(self, name):
-        """The kernel of unary op `name` (NumPy's dtype rules; ints promote where NumPy's do)."""
+    def unary(self, name, op=None):
+        """The kernel of unary op `name` (NumPy's dtype rules; ints promote where NumPy's
+        do); `op` is the name errors use (an alias such as degrees), default `name`."""
         ref = _UFUNCS[name]
+        op = op or name
         allowed = FLOATS + INTS if name in UNARY_INT else FLOATS
 
         def kernel(x):
             out_dtype = _resolve(name, ref, x)
-            sfx = suffix(out_dtype, name, allowed)
+            if name in INT_IDENTITY and out_dtype.kind in "biu":
+                return self.copy(x)
+            sfx = suffix(out_dtype, op, allowed)
             x = self.contiguous(self.operand(x, out_dtype))
             out = self.empty(x.shape, out_dtype)
+            self._launch("elementwise.cu", f"tg_{name}_{sfx}", x.size, self.ptr(x),
+                         self.ptr(out), np.int64(x.size))
+            return out
+        kernel.__name__ = f"cuda_{op}"
+        return kernel
+
+    def predicate(self, name):
+        """isnan / isinf / isfinite / signbit (bool result). Integer and bool inputs need no
+        kernel: never NaN or infinite, and signbit of an integer is x < 0."""
+        def kernel(x):
+            x = self.operand(x)
+            if x.dtype.kind in "biu":
+                if name == "signbit" and x.dtype.kind == "i":
+                    return self._binary("less", x, 0, x.dtype, np.bool_, ALL, op=name)
+                return self.fill(self.empty(x.shape, np.bool_), name == "isfinite")
+            sfx = suffix(x.dtype, name)
+            x = self.contiguous(x)
+            out = self.empty(x.shape, np.bool_)
             self._launch("elementwise.cu", f"tg_{name}_{sfx}", x.size, self.ptr(x),
                          self.ptr(out), np.int64(x.size))
             return out
         kernel.__name__ = f"cuda_{name}"
         return kernel
 
-    def _binary(self, name, a, b, compute, out_dtype, allowed):
-        sfx = suffix(compute, name, allowed)
+    def nan_to_num(self, x, copy=True, nan=0.0, posinf=None, neginf=None):
+        """numpy.nan_to_num: NaN, +inf, -inf replaced (None: the dtype's largest / most
+        negative finite value). Integer and bool inputs come back unchanged (a copy)."""
+        if not copy:       # as the CPU kernel: NumPy's copy=False would write into x
+            raise ValueError("copy=False (replacing the values in place) is not supported; "
+                             "use x = tg.nan_to_num(x, ...)")
+        x = self.operand(x)
+        dtype = _resolve("nan_to_num", _ref_nan_to_num, x)
+        if dtype.kind in "biu":
+            return self.copy(x)
+        sfx = suffix(dtype, "nan_to_num")
+        info = np.finfo(dtype)
+        x = self.contiguous(self.operand(x, dtype))
+        out = self.empty(x.shape, dtype)
+        self._launch("elementwise.cu", f"tg_nan_to_num_{sfx}", x.size, self.ptr(x),
+                     self.ptr(out), np.int64(x.size), np.float64(nan),
+                     np.float64(info.max if posinf is None else posinf),
+                     np.float64(info.min if neginf is None else neginf))
+        return out
+
+    def round(self, x, decimals=0):
+        """numpy.round: rint(x * 10**decimals) / 10**decimals in x's dtype (for negative
+        decimals rint(x / 10**-decimals) * 10**-decimals), as NumPy computes it. An integer
+        array is returned as is for decimals >= 0, else rounded in float64 and cast back
+        (NumPy's way: half to even, 15 -> 20 and 25 -> 20 for decimals=-1)."""
+        x = self.operand(x)
+        decimals = operator.index(decimals)
+        dtype = _resolve("round", _ref_round, x)
+        if dtype.kind in "biu":
+            if decimals >= 0:
+                return self.copy(x)
+            return self.cast(self.round(self.cast(x, np.float64), decimals), dtype)
+        sfx = suffix(dtype, "round")
+        x = self.contiguous(self.operand(x, dtype))
+        out = self.empty(x.shape, dtype)
+        self._launch("elementwise.cu", f"tg_round_{sfx}", x.size, self.ptr(x), self.ptr(out),
+                     np.int64(x.size), np.float64(_power_of_ten(abs(decimals))),
+                     np.int32(decimals < 0))
+        return out
+
+    def ldexp(self, x1, x2):
+        """numpy.ldexp: x1 * 2**x2 for integer x2, broadcast; NumPy's float dtype (an
+        integer x1 gives float64)."""
+        e = x2 if isinstance(x2, self.device.gpuarray.GPUArray) else np.asarray(x2)
+        if e.dtype.kind not in "biu":
+            raise TypeError(f"the exponent x2 must be integers, got dtype {e.dtype}")
+        dtype = _resolve("ldexp", np.ldexp, x1, x2)       # NumPy refuses uint64 here
+        sfx = suffix(dtype, "ldexp")
+        x, e = self.operand(x1, dtype), self.operand(e, np.int64)
+        shape = tuple(np.broadcast_shapes(x.shape, e.shape))
+        out = self.empty(shape, dtype)
+        if out.size:
+            meta = self._meta(list(shape) + _elem_strides(x, shape) + _elem_strides(e, shape))
+            self._launch("elementwise.cu", f"tg_ldexp_{sfx}", out.size, self.ptr(x),
+                         self.ptr(e), self.ptr(out), np.int64(out.size),
+                         np.int32(len(shape)), self.ptr(meta))
+        return out
+
+    def _binary(self, name, a, b, compute, out_dtype, allowed, op=None):
+        sfx = suffix(compute, op or name, allowed)
         a, b = self.operand(a, compute), self.operand(b, compute)
         shape = tuple(np.broadcast_shapes(a.shape, b.shape))
         out = self.empty(shape, out_dtype)
@@ -370,12 +533,17 @@ class CudaKernels:
         """The kernel of binary op `name`, with NumPy broadcasting and type promotion."""
         ref = _UFUNCS[name]
         compare = name in COMPARISONS
-        allowed = ALL if compare else (FLOATS + INTS if name in BINARY_INT else FLOATS)
+        allowed = ALL if compare else (FLOATS + INTS if name in BINARY_INT + tuple(INT_ALIAS)
+                                       else FLOATS)
 
         def kernel(a, b):
             out_dtype = _resolve(name, ref, a, b)
             compute = _resolve("result_type", np.result_type, a, b) if compare else out_dtype
-            return self._binary(name, a, b, compute, out_dtype, allowed)
+            if compute.kind == "b" and name in BOOL_ALIAS:
+                return self._binary(BOOL_ALIAS[name], a, b, compute, out_dtype, ("b8",),
+                                    op=name)
+            kname = INT_ALIAS.get(name, name) if compute.kind in "iu" else name
+            return self._binary(kname, a, b, compute, out_dtype, allowed, op=name)
         kernel.__name__ = f"cuda_{name}"
         return kernel
 
@@ -776,6 +944,388 @@ class CudaKernels:
                                             + _elem_strides(x, x.shape)[ax:])
                                   for x in xs], axis=ax)
 
+    # -- scans, sorting and index ops along an axis ----------------------------------------
+    def _along(self, x, axis, op):
+        """(x, axis index) for an op along one axis; axis None means the flattened array."""
+        x = self.operand(x)
+        if axis is None:
+            return self.reshape(x, (-1,)), 0
+        return x, _normalize_axes(axis, x.ndim, op)[0]
+
+    def _back(self, out, perm):
+        """`out` (computed with the axes in order `perm`) with the original axis order."""
+        if perm == tuple(range(len(perm))):
+            return out
+        return self.transpose(out, tuple(int(i) for i in np.argsort(perm)))
+
+    def cumulative(self, name):
+        """cumsum / cumprod along `axis` (None: the flattened array), NumPy's dtypes (an
+        int32 or bool input accumulates in int64, as the CPU's)."""
+        ref = np.cumsum if name == "cumsum" else np.cumprod
+
+        def kernel(x, axis=None, dtype=None):
+            x, ax = self._along(x, axis, name)
+            out_dtype = _resolve((name, dtype), lambda v: ref(v, dtype=dtype), x)
+            sfx = suffix(out_dtype, name, SCAN_TYPES)
+            xs, perm, rows, length = self._moved_last(self.operand(x, out_dtype), (ax,))
+            out = self.empty(xs.shape, out_dtype)
+            if rows and length:
+                self._launch("scan.cu", f"tg_{name}_rows_{sfx}", rows, self.ptr(xs),
+                             self.ptr(out), np.int64(rows), np.int64(length),
+                             blocks=min(rows, MAX_BLOCKS))
+            return self._back(out, perm)
+        kernel.__name__ = f"cuda_{name}"
+        return kernel
+
+    def sort_with_positions(self, x, axis=-1, op="sort"):
+        """(the stable sort of x along `axis`, the positions the values came from): NaN
+        last, ties in their original order (NumPy's kind="stable"), for every kind."""
+        x, ax = self._along(x, axis, op)
+        if x.dtype == np.bool_:           # False < True: sorted as int32, cast back
+            out, pos = self.sort_with_positions(self.cast(x, np.int32), ax, op)
+            return self.cast(out, np.bool_), pos
+        sfx = suffix(x.dtype, op, SORT_TYPES)
+        xs, perm, rows, length = self._moved_last(x, (ax,))
+        out, pos = self.empty(xs.shape, x.dtype), self.empty(xs.shape, np.int64)
+        if rows and length:
+            width = 1 << (length - 1).bit_length()       # the next power of two
+            n = rows * width
+            vals, work = self.empty((n,), x.dtype), self.empty((n,), np.int64)
+            sizes = (np.int64(rows), np.int64(length), np.int64(width))
+            self._launch("scan.cu", f"tg_sort_init_{sfx}", n, self.ptr(xs), self.ptr(vals),
+                         self.ptr(work), *sizes)
+            k = 2
+            while k <= width:
+                j = k // 2
+                while j:
+                    self._launch("scan.cu", f"tg_sort_step_{sfx}", n, self.ptr(vals),
+                                 self.ptr(work), *sizes, np.int64(k), np.int64(j))
+                    j //= 2
+                k *= 2
+            self._launch("scan.cu", f"tg_sort_fini_{sfx}", rows * length, self.ptr(vals),
+                         self.ptr(work), self.ptr(out), self.ptr(pos), *sizes)
+        return self._back(out, perm), self._back(pos, perm)
+
+    @staticmethod
+    def _sort_arguments(kind, order, stable):
+        """The cpu op's checks: order= refused; kind and stable checked by NumPy itself on
+        a one-element stand-in (its values and messages)."""
+        if order is not None:
+            raise ValueError("order= names fields of a structured array, which tapegrad "
+                             "tensors are not; pass order=None")
+        np.sort(np.zeros(1), kind=kind, stable=stable)
+
+    def sort(self, a, axis=-1, kind=None, order=None, stable=None):
+        """numpy.sort (always the stable order: equal values cannot be told apart)."""
+        self._sort_arguments(kind, order, stable)
+        return self.sort_with_positions(a, axis, "sort")[0]
+
+    def argsort(self, a, axis=-1, kind=None, order=None, stable=None):
+        """numpy.argsort in the stable order (ties by position) whatever `kind` is."""
+        self._sort_arguments(kind, order, stable)
+        a = self.operand(a)
+        if a.ndim == 0:                  # NumPy argsorts a 0-d array as a 1-d one
+            a = self.reshape(a, (1,))
+        return self.sort_with_positions(a, axis, "argsort")[1]
+
+    def _index_array(self, indices, error=IndexError):
+        """indices (a device array, a host array, a list or a number) as an integer array
+        for an index (a device one stays on the device); `error` (NumPy's type for the
+        op: IndexError for take_along_axis, TypeError for take) for other dtypes."""
+        idx = indices if isinstance(indices, self.device.gpuarray.GPUArray) \
+            else np.asarray(indices)
+        if idx.dtype.kind not in "iu":
+            raise error(f"indices must be an integer array, got dtype {idx.dtype}")
+        return idx
+
+    def _along_index(self, indices, axis, shape, op):
+        """(the advanced index that take_along_axis(arr, indices, axis) reads arr of
+        `shape` at, the shape it indexes: arr's, or (size,) for axis=None): NumPy's own
+        construction, a broadcast arange for every other axis."""
+        idx = self._index_array(indices)
+        if axis is None:
+            if idx.ndim != 1:
+                raise ValueError("when axis=None, `indices` must have a single dimension.")
+            return (idx,), (math.prod(shape),)
+        ax = _normalize_axes(axis, len(shape), op)[0]
+        if idx.ndim != len(shape):
+            raise ValueError(f"`indices` (shape {idx.shape}) and `arr` (shape "
+                             f"{tuple(shape)}) must have the same number of dimensions")
+        return tuple(idx if d == ax else
+                     np.arange(n).reshape((1,) * d + (n,) + (1,) * (len(shape) - d - 1))
+                     for d, n in enumerate(shape)), tuple(shape)
+
+    def take_along_axis(self, arr, indices, axis=-1):
+        """numpy.take_along_axis: one gather (index.cu)."""
+        arr = self.operand(arr)
+        index, shape = self._along_index(indices, axis, arr.shape, "take_along_axis")
+        return self.getitem(self.reshape(arr, shape), index)
+
+    def take_along_axis_grad(self, g, indices, *, shape, axis=-1):
+        """Zeros of `shape` with g added where take_along_axis reads (a scatter-add)."""
+        index, target = self._along_index(indices, axis, shape, "_take_along_axis_grad")
+        return self.reshape(self.getitem_grad(g, index, target), shape)
+
+    def put_along_axis(self, arr, indices, values, *, axis):
+        """A copy of arr with values (broadcast to indices) written where take_along_axis
+        reads. NOTE: where indices repeat a position, one of the writes wins (NumPy's: the
+        last), as for setitem."""
+        out = self.copy(arr)
+        index, target = self._along_index(indices, axis, out.shape, "_put_along_axis")
+        self.assign(self.reshape(out, target), index, values)
+        return out
+
+    def _take_index(self, indices, n, mode):
+        """take's index for an axis of length n: mode 'wrap' and 'clip' applied (on the
+        host for host indices, with the remainder/clip kernels for device ones)."""
+        if mode not in ("raise", "wrap", "clip"):
+            raise ValueError(f"mode must be 'raise', 'wrap' or 'clip', got {mode!r}")
+        idx = indices if isinstance(indices, self.device.gpuarray.GPUArray) \
+            else np.asarray(indices)
+        if idx.dtype == np.bool_:            # NumPy casts bool indices to 0 / 1
+            idx = self.cast(idx, np.int64) if not isinstance(idx, np.ndarray) \
+                else idx.astype(np.int64)
+        idx = self._index_array(idx, TypeError)
+        if mode == "raise":
+            return idx
+        if n == 0:
+            if math.prod(idx.shape):
+                raise IndexError("cannot do a non-empty take from an empty axis")
+            return idx
+        if isinstance(idx, np.ndarray):
+            return idx % n if mode == "wrap" else np.clip(idx, 0, n - 1)
+        if mode == "wrap":
+            return self.binary("remainder")(idx, np.int64(n))
+        return self.clip(idx, 0, n - 1)
+
+    def take(self, a, indices, axis=None, mode="raise"):
+        """numpy.take: one gather along the axis (a flattened for axis=None)."""
+        a, ax = self._along(a, axis, "take")
+        idx = self._take_index(indices, a.shape[ax], mode)
+        return self.getitem(a, (slice(None),) * ax + (idx,))
+
+    def take_grad(self, g, indices, *, shape, axis=None, mode="raise"):
+        """Zeros of `shape` with g added where take reads (repeats accumulate)."""
+        target = (math.prod(shape),) if axis is None else tuple(shape)
+        ax = 0 if axis is None else _normalize_axes(axis, len(shape), "_take_grad")[0]
+        idx = self._take_index(indices, target[ax], mode)
+        out = self.getitem_grad(g, (slice(None),) * ax + (idx,), target)
+        return self.reshape(out, shape)
+
+    def tensordot(self, a, b, axes=2):
+        """numpy.tensordot: both operands transposed and reshaped to matrices, one GEMM
+        (matmul), the result reshaped; `axes` read and checked as NumPy does."""
+        a, b = self.operand(a), self.operand(b)
+        try:
+            iter(axes)
+        except TypeError:
+            n = operator.index(axes)
+            axes_a, axes_b = list(range(-n, 0)), list(range(n))
+        else:
+            axes_a, axes_b = axes
+        axes_a = list(axes_a) if isinstance(axes_a, (list, tuple, np.ndarray)) else [axes_a]
+        axes_b = list(axes_b) if isinstance(axes_b, (list, tuple, np.ndarray)) else [axes_b]
+        if len(axes_a) != len(axes_b) or any(
+                a.shape[i] != b.shape[j] for i, j in zip(axes_a, axes_b)):
+            raise ValueError(f"shape-mismatch for sum (a {a.shape}, b {b.shape}, axes {axes!r})")
+        axes_a = [int(i) % a.ndim for i in axes_a]
+        axes_b = [int(j) % b.ndim for j in axes_b]
+        free_a = [i for i in range(a.ndim) if i not in axes_a]
+        free_b = [j for j in range(b.ndim) if j not in axes_b]
+        k = math.prod(a.shape[i] for i in axes_a)
+        m = math.prod(a.shape[i] for i in free_a)
+        n = math.prod(b.shape[j] for j in free_b)
+        am = self.reshape(self.transpose(a, free_a + axes_a), (m, k))
+        bm = self.reshape(self.transpose(b, axes_b + free_b), (k, n))
+        out = self.matmul(am, bm)
+        return self.reshape(out, tuple(a.shape[i] for i in free_a)
+                            + tuple(b.shape[j] for j in free_b))
+
+    def interp_segment(self, x, xp):
+        """For each x, the segment j of the increasing xp with xp[j] <= x < xp[j + 1],
+        clipped to 0 .. len(xp) - 2 (tg.interp's): NumPy's binary search per element."""
+        x, xp = self.operand(x), self.operand(xp)
+        dtype = _resolve("result_type", np.result_type, x, xp)
+        if dtype == np.bool_:
+            dtype = np.dtype(np.int32)
+        sfx = suffix(dtype, "_interp_segment", SORT_TYPES)
+        x = self.contiguous(self.operand(x, dtype))
+        xp = self.contiguous(self.reshape(self.operand(xp, dtype), (-1,)))
+        out = self.empty(x.shape, np.int64)
+        if out.size and xp.size == 0:
+            return self.fill(out, 0)
+        self._launch("scan.cu", f"tg_interp_segment_{sfx}", x.size, self.ptr(x),
+                     self.ptr(xp), self.ptr(out), np.int64(x.size), np.int64(xp.size))
+        return out
+
+    def convolve(self, a, v, mode="full"):
+        """numpy.convolve of two 1-D arrays: one thread per output element (scan.cu), the
+        mode read and the inputs checked by tapegrad-shape's own helpers."""
+        from tapegrad_shape.numerics import _check_1d, _full_start, _mode
+
+        a, v = self.operand(a), self.operand(v)
+        _check_1d(a, v, "convolve")
+        mode = _mode(mode, "convolve")
+        dtype = _resolve("convolve", np.convolve, a, v)
+        sfx = suffix(dtype, "convolve")
+        a, v = self.contiguous(self.operand(a, dtype)), self.contiguous(self.operand(v, dtype))
+        n, m = a.shape[0], v.shape[0]
+        length = {"full": n + m - 1, "same": max(n, m), "valid": abs(n - m) + 1}[mode]
+        out = self.empty((length,), dtype)
+        self._launch("scan.cu", f"tg_convolve_{sfx}", length, self.ptr(a), np.int64(n),
+                     self.ptr(v), np.int64(m), self.ptr(out), np.int64(length),
+                     np.int64(_full_start(n, m, mode)))
+        return out
+
+    def unwrap_correction(self, p, *, discont, axis, period):
+        """What np.unwrap adds to p along `axis`, NumPy's steps on the device kernels (diff,
+        mod, the boundary fix, the running sum)."""
+        p = self.operand(p)
+        (ax,) = _normalize_axes(axis, p.ndim, "_unwrap_correction")
+        n = p.shape[ax]
+        lead = (slice(None),) * ax
+        dd = self.binary("subtract")(self.getitem(p, lead + (slice(1, None),)),
+                                     self.getitem(p, lead + (slice(None, max(n - 1, 0)),)))
+        if discont is None:
+            discont = period / 2
+        dtype = _resolve("result_type", np.result_type, dd, period)
+        if dtype.kind in "iu":
+            high, rem = divmod(period, 2)
+            ambiguous = rem == 0
+        else:
+            high, ambiguous = period / 2, True
+        low = -high
+        ddmod = self.binary("add")(self.binary("remainder")(
+            self.binary("subtract")(dd, low), period), low)
+        if ambiguous:
+            edge = self.logical("logical_and")(self.binary("equal")(ddmod, low),
+                                               self.binary("greater")(dd, 0))
+            ddmod = self.cast(self.where(edge, high, ddmod), ddmod.dtype)
+        correct = self.binary("subtract")(ddmod, dd)
+        small = self.binary("less")(self.unary("abs")(dd), discont)
+        correct = self.cast(self.where(small, 0, correct), correct.dtype)
+        total = self.cumulative("cumsum")(correct, axis=ax)
+        first = self.device.zeros(p.shape[:ax] + (1,) + p.shape[ax + 1:], correct.dtype)
+        return self.cast(self.concatenate(first, total, axis=ax), dtype)
+
+    def host_fallbacks(self) -> dict:
+        """Kernels that run through the host: the private ops behind tapegrad-shape's order
+        statistics (median, quantile, ...): a sort-based plan and the gather/scatter-add
+        along the last axis that reads the selected values.
+
+        NOTE: a deliberate simplification, as einsum: correct on cuda, not fast (each call
+        copies its operands to the host and the result back)."""
+        def through_host(name):
+            def run(*xs, **params):
+                # NOTE: imported here, not above: tapegrad-cuda does not depend on
+                # tapegrad-shape (its ops are only called when that plugin is installed).
+                from tapegrad_shape import statistics
+
+                kernel = getattr(statistics, f"{name}_kernel")
+                host = [self.device.to_numpy(x) if isinstance(x, self.device.gpuarray.GPUArray)
+                        else x for x in xs]
+                return self.device.asarray(np.ascontiguousarray(kernel(*host, **params)))
+            return run
+
+        return {name: through_host(name) for name in (
+            "_quantile_index", "_quantile_weight", "_take_last", "_take_last_grad")}
+
+    def _take_axis(self, x, idx, ax):
+        """x gathered along axis `ax` with the host index array `idx` (one gather launch)."""
+        return self.getitem(x, (slice(None),) * ax + (np.asarray(idx, np.int64),))
+
+    def roll(self, a, shift, axis=None):
+        """numpy.roll: per rolled axis, two slices copied into the output."""
+        a = self.operand(a)
+        if axis is None:
+            return self.reshape(self.roll(self.reshape(a, (-1,)), shift, 0), a.shape)
+        pairs = np.broadcast(shift, axis)
+        if pairs.ndim > 1:
+            raise ValueError("'shift' and 'axis' should be scalars or 1D sequences")
+        shifts = {}
+        for sh, ax in pairs:
+            (ax,) = _normalize_axes(int(ax), a.ndim, "roll")
+            shifts[ax] = shifts.get(ax, 0) + operator.index(sh)
+        out = a
+        for ax, sh in sorted(shifts.items()):
+            n = out.shape[ax]
+            if n == 0 or sh % n == 0:
+                continue
+            sh %= n
+            res = self.empty(out.shape, out.dtype)
+            lead = (slice(None),) * ax
+            self.copy_into(self.getitem(res, lead + (slice(sh, None),)),
+                           self.getitem(out, lead + (slice(None, n - sh),)))
+            self.copy_into(self.getitem(res, lead + (slice(None, sh),)),
+                           self.getitem(out, lead + (slice(n - sh, None),)))
+            out = res
+        return self.copy(a) if out is a else out
+
+    def repeat(self, a, repeats, axis=None):
+        """numpy.repeat: a gather along the axis with np.repeat(arange(n), repeats) (NumPy
+        checks repeats: negative counts, lengths that do not broadcast)."""
+        a, ax = self._along(a, axis, "repeat")
+        if isinstance(repeats, self.device.gpuarray.GPUArray):
+            repeats = self.device.to_numpy(repeats)
+        return self._take_axis(a, np.repeat(np.arange(a.shape[ax]), repeats), ax)
+
+    def tile(self, A, reps):
+        """numpy.tile: one strided copy of a view that reads A with stride 0 on the tiled
+        axes, reshaped (no index arrays)."""
+        A = self.operand(A)
+        try:
+            tup = tuple(operator.index(r) for r in reps)
+        except TypeError:
+            tup = (operator.index(reps),)
+        if any(r < 0 for r in tup):
+            raise ValueError("negative dimensions are not allowed")
+        nd = max(len(tup), A.ndim)
+        tup = (1,) * (nd - len(tup)) + tup
+        shape = (1,) * (nd - A.ndim) + A.shape
+        st = [0] * (nd - A.ndim) + _elem_strides(A, A.shape)
+        inter_shape, inter_st = [], []
+        for r, n, s in zip(tup, shape, st):
+            inter_shape += [r, n]
+            inter_st += [0, s]
+        out = self.copy_into(self.empty(inter_shape, A.dtype), self.view(A, inter_shape, inter_st))
+        return self.reshape(out, tuple(r * n for r, n in zip(tup, shape)))
+
+    def pad(self, array, pad_width, mode="constant", **kwargs):
+        """numpy.pad for the modes the cpu op has: constant, edge, reflect, symmetric, wrap.
+
+        constant: the input copied into the middle of the output, then each axis's two pad
+        slabs filled in axis order (so, as NumPy's, a later axis's value wins in the
+        corners). The other modes are index maps that act on each axis separately: one
+        gather per padded axis with np.pad(arange(n), widths, mode) as the index."""
+        from tapegrad_shape.rearrange import pad_arguments     # the cpu op's own checks
+
+        x = self.operand(array)
+        widths = pad_arguments(x.ndim, pad_width, mode, kwargs)
+        if mode == "constant":
+            values = _value_pairs(kwargs.get("constant_values", 0), x.ndim)
+            shape = tuple(n + b + e for n, (b, e) in zip(x.shape, widths))
+            out = self.empty(shape, x.dtype)
+            inner = tuple(slice(b, b + n) for n, (b, _) in zip(x.shape, widths))
+            if x.size:
+                self.copy_into(self.getitem(out, inner), x)
+            for ax, ((b, e), (vb, ve)) in enumerate(zip(widths, values)):
+                lead = (slice(None),) * ax
+                rest = inner[ax + 1:]
+                for part, value in ((slice(0, b), vb), (slice(shape[ax] - e, None), ve)):
+                    view = self.getitem(out, lead + (part,) + rest)
+                    if view.size:
+                        self.copy_into(view, self.operand(np.asarray(value)))
+            return out
+        out = x
+        for ax, (b, e) in enumerate(widths):
+            if b == e == 0:
+                continue
+            if x.shape[ax] == 0:
+                raise ValueError(f"can't extend empty axis {ax} using modes other than "
+                                 f"'constant' or 'empty'")
+            out = self._take_axis(out, np.pad(np.arange(x.shape[ax]), (b, e), mode=mode), ax)
+        return self.copy(x) if out is x else out
+
     # -- matmul (cuBLAS) -----------------------------------------------------------------
     def cublas(self):
         """The cuBLAS handle (loading the library on first use)."""
@@ -842,6 +1392,31 @@ class CudaKernels:
                                batch=math.prod(batch))
         return self.view(out, final, _c_strides(final)) if final != out.shape else out
 
+    def vector_norm(self, x, ord=2, axis=None, keepdims=False):
+        """numpy.linalg.vector_norm from the elementwise and reduction kernels, in NumPy's
+        steps: sqrt(sum(x * x)) for 2, sum(|x|), max/min(|x|) for +-inf, the count of
+        nonzero entries for 0, sum(|x|**p) ** (1/p) otherwise (integers as float64)."""
+        if isinstance(ord, str):
+            raise ValueError(f"linalg_vector_norm: invalid norm order {ord!r} for vectors")
+        x = self.operand(x)
+        dtype = _resolve("vector_norm", np.linalg.vector_norm, x)
+        x = self.operand(x, dtype)
+
+        def total(v):
+            return self.reduce("sum", v, axis, None, keepdims)
+        if ord == 2:
+            return self.unary("sqrt")(total(self.binary("multiply")(x, x)))
+        if ord == 0:
+            return total(self.cast(self.binary("not_equal")(x, 0), dtype))
+        ax = self.unary("abs")(x)
+        if ord == 1:
+            return total(ax)
+        if ord in (math.inf, -math.inf):
+            return self.reduce("max" if ord > 0 else "min", ax, axis, None, keepdims)
+        with np.errstate(divide="ignore"):
+            inverse = np.reciprocal(np.float64(ord)).astype(dtype)
+        return self.binary("power")(total(self.binary("power")(ax, float(ord))), inverse)
+
     def einsum(self, *xs, subscripts):
         """_einsum through the host (np.einsum), then back to the device.
 
@@ -853,28 +1428,6 @@ class CudaKernels:
         host = [self.device.to_numpy(x) if isinstance(x, self.device.gpuarray.GPUArray)
                 else x for x in xs]
         return self.device.asarray(np.asarray(_einsum_kernel(*host, subscripts=subscripts), order="C"))
-
-    def host_fallbacks(self) -> dict:
-        """Kernels that run through the host: the private ops behind tapegrad-shape's order
-        statistics (median, quantile, ...): a sort-based plan and the gather/scatter-add
-        along the last axis that reads the selected values.
-
-        NOTE: a deliberate simplification, as einsum: correct on cuda, not fast (each call
-        copies its operands to the host and the result back)."""
-        def through_host(name):
-            def run(*xs, **params):
-                # NOTE: imported here, not above: tapegrad-cuda does not depend on
-                # tapegrad-shape (its ops are only called when that plugin is installed).
-                from tapegrad_shape import statistics
-
-                kernel = getattr(statistics, f"{name}_kernel")
-                host = [self.device.to_numpy(x) if isinstance(x, self.device.gpuarray.GPUArray)
-                        else x for x in xs]
-                return self.device.asarray(np.ascontiguousarray(kernel(*host, **params)))
-            return run
-
-        return {name: through_host(name) for name in (
-            "_quantile_index", "_quantile_weight", "_take_last", "_take_last_grad")}
 
     # -- nn ------------------------------------------------------------------------------
     def _rows_op(self, name, x, axis):
@@ -988,6 +1541,19 @@ class CudaKernels:
     def table(self) -> dict:
         """{op name: kernel} for every op of the first-party plugins on cuda."""
         out = {name: self.unary(name) for name in UNARY_FLOAT}
+        out.update({alias: self.unary(name, op=alias) for alias, name in ALIASES.items()})
+        out.update({name: self.predicate(name) for name in PREDICATES})
+        out.update({"nan_to_num": self.nan_to_num, "round": self.round})
+        out.update({name: self.cumulative(name) for name in ("cumsum", "cumprod")})
+        out.update({"sort": self.sort, "argsort": self.argsort,
+                    "take_along_axis": self.take_along_axis,
+                    "_take_along_axis_grad": self.take_along_axis_grad,
+                    "_put_along_axis": self.put_along_axis, "take": self.take,
+                    "_take_grad": self.take_grad, "tensordot": self.tensordot, "pad": self.pad,
+                    "ldexp": self.ldexp, "convolve": self.convolve,
+                    "_interp_segment": self.interp_segment,
+                    "_unwrap_correction": self.unwrap_correction,
+                    "roll": self.roll, "repeat": self.repeat, "tile": self.tile})
         out.update({name: self.binary(name) for name in BINARY_FLOAT if name != "bce_logits"})
         out.update({name: self.binary(name) for name in COMPARISONS})
         out.update({name: self.logical(name) for name in ("logical_and", "logical_or",
@@ -1005,7 +1571,9 @@ class CudaKernels:
             "setitem": lambda x, value, index: self.setitem(x, value, index),
             "concatenate": self.concatenate, "stack": self.stack,
             "matmul": self.matmul, "_einsum": self.einsum,
-            "_logsumexp": self.logsumexp, "cross_entropy": self.cross_entropy,
+            "linalg_vector_norm": self.vector_norm,
+            "_logsumexp": self.logsumexp,
+            "cross_entropy": self.cross_entropy,
             "_softmax_minus_one_hot": self.softmax_minus_one_hot,
             "binary_cross_entropy_with_logits": self.bce_with_logits, "linear": self.linear,
         })

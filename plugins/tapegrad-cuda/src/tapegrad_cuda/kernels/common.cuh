@@ -10,6 +10,9 @@
 // launches them with THREADS = 256).
 #define TG_THREADS 256
 
+// Scalar helpers that also compile for the host (math.cuh; tested there with nvcc).
+#define TG_HD __host__ __device__ __forceinline__
+
 // Element offset of flat (C-order) index i of an array with `shape`, read through
 // `strides` (in elements; 0 on broadcast axes, negative for reversed views).
 __device__ __forceinline__ long long tg_offset(long long i, int ndim, const long long* shape,

@@ -16,7 +16,21 @@
 //       it is the one strided copy: broadcast_to, making a view contiguous, copying into
 //       a view (concatenate, setitem, copyto). Casting to bool is x != 0.
 //   tg_fill_<t>(T* out, long long n, double value)
+//   tg_<predicate>_<t>(const T* x, bool* out, long long n)    isnan/isinf/isfinite/signbit
+//   tg_nan_to_num_<t>(const T* x, T* out, long long n, double nan, double posinf,
+//                     double neginf)                  the replacements, as given (cast to T)
+//   tg_ldexp_<t>(const T* x, const long long* e, T* out, long long n, int ndim,
+//                const long long* meta)          x * 2**e, broadcast as the strided kernels
+//       (meta: shape, x strides, e strides); e beyond int's range is clamped, as NumPy's
+//   tg_round_<t>(const T* x, T* out, long long n, double factor, int divide_first)
+//       NumPy's algorithm: rint(x * f) / f, or rint(x / f) * f when divide_first (negative
+//       decimals), f = (T)factor computed on the host as NumPy's power_of_ten does.
+//
+// Every expression below is NumPy's loop for that ufunc (npymath's npy_divmod,
+// npy_logaddexp, npy_heaviside, ...), so edge cases (division by zero, inf, NaN, the sign
+// of a zero) give NumPy's results; integer division by zero gives 0 as NumPy's does.
 #include "common.cuh"
+#include "math.cuh"
 
 __device__ __forceinline__ float  tg_sigmoid(float x)  { float e = expf(-fabsf(x)); float s = 1.0f / (1.0f + e); return x >= 0.0f ? s : e * s; }
 __device__ __forceinline__ double tg_sigmoid(double x) { double e = exp(-fabs(x)); double s = 1.0 / (1.0 + e); return x >= 0.0 ? s : e * s; }
@@ -50,6 +64,12 @@ __device__ __forceinline__ double tg_bce(double x, double t) { return fmax(x, 0.
             T v = b[tg_offset(i, ndim, meta, meta + 2 * ndim)];                            \
             out[i] = (expr);                                                               \
         }                                                                                  \
+    }
+
+#define TG_PREDICATE(name, T, sfx, expr)                                                  \
+    extern "C" __global__ void tg_##name##_##sfx(const T* __restrict__ x,                  \
+                                                 bool* __restrict__ out, long long n) {    \
+        TG_GRID_LOOP(i, n) { T v = x[i]; out[i] = (expr); }                                \
     }
 
 #define TG_COMPARISONS(T, sfx)                                                            \
@@ -95,6 +115,70 @@ __device__ __forceinline__ double tg_bce(double x, double t) { return fmax(x, 0.
     TG_BINARY(maximum, T, T, sfx, tg_maximum(u, v))                                        \
     TG_BINARY(minimum, T, T, sfx, tg_minimum(u, v))                                        \
     TG_BINARY(bce_logits, T, T, sfx, tg_bce(u, v))                                         \
+    TG_UNARY(tan, T, sfx, F(tan)(v))                                                       \
+    TG_UNARY(sinh, T, sfx, F(sinh)(v))                                                     \
+    TG_UNARY(cosh, T, sfx, F(cosh)(v))                                                     \
+    TG_UNARY(arcsin, T, sfx, F(asin)(v))                                                   \
+    TG_UNARY(arccos, T, sfx, F(acos)(v))                                                   \
+    TG_UNARY(arctan, T, sfx, F(atan)(v))                                                   \
+    TG_UNARY(arcsinh, T, sfx, F(asinh)(v))                                                 \
+    TG_UNARY(arccosh, T, sfx, F(acosh)(v))                                                 \
+    TG_UNARY(arctanh, T, sfx, F(atanh)(v))                                                 \
+    TG_UNARY(log1p, T, sfx, F(log1p)(v))                                                   \
+    TG_UNARY(expm1, T, sfx, F(expm1)(v))                                                   \
+    TG_UNARY(log2, T, sfx, F(log2)(v))                                                     \
+    TG_UNARY(log10, T, sfx, F(log10)(v))                                                   \
+    TG_UNARY(exp2, T, sfx, F(exp2)(v))                                                     \
+    TG_UNARY(reciprocal, T, sfx, T(1) / v)                                                 \
+    TG_UNARY(cbrt, T, sfx, F(cbrt)(v))                                                     \
+    TG_UNARY(sinc, T, sfx, tg_sinc(v))                                                     \
+    TG_UNARY(deg2rad, T, sfx, v * (T(3.141592653589793238462643383279502884) / T(180)))    \
+    TG_UNARY(rad2deg, T, sfx, v * (T(180) / T(3.141592653589793238462643383279502884)))    \
+    TG_UNARY(floor, T, sfx, F(floor)(v))                                                   \
+    TG_UNARY(ceil, T, sfx, F(ceil)(v))                                                     \
+    TG_UNARY(trunc, T, sfx, F(trunc)(v))                                                   \
+    TG_UNARY(rint, T, sfx, F(rint)(v))                                                     \
+    TG_PREDICATE(isnan, T, sfx, isnan(v))                                                  \
+    TG_PREDICATE(isinf, T, sfx, isinf(v))                                                  \
+    TG_PREDICATE(isfinite, T, sfx, isfinite(v))                                            \
+    TG_PREDICATE(signbit, T, sfx, signbit(v))                                              \
+    TG_BINARY(arctan2, T, T, sfx, F(atan2)(u, v))                                          \
+    TG_BINARY(hypot, T, T, sfx, F(hypot)(u, v))                                            \
+    TG_BINARY(logaddexp, T, T, sfx, tg_logaddexp(u, v))                                    \
+    TG_BINARY(logaddexp2, T, T, sfx, tg_logaddexp2(u, v))                                  \
+    TG_BINARY(copysign, T, T, sfx, F(copysign)(u, v))                                      \
+    TG_BINARY(heaviside, T, T, sfx, tg_heaviside(u, v))                                    \
+    TG_BINARY(fmax, T, T, sfx, F(fmax)(u, v))                                              \
+    TG_BINARY(fmin, T, T, sfx, F(fmin)(u, v))                                              \
+    TG_BINARY(remainder, T, T, sfx, tg_fremainder(u, v))                                   \
+    TG_BINARY(fmod, T, T, sfx, F(fmod)(u, v))                                              \
+    TG_BINARY(floor_divide, T, T, sfx, tg_ffloor_divide(u, v))                             \
+    extern "C" __global__ void tg_nan_to_num_##sfx(const T* __restrict__ x,                \
+                                                   T* __restrict__ out, long long n,       \
+                                                   double nan, double posinf,              \
+                                                   double neginf) {                        \
+        const T a = (T)nan, b = (T)posinf, c = (T)neginf;                                  \
+        TG_GRID_LOOP(i, n) { out[i] = tg_nan_to_num(x[i], a, b, c); }                      \
+    }                                                                                      \
+    extern "C" __global__ void tg_round_##sfx(const T* __restrict__ x, T* __restrict__ out, \
+                                              long long n, double factor,                  \
+                                              int divide_first) {                          \
+        const T f = (T)factor;                                                             \
+        TG_GRID_LOOP(i, n) {                                                               \
+            out[i] = tg_round(x[i], f, divide_first != 0);                                 \
+        }                                                                                  \
+    }                                                                                      \
+    extern "C" __global__ void tg_ldexp_##sfx(const T* __restrict__ x,                     \
+                                              const long long* __restrict__ e,             \
+                                              T* __restrict__ out, long long n, int ndim,  \
+                                              const long long* __restrict__ meta) {        \
+        TG_GRID_LOOP(i, n) {                                                               \
+            const long long k = e[tg_offset(i, ndim, meta, meta + 2 * ndim)];              \
+            const int k32 = k > 2147483647LL ? 2147483647                                  \
+                                             : (k < -2147483647LL ? -2147483647 : (int)k); \
+            out[i] = F(ldexp)(x[tg_offset(i, ndim, meta, meta + ndim)], k32);              \
+        }                                                                                  \
+    }                                                                                      \
     TG_COMPARISONS(T, sfx)
 
 #define TG_INT(T, sfx)                                                                    \
@@ -107,6 +191,10 @@ __device__ __forceinline__ double tg_bce(double x, double t) { return fmax(x, 0.
     TG_BINARY(multiply, T, T, sfx, u * v)                                                  \
     TG_BINARY(maximum, T, T, sfx, tg_maximum(u, v))                                        \
     TG_BINARY(minimum, T, T, sfx, tg_minimum(u, v))                                        \
+    TG_UNARY(reciprocal, T, sfx, tg_ireciprocal(v))                                        \
+    TG_BINARY(remainder, T, T, sfx, tg_iremainder(u, v))                                   \
+    TG_BINARY(fmod, T, T, sfx, tg_ifmod(u, v))                                             \
+    TG_BINARY(floor_divide, T, T, sfx, tg_ifloor_divide(u, v))                             \
     TG_COMPARISONS(T, sfx)
 
 // float: the f-suffixed CUDA math functions (expf, ...); double: the plain ones.
