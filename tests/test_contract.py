@@ -40,7 +40,10 @@ LINALG = ("matmul dot einsum cross linalg_cholesky linalg_cond linalg_cross lina
           "poly polyadd polyder polydiv polyfit polyint polymul polysub polyval "
           "matvec vdot vecdot vecmat").split()
 NN = ("softmax log_softmax logsumexp cross_entropy mse_loss "
-      "binary_cross_entropy_with_logits").split()
+      "binary_cross_entropy_with_logits "
+      "gelu silu mish elu selu celu leaky_relu prelu relu6 hardtanh hardsigmoid hardswish "
+      "softplus softsign logsigmoid log_sigmoid tanhshrink glu softmin "
+      "_normal_cdf _gelu_op _silu_op _softplus_op _logsigmoid_op").split()
 
 
 def test_no_plugin_failed_to_load():

@@ -74,7 +74,10 @@ _FIRST_PARTY = {
         "poly polyadd polyder polydiv polyfit polyint polymul polysub polyval "
         "matvec vdot vecdot vecmat"),
     "tapegrad-nn": ("softmax log_softmax logsumexp cross_entropy mse_loss "
-                    "binary_cross_entropy_with_logits linear nn optim data"),
+                    "binary_cross_entropy_with_logits linear nn optim data "
+                    "gelu silu mish elu selu celu leaky_relu prelu relu6 hardtanh hardsigmoid "
+                    "hardswish softplus softsign logsigmoid log_sigmoid tanhshrink glu softmin "
+                    "_normal_cdf _gelu_op _silu_op _softplus_op _logsigmoid_op"),
     "tapegrad-checkpoint": "checkpoint checkpoint_sequential",
     "tapegrad-higher": "grad vjp jvp jacobian hessian hvp",
     "tapegrad-cuda": "cuda",

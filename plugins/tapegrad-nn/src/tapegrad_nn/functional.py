@@ -40,12 +40,15 @@ import numbers
 import numpy as np
 import tapegrad as tg
 
+from . import activations
+
 REDUCTIONS = ("mean", "sum", "none")
 
 # The public names this module forwards to the registered ops (tg.<name>), so that
 # ``tg.nn.functional.softmax`` is ``tg.softmax`` whichever plugin defined it.
 _FORWARDED = ("softmax", "log_softmax", "logsumexp", "cross_entropy",
               "binary_cross_entropy_with_logits", "relu", "tanh", "sigmoid")
+_FORWARDED += activations.NAMES
 
 __all__ = ["linear", "dropout", "mse_loss", "register", *_FORWARDED]
 
@@ -554,6 +557,7 @@ def register(registry):
     """Register this plugin's ops and functions with `registry` (called by the
     ``tapegrad_register_ops`` hook in ``tapegrad_nn.plugin``)."""
     reg = registry.register_op
+    activations.register(registry)
     reg("softmax", kernels={"cpu": _softmax_kernel}, vjp=_softmax_vjp, params=("axis",),
         save_inputs=(False,), samples=_SOFTMAX_SAMPLES,
         doc="softmax(x, axis=-1): exp(x) / sum(exp(x), axis), computed with the maximum "

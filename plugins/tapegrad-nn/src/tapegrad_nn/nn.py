@@ -1008,3 +1008,10 @@ class BCEWithLogitsLoss(_Loss):
 
     def forward(self, input, target):
         return tg.binary_cross_entropy_with_logits(input, target, reduction=self.reduction)
+
+
+# Activation modules (GELU, SiLU, ..., PReLU): their own module, imported last (it
+# subclasses Module).
+from .activation_modules import *  # noqa: E402,F401,F403
+from . import activation_modules as _activation_modules  # noqa: E402
+__all__ += _activation_modules.__all__
