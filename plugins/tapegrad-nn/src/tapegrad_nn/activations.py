@@ -132,7 +132,11 @@ def _softplus_kernel(x, beta=1.0, threshold=20.0):
 
 def _softplus_vjp(g, ans, x, beta=1.0, threshold=20.0):
     bx = x * beta
-    return (tg.where(bx > threshold, g, g * tg.sigmoid(bx)),)
+    # NOTE: PyTorch's conventions at beta x == threshold: the first derivative is the
+    # sigmoid branch's, the second is 0 (its double backward masks beta x < threshold);
+    # a constant sigmoid there gives both.
+    s = tg.where(bx < threshold, tg.sigmoid(bx), tg.sigmoid(bx.detach()))
+    return (tg.where(bx > threshold, g, g * s),)
 
 
 def _logsigmoid_kernel(x):
@@ -200,7 +204,8 @@ def mish(input):
 
 def elu(input, alpha=1.0):
     """``x`` for x > 0, ``alpha (exp(x) - 1)`` for x <= 0, as ``F.elu``. At 0 the
-    derivative is PyTorch's, that of the x <= 0 branch: ``alpha``."""
+    derivative is PyTorch's, that of the x <= 0 branch: ``alpha`` (and so is the second
+    derivative there, ``alpha``; PyTorch's double backward gives 0 at exactly 0)."""
     alpha = _number(alpha, "elu", "alpha")
     x = tg.asarray(input)
     return tg.where(x > 0, x, alpha * tg.expm1(_safe_negative(x)))
@@ -209,14 +214,16 @@ def elu(input, alpha=1.0):
 def selu(input):
     """``scale * elu(x, alpha)`` with PyTorch's constants (alpha 1.6732632423543772,
     scale 1.0507009873554805), as ``F.selu``. Derivative at 0: ``scale * alpha`` (the
-    x <= 0 branch, as PyTorch)."""
+    x <= 0 branch, as PyTorch; the second derivative at 0 is that branch's too, where
+    PyTorch's is 0)."""
     x = tg.asarray(input)
     return SELU_SCALE * tg.where(x > 0, x, SELU_ALPHA * tg.expm1(_safe_negative(x)))
 
 
 def celu(input, alpha=1.0):
     """``x`` for x > 0, ``alpha (exp(x / alpha) - 1)`` for x <= 0, as ``F.celu``
-    (alpha != 0). The derivative is 1 on both sides of 0."""
+    (alpha != 0). The derivative is 1 on both sides of 0; the second derivative at 0 is
+    the x <= 0 branch's, 1 / alpha (PyTorch's is 0)."""
     alpha = _number(alpha, "celu", "alpha")
     if alpha == 0:
         raise ValueError("celu: alpha must not be 0 (it divides x)")
@@ -279,12 +286,12 @@ def hardsigmoid(input):
 
 
 def hardswish(input):
-    """``x * hardsigmoid(x)``: 0 for x < -3, x for x > 3, ``x (x + 3) / 6`` between, as
-    ``F.hardswish``. Derivatives at the breaks are PyTorch's, the middle branch's:
-    -1/2 at -3, 3/2 at 3."""
+    """``x * hardsigmoid(x)``: 0 for x <= -3, x for x >= 3, ``x (x + 3) / 6`` between, as
+    ``F.hardswish``. Derivatives at the breaks are PyTorch's (2.x), the outer branches':
+    0 at -3, 1 at 3."""
     x = tg.asarray(input)
-    middle = tg.logical_and(x >= -3.0, x <= 3.0)
-    return tg.where(middle, x * (x + 3.0) / 6.0, tg.where(x < -3.0, 0.0, x))
+    middle = tg.logical_and(x > -3.0, x < 3.0)
+    return tg.where(middle, x * (x + 3.0) / 6.0, tg.where(x <= -3.0, 0.0, x))
 
 
 def softsign(input):
