@@ -10,6 +10,8 @@ import pytest
 import tapegrad as tg
 import tapegrad.testing
 import tapegrad_nn
+import tapegrad_nn.activations
+import tapegrad_nn.losses
 from tapegrad.testing import run_doctests
 from tapegrad_nn import functional, plugin
 
@@ -19,6 +21,8 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 OPS = ("softmax", "log_softmax", "_logsumexp", "cross_entropy", "_softmax_minus_one_hot",
        "binary_cross_entropy_with_logits", "linear")
 FUNCTIONS = ("mse_loss", "logsumexp")
+OPS += ("_normal_cdf", "_gelu_op", "_silu_op", "_softplus_op", "_logsigmoid_op")
+FUNCTIONS += tuple(n for n in tapegrad_nn.activations.NAMES) + tapegrad_nn.losses.NAMES
 
 
 def leaf(a, dtype=None):
