@@ -304,10 +304,17 @@ def _check_labels(t, n_classes, ignore_index=None):
     return t
 
 
-def _is_plain(weight, ignore_index, label_smoothing):
-    """Whether cross_entropy's class weight / ignore_index / label_smoothing are all at
-    their defaults (the fused path, and the one the cuda kernel implements)."""
-    return weight is None and ignore_index == -100 and label_smoothing == 0.0
+def _is_plain(t, weight, ignore_index, label_smoothing):
+    """Whether cross_entropy needs none of class weight / ignore_index / label_smoothing
+    (the fused path, and the one the cuda kernel implements): no weight, no smoothing,
+    and no label equal to ignore_index (PyTorch's default -100 ignores those rows too)."""
+    if weight is not None or label_smoothing != 0.0:
+        return False
+    if not _is_label(t):
+        return ignore_index == -100        # otherwise: refused by _coefficients
+    if getattr(t, "device", None) is not None and getattr(t.device, "name", "cpu") != "cpu":
+        return True                        # the cuda kernel checks the labels itself
+    return not (np.asarray(t) == ignore_index).any()
 
 
 def _class_weight(weight, n_classes, dtype, op):
@@ -365,7 +372,7 @@ def _cross_entropy_kernel(x, t, *, reduction="mean", weight=None, ignore_index=-
     x = np.asarray(x)
     labels = _check_cross_entropy(x, t)
     lsm = _log_softmax_kernel(x, axis=-1)
-    if not _is_plain(weight, ignore_index, label_smoothing):
+    if not _is_plain(t, weight, ignore_index, label_smoothing):
         a, denom = _coefficients(x.shape, x.dtype, t, labels, weight, ignore_index,
                                  label_smoothing, "cross_entropy")
         loss = 0.0 - np.sum(a * lsm, axis=-1)
@@ -386,7 +393,7 @@ def _cross_entropy_kernel(x, t, *, reduction="mean", weight=None, ignore_index=-
 
 def _cross_entropy_vjp(g, ans, x, t, *, reduction="mean", weight=None, ignore_index=-100,
                        label_smoothing=0.0):
-    if not _is_plain(weight, ignore_index, label_smoothing):
+    if not _is_plain(t, weight, ignore_index, label_smoothing):
         return _weighted_cross_entropy_vjp(g, x, t, reduction, weight, ignore_index,
                                            label_smoothing)
     g = _per_element(g, x.shape[:-1], reduction)

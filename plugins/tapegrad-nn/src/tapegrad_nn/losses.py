@@ -116,7 +116,8 @@ def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
                              ignore_index, 0.0, "nll_loss")
     loss = -tg.sum(x * a, -1)
     if reduction == "mean":
-        return tg.sum(loss) / denom
+        with np.errstate(invalid="ignore", divide="ignore"):    # all ignored: nan, silently
+            return tg.sum(loss) / denom
     return _reduce_tensor(loss, reduction)
 
 
