@@ -330,3 +330,67 @@ def test_matches_torch_forward_grad_second_order(name, f, tf, arrays, wrt):
     got = _tg_case(f, arrays, wrt)
     for k, (e, g) in enumerate(zip(expected, got)):
         np.testing.assert_allclose(g, e, rtol=1e-9, atol=1e-11, err_msg=f"{name} item {k}")
+
+
+# ---------------------------------------------------------------------------------------
+# Loss modules
+# ---------------------------------------------------------------------------------------
+
+nn = tg.nn
+MODULES = [
+    (nn.NLLLoss(weight=W, ignore_index=2, reduction="sum"), (LP, Y3),
+     lambda lp, y: tg.nll_loss(lp, y, W, 2, "sum")),
+    (nn.CrossEntropyLoss(W, ignore_index=1, label_smoothing=0.2), (X, Y3),
+     lambda x, y: tg.cross_entropy(x, y, weight=W, ignore_index=1, label_smoothing=0.2)),
+    (nn.L1Loss(reduction="none"), (A, B), lambda a, b: tg.l1_loss(a, b, "none")),
+    (nn.SmoothL1Loss(beta=0.5), (A, B), lambda a, b: tg.smooth_l1_loss(a, b, beta=0.5)),
+    (nn.HuberLoss(delta=0.3, reduction="sum"), (A, B), lambda a, b: tg.huber_loss(a, b, "sum", 0.3)),
+    (nn.BCELoss(W[:3]), (P, T), lambda p, t: tg.binary_cross_entropy(p, t, W[:3])),
+    (nn.KLDivLoss(reduction="batchmean", log_target=True), (np.log(P), np.log(T)),
+     lambda x, t: F.kl_div(x, t, "batchmean", True)),
+    (nn.PoissonNLLLoss(log_input=False, full=True), (P, 3 * T),
+     lambda x, t: tg.poisson_nll_loss(x, t, False, True)),
+    (nn.GaussianNLLLoss(full=True, eps=0.1), (A, B, P),
+     lambda x, t, v: tg.gaussian_nll_loss(x, t, v, True, 0.1)),
+    (nn.CosineEmbeddingLoss(margin=-0.2), (A, B, Y), lambda a, b, y: tg.cosine_embedding_loss(a, b, y, -0.2)),
+    (nn.MarginRankingLoss(0.3), (A[:, 0], B[:, 0], Y),
+     lambda a, b, y: tg.margin_ranking_loss(a, b, y, 0.3)),
+    (nn.HingeEmbeddingLoss(margin=0.4), (A[:, 0], Y), lambda a, y: tg.hinge_embedding_loss(a, y, 0.4)),
+    (nn.TripletMarginLoss(margin=2.0, p=1.0, swap=True), (A, B, P),
+     lambda a, b, c: tg.triplet_margin_loss(a, b, c, 2.0, 1.0, swap=True)),
+    (nn.CosineSimilarity(dim=0), (A, B), lambda a, b: tg.cosine_similarity(a, b, 0)),
+    (nn.PairwiseDistance(p=3.0, keepdim=True), (A, B), lambda a, b: tg.pairwise_distance(a, b, 3.0, keepdim=True)),
+]
+
+
+@pytest.mark.parametrize("module,args,f", MODULES, ids=[type(m).__name__ for m, _, _ in MODULES])
+def test_loss_module_is_its_function(module, args, f):
+    np.testing.assert_array_equal(module(*args).numpy(), f(*args).numpy())
+
+
+def test_loss_module_weight_is_a_buffer_and_legacy_arguments_are_refused():
+    assert list(nn.CrossEntropyLoss(weight=W).state_dict()) == ["weight"]
+    assert list(nn.NLLLoss().state_dict()) == []
+    with pytest.raises(TypeError, match="size_average"):
+        nn.L1Loss(size_average=True)
+    with pytest.raises(TypeError, match="reduce"):
+        nn.CrossEntropyLoss(reduce=False)
+    with pytest.raises(ValueError, match="reduction"):
+        nn.HuberLoss(reduction="avg")
+    with pytest.raises(ValueError, match="reduction"):
+        nn.KLDivLoss(reduction="batch")
+    with pytest.raises(TypeError, match="HuberLoss"):
+        nn.HuberLoss(beta=1.0)
+
+
+@pytest.mark.needs_torch
+def test_loss_module_defaults_match_torch():
+    torch = pytest.importorskip("torch")
+    for name in ("NLLLoss", "CrossEntropyLoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "BCELoss",
+                 "KLDivLoss", "PoissonNLLLoss", "GaussianNLLLoss", "CosineEmbeddingLoss",
+                 "MarginRankingLoss", "HingeEmbeddingLoss", "TripletMarginLoss"):
+        ours, theirs = getattr(nn, name)(), getattr(torch.nn, name)()
+        for attr in ("reduction", "ignore_index", "label_smoothing", "beta", "delta",
+                     "log_target", "log_input", "full", "eps", "margin", "p", "swap"):
+            if hasattr(theirs, attr):
+                assert getattr(ours, attr) == getattr(theirs, attr), (name, attr)
