@@ -304,3 +304,11 @@ def test_prelu_matches_torch(shape, wshape):
     np.testing.assert_allclose(ax.grad.numpy(), gx.numpy(), rtol=1e-12)
     np.testing.assert_allclose(aw.grad.numpy(), gw.numpy(), rtol=1e-12)
     assert torch.nn.PReLU(wshape[0]).weight.tolist() == tg.nn.PReLU(wshape[0]).weight.tolist()
+
+
+def test_docstring_examples_run():
+    from tapegrad.testing import run_doctests
+    from tapegrad_nn import activation_modules, activations
+    for module in (activations, activation_modules):
+        result = run_doctests(module)
+        assert result.attempted > 3 and result.failed == 0, module

@@ -394,3 +394,11 @@ def test_loss_module_defaults_match_torch():
                      "log_target", "log_input", "full", "eps", "margin", "p", "swap"):
             if hasattr(theirs, attr):
                 assert getattr(ours, attr) == getattr(theirs, attr), (name, attr)
+
+
+def test_docstring_examples_run():
+    from tapegrad.testing import run_doctests
+    from tapegrad_nn import loss_modules, losses
+    for module in (losses, loss_modules):
+        result = run_doctests(module)
+        assert result.attempted > 3 and result.failed == 0, module
