@@ -21,8 +21,9 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 OPS = ("softmax", "log_softmax", "_logsumexp", "cross_entropy", "_softmax_minus_one_hot",
        "binary_cross_entropy_with_logits", "linear")
 FUNCTIONS = ("mse_loss", "logsumexp")
-OPS += ("_normal_cdf", "_gelu_op", "_silu_op", "_softplus_op", "_logsigmoid_op")
-FUNCTIONS += tuple(n for n in tapegrad_nn.activations.NAMES) + tapegrad_nn.losses.NAMES
+OPS += ("_normal_cdf", "gelu", "silu", "softplus", "logsigmoid")
+FUNCTIONS += tuple(n for n in tapegrad_nn.activations.NAMES if n not in OPS)
+FUNCTIONS += tapegrad_nn.losses.NAMES
 
 
 def leaf(a, dtype=None):

@@ -50,7 +50,10 @@ class _Activation(Module):
     _defaults = {}
 
     def forward(self, input):
-        return type(self)._fn(input, **{k: getattr(self, k) for k in self._args})
+        fn = type(self)._fn
+        if isinstance(fn, str):                 # a registered op: tg.<name>
+            fn = getattr(tg, fn)
+        return fn(input, **{k: getattr(self, k) for k in self._args})
 
     def extra_repr(self):
         return ", ".join(f"{k}={getattr(self, k)!r}" for k in self._args)
@@ -58,14 +61,14 @@ class _Activation(Module):
 
 def _activation(name, fn, doc, **defaults):
     cls = type(name, (_Activation,), {
-        "_fn": staticmethod(fn), "_args": tuple(defaults), "_defaults": defaults,
+        "_fn": fn if isinstance(fn, str) else staticmethod(fn), "_args": tuple(defaults), "_defaults": defaults,
         "__doc__": doc, "__module__": __name__})
     return cls
 
 
-GELU = _activation("GELU", A.gelu, "``tg.gelu(x, approximate)`` (approximate='none' or "
+GELU = _activation("GELU", "gelu", "``tg.gelu(x, approximate)`` (approximate='none' or "
                    "'tanh').", approximate="none")
-SiLU = _activation("SiLU", A.silu, "``tg.silu(x) = x * sigmoid(x)``.")
+SiLU = _activation("SiLU", "silu", "``tg.silu(x) = x * sigmoid(x)``.")
 Mish = _activation("Mish", A.mish, "``tg.mish(x) = x * tanh(softplus(x))``.")
 ELU = _activation("ELU", A.elu, "``tg.elu(x, alpha)``.", alpha=1.0)
 SELU = _activation("SELU", A.selu, "``tg.selu(x)``.")
@@ -77,10 +80,10 @@ Hardtanh = _activation("Hardtanh", A.hardtanh, "``tg.hardtanh(x, min_val, max_va
                        min_val=-1.0, max_val=1.0)
 Hardsigmoid = _activation("Hardsigmoid", A.hardsigmoid, "``tg.hardsigmoid(x)``.")
 Hardswish = _activation("Hardswish", A.hardswish, "``tg.hardswish(x)``.")
-Softplus = _activation("Softplus", A.softplus, "``tg.softplus(x, beta, threshold)``.",
+Softplus = _activation("Softplus", "softplus", "``tg.softplus(x, beta, threshold)``.",
                        beta=1.0, threshold=20.0)
 Softsign = _activation("Softsign", A.softsign, "``tg.softsign(x) = x / (1 + |x|)``.")
-LogSigmoid = _activation("LogSigmoid", A.logsigmoid, "``tg.logsigmoid(x)``.")
+LogSigmoid = _activation("LogSigmoid", "logsigmoid", "``tg.logsigmoid(x)``.")
 Tanhshrink = _activation("Tanhshrink", A.tanhshrink, "``tg.tanhshrink(x) = x - tanh(x)``.")
 GLU = _activation("GLU", A.glu, "``tg.glu(x, dim)`` (dim defaults to -1).", dim=-1)
 Softmin = _activation("Softmin", A.softmin, "``tg.softmin(x, dim)`` (dim defaults to the "

@@ -123,6 +123,10 @@ def _silu_vjp(g, ans, x):
 
 
 def _softplus_kernel(x, beta=1.0, threshold=20.0):
+    beta = _number(beta, "softplus", "beta")
+    _number(threshold, "softplus", "threshold")
+    if beta == 0:
+        raise ValueError("softplus: beta must not be 0")
     x = _float(x, "softplus")
     bx = x * beta
     # NOTE: logaddexp(0, z) is log(1 + exp(z)) without overflow; above the threshold
@@ -153,53 +157,15 @@ def _logsigmoid_vjp(g, ans, x):
 # Public functions (torch.nn.functional's signatures)
 # ---------------------------------------------------------------------------------------
 
-def gelu(input, approximate="none"):
-    """Gaussian error linear unit ``x * Phi(x)`` (``approximate='none'``, the exact form
-    with the normal CDF) or ``x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``
-    (``approximate='tanh'``), as ``torch.nn.functional.gelu``. Smooth: no kink.
-
-    >>> import tapegrad as tg
-    >>> round(tg.gelu(tg.tensor(1.0)).item(), 6), round(tg.gelu(tg.tensor(1.0), approximate="tanh").item(), 6)
-    (0.841345, 0.841192)
-    """
-    return tg._gelu_op(input, approximate=approximate)
-
-
-def silu(input):
-    """``x * sigmoid(x)`` (swish), as ``F.silu``."""
-    return tg._silu_op(input)
-
-
-def softplus(input, beta=1.0, threshold=20.0):
-    """``log(1 + exp(beta x)) / beta``, and ``x`` itself where ``beta x > threshold``
-    (PyTorch's linear regime, derivative 1 there), as ``F.softplus``.
-
-    >>> import tapegrad as tg
-    >>> round(tg.softplus(tg.tensor(0.0)).item(), 6), tg.softplus(tg.tensor(30.0)).item()
-    (0.693147, 30.0)
-    """
-    beta = _number(beta, "softplus", "beta")
-    threshold = _number(threshold, "softplus", "threshold")
-    if beta == 0:
-        raise ValueError("softplus: beta must not be 0")
-    return tg._softplus_op(input, beta=beta, threshold=threshold)
-
-
-def logsigmoid(input):
-    """``log(sigmoid(x)) = -softplus(-x)``, finite for every finite x, as
-    ``F.logsigmoid`` (also named ``log_sigmoid``). Smooth: no kink."""
-    return tg._logsigmoid_op(input)
-
-
 def log_sigmoid(input):
-    """The same function as :func:`logsigmoid` (the issue's spelling of it)."""
-    return tg._logsigmoid_op(input)
+    """The same function as ``tg.logsigmoid`` (the issue's spelling of PyTorch's name)."""
+    return tg.logsigmoid(input)
 
 
 def mish(input):
     """``x * tanh(softplus(x))``, as ``F.mish``. Smooth."""
     x = tg.asarray(input)
-    return x * tg.tanh(softplus(x))
+    return x * tg.tanh(tg.softplus(x))
 
 
 def elu(input, alpha=1.0):
@@ -360,31 +326,35 @@ def register(registry):
         save_ans=False, method=False, samples=_UNARY,
         doc="_normal_cdf(x): the standard normal CDF Phi(x) = (1 + erf(x / sqrt(2))) / 2, "
             "the op exact gelu's rule is written with.")
-    reg("_gelu_op", kernels={"cpu": _gelu_kernel}, vjp=_gelu_vjp, save_ans=False,
-        method=False, samples=_UNARY + [tg.Sample(_x(3, 4), approximate="tanh"),
-                                        tg.Sample(_WIDE, approximate="tanh")],
-        doc="_gelu_op(x, approximate='none'): the op behind tg.gelu: x Phi(x) exactly, or "
-            "its tanh approximation (approximate='tanh'), as torch's gelu.")
-    reg("_silu_op", kernels={"cpu": _silu_kernel}, vjp=_silu_vjp, save_ans=False,
+    reg("gelu", kernels={"cpu": _gelu_kernel}, vjp=_gelu_vjp, save_ans=False,
+        method=False, params=("approximate",),
+        samples=_UNARY + [tg.Sample(_x(3, 4), approximate="tanh"),
+                          tg.Sample(_WIDE, "tanh")],
+        doc="gelu(input, approximate='none'): the Gaussian error linear unit x Phi(x) with "
+            "the normal CDF (exact), or x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) "
+            "(approximate='tanh'), as torch.nn.functional.gelu. Smooth: no kink.")
+    reg("silu", kernels={"cpu": _silu_kernel}, vjp=_silu_vjp, save_ans=False,
         method=False, samples=_UNARY + [tg.Sample(np.array([-60.0, -20.0, 20.0, 60.0]))],
-        doc="_silu_op(x): the op behind tg.silu, x * sigmoid(x) without overflow.")
-    reg("_softplus_op", kernels={"cpu": _softplus_kernel}, vjp=_softplus_vjp,
-        save_ans=False, method=False,
-        samples=_UNARY + [tg.Sample(_x(3, 4), beta=2.0),
+        doc="silu(input): x * sigmoid(x) (swish), as torch.nn.functional.silu, without "
+            "overflow for large |x|.")
+    reg("softplus", kernels={"cpu": _softplus_kernel}, vjp=_softplus_vjp,
+        save_ans=False, method=False, params=("beta", "threshold"),
+        samples=_UNARY + [tg.Sample(_x(3, 4), 2.0), tg.Sample(_x(3, 4), beta=2.0),
                           tg.Sample(4 * _WIDE, beta=1.0, threshold=5.0),
                           tg.Sample(_WIDE, beta=0.5, threshold=1.5),
                           tg.Sample(_WIDE, beta=-1.0)],
-        doc="_softplus_op(x, beta=1, threshold=20): the op behind tg.softplus, "
-            "log(1 + exp(beta x)) / beta, and x where beta x > threshold (derivative 1 "
-            "there, as PyTorch's).")
-    reg("_logsigmoid_op", kernels={"cpu": _logsigmoid_kernel}, vjp=_logsigmoid_vjp,
+        doc="softplus(input, beta=1, threshold=20): log(1 + exp(beta x)) / beta, and x "
+            "itself where beta x > threshold (derivative 1 there), as "
+            "torch.nn.functional.softplus (beta != 0). At beta x == threshold the first "
+            "derivative is the sigmoid branch's and the second is 0, as PyTorch's.")
+    reg("logsigmoid", kernels={"cpu": _logsigmoid_kernel}, vjp=_logsigmoid_vjp,
         save_ans=False, method=False,
         samples=_UNARY + [tg.Sample(np.array([-800.0, -30.0, 30.0, 800.0]))],
-        doc="_logsigmoid_op(x): the op behind tg.logsigmoid, min(x, 0) - log1p(exp(-|x|)).")
+        doc="logsigmoid(input): log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|)), finite for "
+            "every finite x, as torch.nn.functional.logsigmoid (also tg.log_sigmoid).")
     alpha = [tg.Sample(_x(3, 4), 0.5), tg.Sample(_WIDE, alpha=2.0)]
     for name, f, extra in [
-            ("gelu", gelu, [tg.Sample(_x(3, 4), approximate="tanh")]),
-            ("silu", silu, []), ("mish", mish, [tg.Sample(3 * _WIDE)]),
+            ("mish", mish, [tg.Sample(3 * _WIDE)]),
             ("elu", elu, alpha + [tg.Sample(np.array([-900.0, 800.0]))]),
             ("selu", selu, []), ("celu", celu, alpha),
             ("leaky_relu", leaky_relu, [tg.Sample(_x(3, 4), 0.2),
@@ -393,10 +363,8 @@ def register(registry):
             ("hardtanh", hardtanh, [tg.Sample(_WIDE, -2.0, 2.0),
                                     tg.Sample(_WIDE, min_val=-0.25, max_val=1.5)]),
             ("hardsigmoid", hardsigmoid, []), ("hardswish", hardswish, []),
-            ("softplus", softplus, [tg.Sample(_x(3, 4), 2.0),
-                                    tg.Sample(4 * _WIDE, beta=1.0, threshold=5.0)]),
             ("softsign", softsign, []),
-            ("logsigmoid", logsigmoid, []), ("log_sigmoid", log_sigmoid, []),
+            ("log_sigmoid", log_sigmoid, []),
             ("tanhshrink", tanhshrink, [])]:
         fn(name, f, method=False, samples=_UNARY + extra)
     fn("prelu", prelu, method=False, samples=[

@@ -40,7 +40,7 @@ import numbers
 import numpy as np
 import tapegrad as tg
 
-from . import activations
+from . import activations as _activations
 
 REDUCTIONS = ("mean", "sum", "none")
 
@@ -48,7 +48,7 @@ REDUCTIONS = ("mean", "sum", "none")
 # ``tg.nn.functional.softmax`` is ``tg.softmax`` whichever plugin defined it.
 _FORWARDED = ("softmax", "log_softmax", "logsumexp", "cross_entropy",
               "binary_cross_entropy_with_logits", "relu", "tanh", "sigmoid")
-_FORWARDED += activations.NAMES
+_FORWARDED += _activations.NAMES
 
 __all__ = ["linear", "dropout", "mse_loss", "register", *_FORWARDED]
 
@@ -682,8 +682,8 @@ def register(registry):
     """Register this plugin's ops and functions with `registry` (called by the
     ``tapegrad_register_ops`` hook in ``tapegrad_nn.plugin``)."""
     reg = registry.register_op
-    activations.register(registry)
-    losses.register(registry)
+    _activations.register(registry)
+    _losses.register(registry)
     reg("softmax", kernels={"cpu": _softmax_kernel}, vjp=_softmax_vjp, params=("axis",),
         save_inputs=(False,), samples=_SOFTMAX_SAMPLES,
         doc="softmax(x, axis=-1): exp(x) / sum(exp(x), axis), computed with the maximum "
@@ -734,7 +734,7 @@ def register(registry):
 
 
 # The losses module uses this module's helpers, so it is imported last.
-from . import losses  # noqa: E402
+from . import losses as _losses  # noqa: E402
 from .losses import kl_div  # noqa: E402,F401  (tg.kl_div is scipy.special's)
-_FORWARDED += losses.NAMES
-__all__ += [*losses.NAMES, "kl_div"]
+_FORWARDED += _losses.NAMES
+__all__ += [*_losses.NAMES, "kl_div"]
