@@ -43,8 +43,13 @@ NN = ("softmax log_softmax logsumexp cross_entropy mse_loss "
       "binary_cross_entropy_with_logits "
       "_conv _conv_transpose _conv_weight conv1d conv2d conv3d conv_transpose1d conv_transpose2d"
       " _standardize _rms_scale _standardize_grad _rms_scale_grad"
-      " layer_norm rms_norm group_norm batch_norm instance_norm normalize"
-      ).split()
+      " layer_norm rms_norm group_norm batch_norm instance_norm normalize "
+      "gelu silu mish elu selu celu leaky_relu prelu relu6 hardtanh hardsigmoid hardswish "
+      "softplus softsign logsigmoid log_sigmoid tanhshrink glu softmin "
+      "_normal_cdf "
+      "nll_loss l1_loss smooth_l1_loss huber_loss binary_cross_entropy cosine_similarity "
+      "cosine_embedding_loss margin_ranking_loss hinge_embedding_loss pairwise_distance "
+      "triplet_margin_loss poisson_nll_loss gaussian_nll_loss").split()
 
 
 def test_no_plugin_failed_to_load():

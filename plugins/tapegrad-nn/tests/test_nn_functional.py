@@ -10,6 +10,8 @@ import pytest
 import tapegrad as tg
 import tapegrad.testing
 import tapegrad_nn
+import tapegrad_nn.activations
+import tapegrad_nn.losses
 from tapegrad.testing import run_doctests
 from tapegrad_nn import functional, plugin
 
@@ -24,6 +26,9 @@ FUNCTIONS += ("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2
 OPS += ("_standardize", "_rms_scale", "_standardize_grad", "_rms_scale_grad")  # normalization
 FUNCTIONS += ("layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm",
               "normalize")
+OPS += ("_normal_cdf", "gelu", "silu", "softplus", "logsigmoid")
+FUNCTIONS += tuple(n for n in tapegrad_nn.activations.NAMES if n not in OPS)
+FUNCTIONS += tapegrad_nn.losses.NAMES
 
 
 def leaf(a, dtype=None):

@@ -78,7 +78,14 @@ _FIRST_PARTY = {
                     "conv1d conv2d conv3d conv_transpose1d conv_transpose2d"
                     " _standardize _rms_scale _standardize_grad _rms_scale_grad layer_norm"
                     " rms_norm group_norm batch_norm"
-                    " instance_norm normalize"),
+                    " instance_norm normalize "
+                    "gelu silu mish elu selu celu leaky_relu prelu relu6 hardtanh hardsigmoid "
+                    "hardswish softplus softsign logsigmoid log_sigmoid tanhshrink glu softmin "
+                    "_normal_cdf "
+                    "nll_loss l1_loss smooth_l1_loss huber_loss binary_cross_entropy "
+                    "cosine_similarity cosine_embedding_loss margin_ranking_loss "
+                    "hinge_embedding_loss pairwise_distance triplet_margin_loss "
+                    "poisson_nll_loss gaussian_nll_loss"),
     "tapegrad-checkpoint": "checkpoint checkpoint_sequential",
     "tapegrad-higher": "grad vjp jvp jacobian hessian hvp",
     "tapegrad-cuda": "cuda",

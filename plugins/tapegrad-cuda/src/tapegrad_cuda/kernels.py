@@ -69,7 +69,9 @@ NO_KERNEL = ("linalg_inv", "linalg_det", "_linalg_slogdet", "linalg_solve",
              "_linalg_lstsq", "linalg_matrix_rank",
              # tapegrad-nn's convolutions and normalisations (issue 15): no kernels yet.
              "_conv", "_conv_transpose", "_conv_weight", "_standardize", "_rms_scale",
-             "_standardize_grad", "_rms_scale_grad")
+             "_standardize_grad", "_rms_scale_grad",
+             # and its activations with kernels of their own (the others are compositions)
+             "gelu", "silu", "softplus", "logsigmoid", "_normal_cdf")
 THREADS = 256
 MAX_BLOCKS = 65535
 MAX_INDEX_ARRAYS = 8          # index.cu keeps per-index offsets in a fixed array
@@ -170,6 +172,13 @@ def _c_strides(shape):
         out.append(acc)
         acc *= max(s, 1)
     return out[::-1]
+
+
+def _c_contiguous(a):
+    """`a` as a C-contiguous ndarray of the same shape. NOTE: not np.ascontiguousarray,
+    which turns a 0-d array into shape (1,)."""
+    a = np.asarray(a)
+    return a if a.flags.c_contiguous else a.copy(order="C")
 
 
 def is_contiguous(arr) -> bool:
@@ -1224,7 +1233,7 @@ class CudaKernels:
                 kernel = getattr(statistics, f"{name}_kernel")
                 host = [self.device.to_numpy(x) if isinstance(x, self.device.gpuarray.GPUArray)
                         else x for x in xs]
-                return self.device.asarray(np.ascontiguousarray(kernel(*host, **params)))
+                return self.device.asarray(_c_contiguous(kernel(*host, **params)))
             return run
 
         return {name: through_host(name) for name in (
@@ -1476,10 +1485,20 @@ class CudaKernels:
             return self.reduce("sum", loss)
         return loss
 
-    def cross_entropy(self, x, t, *, reduction="mean"):
-        """cross_entropy with integer labels (one fused pass per row) or probabilities."""
-        from tapegrad_nn.functional import _check_cross_entropy, _check_reduction
+    def cross_entropy(self, x, t, *, reduction="mean", weight=None, ignore_index=-100,
+                      label_smoothing=0.0):
+        """cross_entropy with integer labels (one fused pass per row) or probabilities.
+        With a class weight, label smoothing or an ignore_index other than -100, the cpu
+        kernel runs through the host (NOTE: correct, not fast: as einsum)."""
+        from tapegrad_nn.functional import (_check_cross_entropy, _check_reduction,
+                                            _cross_entropy_kernel)
 
+        if weight is not None or label_smoothing != 0.0 or ignore_index != -100:
+            host = [self.device.to_numpy(v) if isinstance(v, self.device.gpuarray.GPUArray)
+                    else v for v in (x, t, weight)]
+            return self.device.asarray(_c_contiguous(_cross_entropy_kernel(
+                host[0], host[1], reduction=reduction, weight=host[2],
+                ignore_index=ignore_index, label_smoothing=label_smoothing)))
         _check_reduction(reduction)
         x = self.operand(x)
         labels = _check_cross_entropy(x, t)

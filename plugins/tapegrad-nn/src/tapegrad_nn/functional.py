@@ -39,12 +39,14 @@ import numbers
 
 import numpy as np
 import tapegrad as tg
+from tapegrad._compile import run_eagerly
 
 from . import conv as _conv
 from .conv import conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d  # noqa: F401
 from . import normalization as _normalization
 from .normalization import (batch_norm, group_norm, instance_norm, layer_norm,  # noqa: F401
                             normalize, rms_norm)
+from . import activations as _activations
 
 REDUCTIONS = ("mean", "sum", "none")
 
@@ -52,6 +54,7 @@ REDUCTIONS = ("mean", "sum", "none")
 # ``tg.nn.functional.softmax`` is ``tg.softmax`` whichever plugin defined it.
 _FORWARDED = ("softmax", "log_softmax", "logsumexp", "cross_entropy",
               "binary_cross_entropy_with_logits", "relu", "tanh", "sigmoid")
+_FORWARDED += _activations.NAMES
 
 __all__ = ["linear", "dropout", "mse_loss", "register", *_FORWARDED]
 __all__ += ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d"]
@@ -293,21 +296,103 @@ def _check_cross_entropy(x, t):
     return False
 
 
-def _cross_entropy_kernel(x, t, *, reduction="mean"):
+def _check_labels(t, n_classes, ignore_index=None):
+    """Raise IndexError for a class label outside [0, n_classes) (other than
+    ignore_index)."""
+    t = np.asarray(t)
+    bad = (t < 0) | (t >= n_classes)
+    if ignore_index is not None:
+        bad &= t != ignore_index
+    if t.size and bad.any():
+        # NOTE: a negative label would silently index from the end; refuse it too.
+        raise IndexError(
+            f"class label {int(t[bad].flat[0])} is out of range for {n_classes} classes "
+            f"(labels must be in [0, {n_classes}); {int(np.count_nonzero(bad))} of "
+            f"{t.size} are not)")
+    return t
+
+
+def _is_plain(t, weight, ignore_index, label_smoothing):
+    """Whether cross_entropy needs none of class weight / ignore_index / label_smoothing
+    (the fused path, and the one the cuda kernel implements): no weight, no smoothing,
+    and no label equal to ignore_index (PyTorch's default -100 ignores those rows too)."""
+    if weight is not None or label_smoothing != 0.0:
+        return False
+    if not _is_label(t):
+        return ignore_index == -100        # otherwise: refused by _coefficients
+    if getattr(t, "device", None) is not None and getattr(t.device, "name", "cpu") != "cpu":
+        # The cuda kernel refuses a label outside [0, C), -100 included (no silent wrap);
+        # another ignore_index takes the weighted path (through the host).
+        return ignore_index == -100
+    return not (np.asarray(t) == ignore_index).any()
+
+
+def _class_weight(weight, n_classes, dtype, op):
+    """`weight` (None or C class weights, not differentiable) as an array of `dtype`."""
+    if weight is None:
+        return None
+    if getattr(weight, "requires_grad", False):
+        raise NotImplementedError(f"{op}: the gradient of the class weight is not "
+                                  f"implemented (as in PyTorch); pass weight.detach()")
+    w = np.asarray(weight)
+    if w.shape != (n_classes,):
+        raise ValueError(f"{op}: weight must hold one weight per class, shape "
+                         f"({n_classes},), got {w.shape}")
+    return w.astype(dtype, copy=False)
+
+
+def _coefficients(x_shape, dtype, t, labels, weight, ignore_index, label_smoothing, op):
+    """The loss is -sum(a * log_probs, -1) per row and its 'mean' divides the sum by
+    `denom`: returns (a, denom), as NumPy arrays. With labels, row i has
+    a[i] = (1 - eps) w[y_i] one_hot(y_i) + eps / C * w, 0 for a row whose label is
+    ignore_index, and denom = sum of w[y_i] over the rows kept (PyTorch's weighted mean);
+    with probabilities, a = w * ((1 - eps) t + eps / C) and denom = the number of rows."""
+    n_classes = x_shape[-1]
+    w = _class_weight(weight, n_classes, dtype, op)
+    eps = float(label_smoothing)
+    ones = np.ones(n_classes, dtype) if w is None else w
+    if labels:
+        t = _check_labels(t, n_classes, ignore_index)
+        keep = t != ignore_index
+        safe = np.where(keep, t, 0)
+        a = np.zeros(x_shape, dtype)
+        rows = a.reshape(-1, n_classes)
+        row_w = ones[safe.reshape(-1)] * keep.reshape(-1)
+        rows[np.arange(rows.shape[0]), safe.reshape(-1)] = (1.0 - eps) * row_w
+        if eps:
+            rows += (eps / n_classes) * keep.reshape(-1, 1) * ones
+        return a, row_w.sum()
+    if ignore_index != -100:
+        raise ValueError(f"{op}: ignore_index applies to integer class labels only, not "
+                         f"to a target of class probabilities")
+    a = ones * ((1.0 - eps) * np.asarray(t) + eps / n_classes)
+    return a.astype(dtype, copy=False), max(math.prod(x_shape[:-1]), 1)
+
+
+def _check_cross_entropy_args(reduction, label_smoothing):
     _check_reduction(reduction)
+    if (isinstance(label_smoothing, bool) or not isinstance(label_smoothing, numbers.Real)
+            or not 0.0 <= label_smoothing <= 1.0):
+        raise ValueError(f"label_smoothing must be a number in [0, 1], got {label_smoothing!r}")
+
+
+def _cross_entropy_kernel(x, t, *, reduction="mean", weight=None, ignore_index=-100,
+                          label_smoothing=0.0):
+    _check_cross_entropy_args(reduction, label_smoothing)
     x = np.asarray(x)
     labels = _check_cross_entropy(x, t)
     lsm = _log_softmax_kernel(x, axis=-1)
+    if not _is_plain(t, weight, ignore_index, label_smoothing):
+        a, denom = _coefficients(x.shape, x.dtype, t, labels, weight, ignore_index,
+                                 label_smoothing, "cross_entropy")
+        loss = 0.0 - np.sum(a * lsm, axis=-1)
+        if reduction == "mean":
+            with np.errstate(invalid="ignore", divide="ignore"):   # all ignored: nan
+                return np.asarray(loss.sum() / denom, dtype=x.dtype)
+        return _reduce(loss, reduction)
     if labels:
-        t = np.asarray(t)
+        t = _check_labels(t, x.shape[-1])
         n_classes = x.shape[-1]
-        if t.size and (t.min() < 0 or t.max() >= n_classes):
-            bad = (t < 0) | (t >= n_classes)
-            # NOTE: a negative label would silently index from the end; refuse it too.
-            raise IndexError(
-                f"class label {int(t[bad].flat[0])} is out of range for {n_classes} classes "
-                f"(labels must be in [0, {n_classes}); {int(np.count_nonzero(bad))} of "
-                f"{t.size} are not)")
         rows = lsm.reshape(-1, n_classes)
         picked = rows[np.arange(rows.shape[0]), t.reshape(-1)].reshape(t.shape)
     else:
@@ -316,7 +401,11 @@ def _cross_entropy_kernel(x, t, *, reduction="mean"):
     return _reduce(loss, reduction)
 
 
-def _cross_entropy_vjp(g, ans, x, t, *, reduction="mean"):
+def _cross_entropy_vjp(g, ans, x, t, *, reduction="mean", weight=None, ignore_index=-100,
+                       label_smoothing=0.0):
+    if not _is_plain(t, weight, ignore_index, label_smoothing):
+        return _weighted_cross_entropy_vjp(g, x, t, reduction, weight, ignore_index,
+                                           label_smoothing)
     g = _per_element(g, x.shape[:-1], reduction)
     if reduction == "none":
         g = tg.reshape(g, g.shape + (1,))          # broadcast over the class axis
@@ -334,12 +423,54 @@ def _cross_entropy_vjp(g, ans, x, t, *, reduction="mean"):
     return gx, gt
 
 
+def _weighted_cross_entropy_vjp(g, x, t, reduction, weight, ignore_index, label_smoothing):
+    # loss row = -sum(a * log_softmax(x)): d/dx = softmax(x) * sum(a) - a. With labels `a`
+    # is a constant (built on the host, then put on x's device); with probabilities
+    # a = w ((1 - eps) t + eps / C) is differentiated in t too.
+    # NOTE: the coefficients are rebuilt from the labels here rather than saved: the
+    # engine saves inputs, not kernel by-products.
+    labels = _is_label(t)
+    if labels:
+        # NOTE: the coefficients below are built from the labels' values on the host: a
+        # tg.compile replay would reuse the recording's, so such a signature runs eagerly.
+        run_eagerly("cross_entropy: with a class weight, label smoothing or ignored labels "
+                    "its gradient is built from the labels' values")
+    n_classes = x.shape[-1]
+    a_np, denom = _coefficients(x.shape, x.dtype, np.asarray(t) if labels else
+                                np.zeros(x.shape, x.dtype), labels, weight, ignore_index,
+                                label_smoothing, "cross_entropy")
+    if reduction == "mean":
+        g = g / denom
+    elif reduction == "none":
+        g = tg.reshape(g, g.shape + (1,))
+    w = None if weight is None else _class_weight(weight, n_classes, x.dtype, "cross_entropy")
+    # NOTE: host constants go to x's device (a cuda tensor times an ndarray would not).
+    w = None if w is None else tg.asarray(w, device=x.device)
+    if labels:
+        a = tg.asarray(a_np, device=x.device)
+    else:
+        eps = float(label_smoothing)
+        a = (1.0 - eps) * t + eps / n_classes
+        a = a if w is None else a * w
+    gx = gt = None
+    if tg.needs_grad(x):
+        gx = (tg.softmax(x, axis=-1) * tg.sum(a, -1, keepdims=True) - a) * g
+    if not labels and tg.needs_grad(t):
+        scale = (1.0 - float(label_smoothing)) * (1.0 if w is None else w)
+        gt = -(tg.log_softmax(x, axis=-1) * scale) * g
+    return gx, gt
+
+
 def _softmax_minus_one_hot_kernel(x, t):
     # One pass instead of softmax, a one-hot mask and a where (the hot part of every
     # classifier's backward); the same arithmetic: p - 1 at each label, p elsewhere.
     p = _softmax_kernel(np.asarray(x), axis=-1)
     rows = p.reshape(-1, p.shape[-1])            # p is a fresh contiguous array: a view
-    rows[np.arange(rows.shape[0]), np.asarray(t).reshape(-1)] -= 1
+    # NOTE: checked here too, not only in the forward kernel: a tg.compile replay of a
+    # recording without ignored labels, given a batch with -100 labels, must not index
+    # rows from the end (a silent wrong gradient once there are >= 100 classes).
+    t = _check_labels(t, p.shape[-1])
+    rows[np.arange(rows.shape[0]), t.reshape(-1)] -= 1
     return p
 
 
@@ -525,6 +656,16 @@ _CROSS_ENTROPY_SAMPLES = [
     tg.Sample(_logits(4, 3), _probabilities(4, 3)),
     tg.Sample(_logits(4, 3), _probabilities(4, 3), reduction="none"),
     tg.Sample(_logits(2, 3, 4), 0.5 * _probabilities(2, 3, 4), reduction="sum"),
+    tg.Sample(_logits(4, 3), _labels(3, 4), weight=np.array([0.2, 1.0, 3.0])),
+    tg.Sample(_logits(5, 3), np.array([0, 2, -100, 1, 2]), ignore_index=-100,
+              weight=np.array([0.5, 1.0, 2.0])),
+    tg.Sample(_logits(5, 3), np.array([0, 2, 1, 1, 2]), ignore_index=1, reduction="none"),
+    tg.Sample(_logits(2, 3, 4), _labels(4, 2, 3), label_smoothing=0.2, reduction="sum"),
+    tg.Sample(_logits(4, 3), _labels(3, 4), label_smoothing=0.1,
+              weight=np.array([0.2, 1.0, 3.0])),
+    tg.Sample(_logits(4, 3), _probabilities(4, 3), label_smoothing=0.3,
+              weight=np.array([0.2, 1.0, 3.0])),
+    tg.Sample(_logits(4, 3), _probabilities(4, 3), label_smoothing=0.3, reduction="none"),
 ]
 
 _SOFTMAX_MINUS_ONE_HOT_SAMPLES = [
@@ -564,6 +705,8 @@ def register(registry):
     reg = registry.register_op
     _conv.register(registry)
     _normalization.register(registry)
+    _activations.register(registry)
+    _losses.register(registry)
     reg("softmax", kernels={"cpu": _softmax_kernel}, vjp=_softmax_vjp, params=("axis",),
         save_inputs=(False,), samples=_SOFTMAX_SAMPLES,
         doc="softmax(x, axis=-1): exp(x) / sum(exp(x), axis), computed with the maximum "
@@ -581,11 +724,15 @@ def register(registry):
             "over `axis`.")
     reg("cross_entropy", kernels={"cpu": _cross_entropy_kernel}, vjp=_cross_entropy_vjp,
         params=(), save_ans=False, method=False, samples=_CROSS_ENTROPY_SAMPLES,
-        doc="cross_entropy(logits, target, *, reduction='mean'): -sum(target * "
+        doc="cross_entropy(logits, target, *, reduction='mean', weight=None, "
+            "ignore_index=-100, label_smoothing=0.0): -sum(target * "
             "log_softmax(logits)) over the class axis (the last). `target` is either integer "
             "class labels of the logits' shape without the class axis (no gradient; out of "
             "range labels raise IndexError) or class probabilities of the logits' shape "
-            "(differentiable). reduction: 'mean' over the batch, 'sum' or 'none'.")
+            "(differentiable). reduction: 'mean' over the batch, 'sum' or 'none'. weight "
+            "(C class weights), ignore_index (labels only) and label_smoothing are "
+            "PyTorch's, with its weighted mean (divided by the sum of the kept rows' "
+            "weights); calls with them run on the CPU kernel only.")
     reg("_softmax_minus_one_hot", kernels={"cpu": _softmax_minus_one_hot_kernel},
         vjp=_softmax_minus_one_hot_vjp, differentiable=(0,), save_inputs=(True, False),
         save_ans=False, method=False, samples=_SOFTMAX_MINUS_ONE_HOT_SAMPLES,
@@ -607,3 +754,10 @@ def register(registry):
         tg.Sample(_logits(3, 4), 1, np.array([0.7, 0.0, 1.5, 0.0]), keepdims=True),
         tg.Sample(_logits(2, 3, 4), (0, 2), np.array([[1.0], [0.2], [2.5]])),
         tg.Sample(_logits(3, 4), b=0.5)])
+
+
+# The losses module uses this module's helpers, so it is imported last.
+from . import losses as _losses  # noqa: E402
+from .losses import kl_div  # noqa: E402,F401  (tg.kl_div is scipy.special's)
+_FORWARDED += _losses.NAMES
+__all__ += [*_losses.NAMES, "kl_div"]

@@ -984,16 +984,34 @@ class _Loss(Module):
 
 
 class CrossEntropyLoss(_Loss):
-    """``tg.cross_entropy(logits, target, reduction=...)``: target is integer class labels
-    or class probabilities; the class axis is the last one.
+    """``tg.cross_entropy(logits, target, reduction=..., weight=..., ignore_index=...,
+    label_smoothing=...)``: target is integer class labels or class probabilities; the
+    class axis is the last one. torch.nn's constructor (the class `weight` is a buffer;
+    the deprecated size_average / reduce are refused).
 
     >>> import tapegrad as tg
     >>> tg.nn.CrossEntropyLoss()(tg.zeros((2, 4)), tg.tensor([0, 3]))
     tensor(1.38629436)
     """
 
+    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None,
+                 reduction="mean", label_smoothing=0.0):
+        if size_average is not None or reduce is not None:
+            raise TypeError("CrossEntropyLoss: size_average= and reduce= are deprecated in "
+                            "PyTorch and not supported; use reduction='mean' | 'sum' | 'none'")
+        super().__init__(reduction)
+        self.register_buffer("weight", None if weight is None else tg.asarray(weight))
+        self.ignore_index, self.label_smoothing = ignore_index, label_smoothing
+
     def forward(self, input, target):
-        return tg.cross_entropy(input, target, reduction=self.reduction)
+        kw = {}
+        if self.weight is not None:
+            kw["weight"] = self.weight
+        if self.ignore_index != -100:
+            kw["ignore_index"] = self.ignore_index
+        if self.label_smoothing:
+            kw["label_smoothing"] = self.label_smoothing
+        return tg.cross_entropy(input, target, reduction=self.reduction, **kw)
 
 
 class MSELoss(_Loss):
@@ -1019,3 +1037,11 @@ from .nn_normalization import (BatchNorm1d, BatchNorm2d, GroupNorm,  # noqa: E40
 
 __all__ += ["LayerNorm", "RMSNorm", "GroupNorm", "BatchNorm1d", "BatchNorm2d",
             "InstanceNorm1d", "InstanceNorm2d"]
+# Activation modules (GELU, SiLU, ..., PReLU): their own module, imported last (it
+# subclasses Module).
+from .activation_modules import *  # noqa: E402,F401,F403
+from . import activation_modules as _activation_modules  # noqa: E402
+__all__ += _activation_modules.__all__
+from .loss_modules import *  # noqa: E402,F401,F403
+from . import loss_modules as _loss_modules  # noqa: E402
+__all__ += _loss_modules.__all__

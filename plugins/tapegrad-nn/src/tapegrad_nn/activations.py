@@ -1,0 +1,380 @@
+"""The activations of tapegrad-nn, with ``torch.nn.functional``'s names and arguments.
+
+gelu, silu, softplus and logsigmoid are ops (one kernel, one rule: cheaper than the 4-6
+ops of their compositions, and numerically delicate); the piecewise ones (elu, selu, celu,
+leaky_relu, prelu, hardtanh, relu6, hardsigmoid, hardswish) and mish, softsign,
+tanhshrink, glu, softmin are compositions of tapegrad ops, so their first and second
+derivatives come from the ops they are made of.
+
+Kinks: every piecewise function picks PyTorch's derivative at its break points (each
+doc says which). They are written ``where(x > 0, x, f(x))`` so the branch whose
+derivative PyTorch uses at the break is the one selected there.
+
+NOTE: the branch a ``where`` does not select still runs, and its gradient is
+``0 * f'(x)``: an ``exp`` overflowing there would give ``0 * inf = nan``. Every
+exponential branch is therefore fed a "safe" input (``where(x > 0, 0, x)``).
+
+Vocabulary as everywhere: ``g`` the gradient flowing in, ``ans`` the forward result,
+``x`` the input.
+
+>>> import tapegrad as tg
+>>> x = tg.tensor([-1., 0., 2.], requires_grad=True)
+>>> [round(v, 4) for v in tg.gelu(x).tolist()]
+[-0.1587, 0.0, 1.9545]
+>>> tg.nn.functional.leaky_relu(x, 0.1).tolist()
+[-0.1, 0.0, 2.0]
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+import tapegrad as tg
+
+# The public names (tg.<name> and tg.nn.functional.<name>).
+NAMES = ("gelu", "silu", "mish", "elu", "selu", "celu", "leaky_relu", "prelu", "relu6",
+         "hardtanh", "hardsigmoid", "hardswish", "softplus", "softsign", "logsigmoid",
+         "log_sigmoid", "tanhshrink", "glu", "softmin")
+
+_SQRT1_2 = math.sqrt(0.5)              # Python floats: weak scalars, float32 stays float32
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_GELU_C = 0.044715
+# SELU's constants, as PyTorch's (Klambauer et al. 2017).
+SELU_ALPHA = 1.6732632423543772848170429916717
+SELU_SCALE = 1.0507009873554804934193349852946
+
+try:                                       # NOTE: scipy is optional (not a dependency of
+    from scipy.special import erf as _erf  # tapegrad-nn); without it math.erf runs per
+except ImportError:                        # element (~50 ns each), with the same values.
+    _erf_each = np.frompyfunc(math.erf, 1, 1)
+
+    def _erf(x):
+        return np.asarray(_erf_each(x), dtype=x.dtype)
+
+
+def _float(x, name):
+    x = np.asarray(x)
+    if x.dtype.kind != "f":
+        raise TypeError(f"{name}: input must be floating point, got {x.dtype}")
+    return x
+
+
+def _number(v, op, arg):
+    if isinstance(v, bool) or not isinstance(v, numbers.Real):
+        raise TypeError(f"{op}: {arg} must be a real number, got {v!r}")
+    return float(v)
+
+
+def _safe_negative(x):
+    """x where x <= 0, 0 elsewhere: the input of an exponential branch (no overflow in the
+    branch a where does not select, see the module's NOTE)."""
+    return tg.where(x > 0, 0.0, x)
+
+
+# ---------------------------------------------------------------------------------------
+# Ops: kernels and rules
+# ---------------------------------------------------------------------------------------
+
+def _normal_cdf_kernel(x):
+    x = _float(x, "_normal_cdf")
+    return 0.5 * (1.0 + _erf(x * _SQRT1_2))
+
+
+def _normal_cdf_vjp(g, ans, x):
+    return (g * (_INV_SQRT_2PI * tg.exp(-0.5 * (x * x))),)
+
+
+def _check_approximate(approximate):
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+
+
+def _gelu_kernel(x, approximate="none"):
+    _check_approximate(approximate)
+    x = _float(x, "gelu")
+    if approximate == "tanh":
+        return 0.5 * x * (1.0 + np.tanh(_SQRT_2_OVER_PI * (x + _GELU_C * x * x * x)))
+    return 0.5 * x * (1.0 + _erf(x * _SQRT1_2))
+
+
+def _gelu_vjp(g, ans, x, approximate="none"):
+    if approximate == "tanh":
+        # d/dx x/2 (1 + tanh(u)), u = c (x + a x^3): (1 + t)/2 + x/2 (1 - t^2) u'.
+        t = tg.tanh(_SQRT_2_OVER_PI * (x + _GELU_C * x * x * x))
+        du = _SQRT_2_OVER_PI * (1.0 + 3.0 * _GELU_C * x * x)
+        return (g * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du),)
+    # gelu(x) = x Phi(x): gelu'(x) = Phi(x) + x phi(x).
+    return (g * (tg._normal_cdf(x) + x * (_INV_SQRT_2PI * tg.exp(-0.5 * (x * x)))),)
+
+
+def _silu_kernel(x):
+    x = _float(x, "silu")
+    # x * sigmoid(x) = x / (1 + exp(-x)), written without overflow for x << 0.
+    e = np.exp(-np.abs(x))
+    return x * np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+
+
+def _silu_vjp(g, ans, x):
+    s = tg.sigmoid(x)
+    return (g * (s * (1.0 + x * (1.0 - s))),)
+
+
+def _softplus_kernel(x, beta=1.0, threshold=20.0):
+    beta = _number(beta, "softplus", "beta")
+    _number(threshold, "softplus", "threshold")
+    if beta == 0:
+        raise ValueError("softplus: beta must not be 0")
+    x = _float(x, "softplus")
+    bx = x * beta
+    # NOTE: logaddexp(0, z) is log(1 + exp(z)) without overflow; above the threshold
+    # PyTorch returns x itself (the difference is below exp(-threshold)).
+    return np.where(bx > threshold, x, np.logaddexp(0.0, bx) / beta).astype(x.dtype, copy=False)
+
+
+def _softplus_vjp(g, ans, x, beta=1.0, threshold=20.0):
+    bx = x * beta
+    # NOTE: PyTorch's conventions at beta x == threshold: the first derivative is the
+    # sigmoid branch's, the second is 0 (its double backward masks beta x < threshold);
+    # a constant sigmoid there gives both.
+    s = tg.where(bx < threshold, tg.sigmoid(bx), tg.sigmoid(bx.detach()))
+    return (tg.where(bx > threshold, g, g * s),)
+
+
+def _logsigmoid_kernel(x):
+    x = _float(x, "logsigmoid")
+    # log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|)): finite for any finite x.
+    return np.minimum(x, 0.0) - np.log1p(np.exp(-np.abs(x)))
+
+
+def _logsigmoid_vjp(g, ans, x):
+    return (g * tg.sigmoid(-x),)
+
+
+# ---------------------------------------------------------------------------------------
+# Public functions (torch.nn.functional's signatures)
+# ---------------------------------------------------------------------------------------
+
+def log_sigmoid(input):
+    """The same function as ``tg.logsigmoid`` (the issue's spelling of PyTorch's name)."""
+    return tg.logsigmoid(input)
+
+
+def mish(input):
+    """``x * tanh(softplus(x))``, as ``F.mish``. Smooth."""
+    x = tg.asarray(input)
+    return x * tg.tanh(tg.softplus(x))
+
+
+def elu(input, alpha=1.0):
+    """``x`` for x > 0, ``alpha (exp(x) - 1)`` for x <= 0, as ``F.elu``. At 0 the
+    derivative is PyTorch's, that of the x <= 0 branch: ``alpha`` (and so is the second
+    derivative there, ``alpha``; PyTorch's double backward gives 0 at exactly 0)."""
+    alpha = _number(alpha, "elu", "alpha")
+    x = tg.asarray(input)
+    return tg.where(x > 0, x, alpha * tg.expm1(_safe_negative(x)))
+
+
+def selu(input):
+    """``scale * elu(x, alpha)`` with PyTorch's constants (alpha 1.6732632423543772,
+    scale 1.0507009873554805), as ``F.selu``. Derivative at 0: ``scale * alpha`` (the
+    x <= 0 branch, as PyTorch; the second derivative at 0 is that branch's too, where
+    PyTorch's is 0)."""
+    x = tg.asarray(input)
+    return SELU_SCALE * tg.where(x > 0, x, SELU_ALPHA * tg.expm1(_safe_negative(x)))
+
+
+def celu(input, alpha=1.0):
+    """``x`` for x > 0, ``alpha (exp(x / alpha) - 1)`` for x <= 0, as ``F.celu``
+    (alpha != 0). The derivative is 1 on both sides of 0; the second derivative at 0 is
+    the x <= 0 branch's, 1 / alpha (PyTorch's is 0)."""
+    alpha = _number(alpha, "celu", "alpha")
+    if alpha == 0:
+        raise ValueError("celu: alpha must not be 0 (it divides x)")
+    x = tg.asarray(input)
+    return tg.where(x > 0, x, alpha * tg.expm1(_safe_negative(x) / alpha))
+
+
+def leaky_relu(input, negative_slope=0.01):
+    """``x`` for x > 0, ``negative_slope * x`` otherwise, as ``F.leaky_relu``. Derivative
+    at 0: ``negative_slope`` (PyTorch's)."""
+    slope = _number(negative_slope, "leaky_relu", "negative_slope")
+    x = tg.asarray(input)
+    return tg.where(x > 0, x, x * slope)
+
+
+def prelu(input, weight):
+    """``x`` for x > 0, ``weight * x`` otherwise, with a learnable `weight` of 1 element
+    or of C = input.shape[1] elements (one per channel, broadcast over axis 1 as
+    PyTorch's; a 0-d or 1-d input takes a 1-element weight only). Derivative at 0 in x:
+    ``weight`` (PyTorch's); in weight: x (0 at 0)."""
+    x = tg.asarray(input)
+    w = weight if isinstance(weight, tg.Tensor) else tg.asarray(weight, device=x.device)
+    if w.ndim > 1:
+        raise ValueError(f"prelu: weight must be 0-d or 1-d, got shape {w.shape}")
+    channels = x.shape[1] if x.ndim >= 2 else 1
+    if w.size not in (1, channels):
+        raise ValueError(f"prelu: weight of {w.size} elements does not fit input of shape "
+                         f"{x.shape} (it needs 1 or {channels}, the size of axis 1)")
+    if w.size == 1:
+        w = tg.reshape(w, ())
+    else:
+        w = tg.reshape(w, (channels,) + (1,) * (x.ndim - 2))
+    return tg.where(x > 0, x, w * x)
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0):
+    """``clip(x, min_val, max_val)``, as ``F.hardtanh``. Derivative 0 at both
+    boundaries (PyTorch's: 1 only strictly inside)."""
+    lo = _number(min_val, "hardtanh", "min_val")
+    hi = _number(max_val, "hardtanh", "max_val")
+    if lo > hi:
+        raise ValueError(f"hardtanh: min_val {lo} must not exceed max_val {hi}")
+    x = tg.asarray(input)
+    inside = tg.logical_and(x > lo, x < hi)
+    return tg.where(inside, x, tg.where(x <= lo, lo, hi).astype(x.dtype))
+
+
+def relu6(input):
+    """``min(max(x, 0), 6)`` (``hardtanh(x, 0, 6)``), as ``F.relu6``. Derivative 0 at 0
+    and at 6 (PyTorch's)."""
+    return hardtanh(input, 0.0, 6.0)
+
+
+def hardsigmoid(input):
+    """``0`` for x <= -3, ``1`` for x >= 3, ``x / 6 + 1/2`` between, as
+    ``F.hardsigmoid``. Derivative 0 at -3 and 3 (PyTorch's: 1/6 only strictly inside)."""
+    x = tg.asarray(input)
+    inside = tg.logical_and(x > -3.0, x < 3.0)
+    return tg.where(inside, x / 6.0 + 0.5, tg.where(x <= -3.0, 0.0, 1.0).astype(x.dtype))
+
+
+def hardswish(input):
+    """``x * hardsigmoid(x)``: 0 for x <= -3, x for x >= 3, ``x (x + 3) / 6`` between, as
+    ``F.hardswish``. Derivatives at the breaks are PyTorch's (2.x), the outer branches':
+    0 at -3, 1 at 3."""
+    x = tg.asarray(input)
+    middle = tg.logical_and(x > -3.0, x < 3.0)
+    return tg.where(middle, x * (x + 3.0) / 6.0, tg.where(x <= -3.0, 0.0, x))
+
+
+def softsign(input):
+    """``x / (1 + |x|)``, as ``F.softsign`` (derivative ``1 / (1 + |x|)^2``, 1 at 0)."""
+    x = tg.asarray(input)
+    return x / (1.0 + tg.abs(x))
+
+
+def tanhshrink(input):
+    """``x - tanh(x)``, as ``F.tanhshrink``."""
+    x = tg.asarray(input)
+    return x - tg.tanh(x)
+
+
+def glu(input, dim=-1):
+    """Gated linear unit ``a * sigmoid(b)`` where a, b are the first and second halves of
+    `input` along `dim` (whose size must be even), as ``F.glu``."""
+    x = tg.asarray(input)
+    if x.ndim == 0:
+        raise ValueError("glu: input must have at least one dimension (0-d given)")
+    if not -x.ndim <= dim < x.ndim:
+        raise np.exceptions.AxisError(f"glu: dim {dim} is out of range for an input of "
+                                      f"{x.ndim} dimensions")
+    if x.shape[dim] % 2:
+        raise ValueError(f"glu: the size of dim {dim} must be even, got input of shape "
+                         f"{x.shape}")
+    a, b = tg.split(x, 2, axis=dim)
+    return a * tg.sigmoid(b)
+
+
+def softmin(input, dim=-1, dtype=None):
+    """``softmax(-x, axis=dim)``, as ``F.softmin``; `dtype` casts the input first.
+
+    NOTE: `dim` defaults to the last axis, as tg.softmax (PyTorch's deprecated implicit
+    choice of dim is not reproduced)."""
+    x = tg.asarray(input)
+    if dtype is not None:
+        x = x.astype(dtype)
+    return tg.softmax(-x, axis=dim)
+
+
+# ---------------------------------------------------------------------------------------
+# Registration
+# ---------------------------------------------------------------------------------------
+
+def _x(*shape, seed=0, scale=1.5):
+    """Sample inputs kept away from the kinks of the piecewise functions (0, +-3, +-1, 6):
+    at least 0.05 from each (the kit's finite differences step 1e-6)."""
+    rng = np.random.default_rng(seed + 17 * len(shape) + sum(shape))
+    v = scale * rng.standard_normal(shape)
+    for k in (0.0, 1.0, -1.0, 3.0, -3.0, 6.0, 0.5, -0.5, 2.0):
+        near = np.abs(v - k) < 0.05
+        v = np.where(near, k + 0.1 * np.sign(v - k + 1e-12), v)
+    return v
+
+
+_WIDE = np.array([-8.0, -3.7, -2.2, -0.7, 0.4, 1.3, 2.6, 4.1, 7.3])
+_UNARY = [tg.Sample(_x(3, 4)), tg.Sample(_x(2, 3, 2, seed=1)), tg.Sample(np.array(0.7)),
+          tg.Sample(_WIDE)]
+
+
+def register(registry):
+    """Register the activations with `registry` (called from functional.register)."""
+    reg, fn = registry.register_op, registry.register_function
+    reg("_normal_cdf", kernels={"cpu": _normal_cdf_kernel}, vjp=_normal_cdf_vjp,
+        save_ans=False, method=False, samples=_UNARY,
+        doc="_normal_cdf(x): the standard normal CDF Phi(x) = (1 + erf(x / sqrt(2))) / 2, "
+            "the op exact gelu's rule is written with.")
+    reg("gelu", kernels={"cpu": _gelu_kernel}, vjp=_gelu_vjp, save_ans=False,
+        method=False, params=("approximate",),
+        samples=_UNARY + [tg.Sample(_x(3, 4), approximate="tanh"),
+                          tg.Sample(_WIDE, "tanh")],
+        doc="gelu(input, approximate='none'): the Gaussian error linear unit x Phi(x) with "
+            "the normal CDF (exact), or x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) "
+            "(approximate='tanh'), as torch.nn.functional.gelu. Smooth: no kink.")
+    reg("silu", kernels={"cpu": _silu_kernel}, vjp=_silu_vjp, save_ans=False,
+        method=False, samples=_UNARY + [tg.Sample(np.array([-60.0, -20.0, 20.0, 60.0]))],
+        doc="silu(input): x * sigmoid(x) (swish), as torch.nn.functional.silu, without "
+            "overflow for large |x|.")
+    reg("softplus", kernels={"cpu": _softplus_kernel}, vjp=_softplus_vjp,
+        save_ans=False, method=False, params=("beta", "threshold"),
+        samples=_UNARY + [tg.Sample(_x(3, 4), 2.0), tg.Sample(_x(3, 4), beta=2.0),
+                          tg.Sample(4 * _WIDE, beta=1.0, threshold=5.0),
+                          tg.Sample(_WIDE, beta=0.5, threshold=1.5),
+                          tg.Sample(_WIDE, beta=-1.0)],
+        doc="softplus(input, beta=1, threshold=20): log(1 + exp(beta x)) / beta, and x "
+            "itself where beta x > threshold (derivative 1 there), as "
+            "torch.nn.functional.softplus (beta != 0). At beta x == threshold the first "
+            "derivative is the sigmoid branch's and the second is 0, as PyTorch's.")
+    reg("logsigmoid", kernels={"cpu": _logsigmoid_kernel}, vjp=_logsigmoid_vjp,
+        save_ans=False, method=False,
+        samples=_UNARY + [tg.Sample(np.array([-800.0, -30.0, 30.0, 800.0]))],
+        doc="logsigmoid(input): log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|)), finite for "
+            "every finite x, as torch.nn.functional.logsigmoid (also tg.log_sigmoid).")
+    alpha = [tg.Sample(_x(3, 4), 0.5), tg.Sample(_WIDE, alpha=2.0)]
+    for name, f, extra in [
+            ("mish", mish, [tg.Sample(3 * _WIDE)]),
+            ("elu", elu, alpha + [tg.Sample(np.array([-900.0, 800.0]))]),
+            ("selu", selu, []), ("celu", celu, alpha),
+            ("leaky_relu", leaky_relu, [tg.Sample(_x(3, 4), 0.2),
+                                        tg.Sample(_WIDE, negative_slope=-0.5)]),
+            ("relu6", relu6, [tg.Sample(5 * _WIDE)]),
+            ("hardtanh", hardtanh, [tg.Sample(_WIDE, -2.0, 2.0),
+                                    tg.Sample(_WIDE, min_val=-0.25, max_val=1.5)]),
+            ("hardsigmoid", hardsigmoid, []), ("hardswish", hardswish, []),
+            ("softsign", softsign, []),
+            ("log_sigmoid", log_sigmoid, []),
+            ("tanhshrink", tanhshrink, [])]:
+        fn(name, f, method=False, samples=_UNARY + extra)
+    fn("prelu", prelu, method=False, samples=[
+        tg.Sample(_x(2, 3, 4), np.array([0.25])),
+        tg.Sample(_x(2, 3, 4), np.array([0.1, -0.3, 0.6])),
+        tg.Sample(_x(2, 3), np.array([0.1, -0.3, 0.6])),
+        tg.Sample(_x(4), np.array(0.2)),
+        tg.Sample(_x(2, 3, 2, 2), np.array([0.5, 0.25, 2.0]))])
+    fn("glu", glu, method=False, samples=[
+        tg.Sample(_x(3, 4)), tg.Sample(_x(4, 3), 0), tg.Sample(_x(2, 4, 3), dim=1),
+        tg.Sample(_x(6))])
+    fn("softmin", softmin, method=False, samples=[
+        tg.Sample(_x(3, 4)), tg.Sample(_x(3, 4), 0), tg.Sample(_x(2, 3, 4), dim=1)])
