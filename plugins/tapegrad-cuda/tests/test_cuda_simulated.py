@@ -317,3 +317,20 @@ def test_percent_floordiv_divmod_and_method_forms_on_cuda(cuda):
     (t % 2.0).sum().backward()
     assert t.grad.device == tg.device("cuda")
     _assert_close(t.grad.numpy(), np.ones_like(x))
+
+
+def test_matmul_based_linalg_runs_on_cuda_and_decompositions_refuse(cuda):
+    # Issue 14: multi_dot and matrix_power (n >= 0) are matmuls and run on cuda; the
+    # LAPACK decompositions (and matrix_power with n < 0, an inverse) raise
+    # NotImplementedError naming the op and the device.
+    cases.needs("matmul", "linalg_inv")
+    a, b, c = _r(3, 4), _r(4, 5), _r(5, 2)
+    compare(tg.linalg.multi_dot, [a, b, c])
+    m = _r(3, 3)
+    for n in (0, 1, 3):
+        compare(tg.linalg.matrix_power, m, n)
+    x = tg.tensor(m, device="cuda")
+    for call in (lambda: tg.linalg.matrix_power(x, -2), lambda: tg.linalg.inv(x),
+                 lambda: tg.linalg.cholesky(x @ x.T), lambda: tg.linalg.svd(x)):
+        with pytest.raises(NotImplementedError, match=r"linalg_\w+: no kernel for device 'cuda'"):
+            call()
