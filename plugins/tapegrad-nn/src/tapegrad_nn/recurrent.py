@@ -52,12 +52,11 @@ def _mode(layer, nonlinearity):
     return "RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU"
 
 
-def _step(mode, xw, h, c, w_hh, b_hh):
-    """One time step. `xw` is the precomputed input projection ``x @ W_ih.T + b_ih`` for
-    this step; returns (h', c') (c' is None except for LSTM)."""
+def _step(mode, xw, h, c, w_hh, b_hn):
+    """One time step. `xw` is this step's precomputed input projection (with the biases
+    folded in, see _input_projection); `b_hn` is GRU's b_hn (None otherwise). Returns
+    (h', c') (c' is None except for LSTM)."""
     hw = tg.matmul(h, w_hh.T)
-    if b_hh is not None:
-        hw = hw + b_hh
     if mode == "RNN_TANH":
         return tg.tanh(xw + hw), None
     if mode == "RNN_RELU":
@@ -65,23 +64,37 @@ def _step(mode, xw, h, c, w_hh, b_hh):
     H = h.shape[-1]
     if mode == "LSTM":
         gates = xw + hw
-        i = tg.sigmoid(gates[..., 0:H])
-        f = tg.sigmoid(gates[..., H:2 * H])
+        # NOTE: one sigmoid over all four gates (the g slice's is unused) costs less than
+        # three sigmoids on slices: at RNN sizes the per-op cost dominates.
+        s = tg.sigmoid(gates)
+        i, f, o = s[..., 0:H], s[..., H:2 * H], s[..., 3 * H:4 * H]
         g = tg.tanh(gates[..., 2 * H:3 * H])
-        o = tg.sigmoid(gates[..., 3 * H:4 * H])
         c = f * c + i * g
         return o * tg.tanh(c), c
     # GRU. NOTE: torch's n gate puts r inside: tanh(W_in x + b_in + r * (W_hn h + b_hn)),
     # so the hidden projection (with its bias) must stay separate from the input one.
     rz = tg.sigmoid(xw[..., 0:2 * H] + hw[..., 0:2 * H])
     r, z = rz[..., 0:H], rz[..., H:2 * H]
-    n = tg.tanh(xw[..., 2 * H:3 * H] + r * hw[..., 2 * H:3 * H])
+    hn = hw[..., 2 * H:3 * H]
+    if b_hn is not None:
+        hn = hn + b_hn
+    n = tg.tanh(xw[..., 2 * H:3 * H] + r * hn)
     return n + z * (h - n), None           # = (1 - z) * n + z * h
 
 
-def _input_projection(x, w_ih, b_ih):
+def _input_projection(mode, x, w_ih, b_ih, b_hh):
+    """``x @ W_ih.T`` plus the biases that can be added once for all steps; returns it
+    and what is left of b_hh for every step (GRU's b_hn, else None). x may hold all T
+    steps: the whole projection is one matmul."""
     xw = tg.matmul(x, w_ih.T)
-    return xw if b_ih is None else xw + b_ih
+    if b_ih is None:
+        return xw, None
+    if mode != "GRU":
+        return xw + (b_ih + b_hh), None
+    # NOTE: GRU's b_hn sits inside r * (W_hn h + b_hn), so only b_hr and b_hz fold in.
+    H = b_hh.shape[0] // 3
+    b = b_ih + tg.concatenate([b_hh[0:2 * H], tg.zeros((H,), b_hh.dtype, b_hh.device)])
+    return xw + b, b_hh[2 * H:3 * H]
 
 
 def _check_dtype(layer, x, w):
@@ -156,8 +169,9 @@ class _CellBase(Module):
         return x, out, batched
 
     def _run(self, x, h, c=None):
-        xw = _input_projection(x, self.weight_ih, self.bias_ih)
-        return _step(self._mode, xw, h, c, self.weight_hh, self.bias_hh)
+        xw, b_hn = _input_projection(self._mode, x, self.weight_ih, self.bias_ih,
+                                     self.bias_hh)
+        return _step(self._mode, xw, h, c, self.weight_hh, b_hn)
 
     def extra_repr(self):
         s = f"{self.input_size}, {self.hidden_size}"
@@ -338,11 +352,11 @@ class _RNNBase(Module):
                     c = tg.zeros(want[1:], x.dtype, x.device) if states[1] is None \
                         else states[1][idx]
                 # One matmul for all T steps' input projections.
-                xw = _input_projection(x, w_ih, b_ih)
+                xw, b_hn = _input_projection(self._mode, x, w_ih, b_ih, b_hh)
                 steps = range(T - 1, -1, -1) if d == 1 else range(T)
                 hs = [None] * T
                 for t in steps:
-                    h, c = _step(self._mode, xw[t], h, c, w_hh, b_hh)
+                    h, c = _step(self._mode, xw[t], h, c, w_hh, b_hn)
                     hs[t] = h
                 outs.append(tg.stack(hs, axis=0) if T else tg.zeros((0,) + want[1:], x.dtype,
                                                                     x.device))
