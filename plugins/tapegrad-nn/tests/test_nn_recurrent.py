@@ -329,7 +329,7 @@ def test_bad_constructor_arguments():
 
 
 # ---------------------------------------------------------------------------------------
-# tg.compile and tg.checkpoint
+# tg.compile (tg.checkpoint: tests/test_recurrent_checkpoint.py, another plugin)
 # ---------------------------------------------------------------------------------------
 
 def test_compiled_equals_eager():
@@ -351,18 +351,6 @@ def test_compiled_equals_eager():
         got = cstep(x).item()
         assert got == pytest.approx(eager, rel=1e-12)
         np.testing.assert_allclose(m.weight_hh_l1.grad.numpy(), g_eager, rtol=1e-12)
-
-
-def test_checkpointed_equals_plain():
-    m = tg.nn.GRU(2, 3)
-    x = tg.tensor(RNG.standard_normal((4, 2, 2)), requires_grad=True)
-    (m(x)[0] ** 2).sum().backward()
-    gx, gw = x.grad.numpy().copy(), m.weight_ih_l0.grad.numpy().copy()
-    x.grad = None
-    m.zero_grad()
-    (tg.checkpoint(lambda x: m(x)[0], x) ** 2).sum().backward()
-    np.testing.assert_allclose(x.grad.numpy(), gx, rtol=1e-12)
-    np.testing.assert_allclose(m.weight_ih_l0.grad.numpy(), gw, rtol=1e-12)
 
 
 # ---------------------------------------------------------------------------------------
