@@ -149,6 +149,33 @@ def test_cell_matches_numpy(mode, make):
                                atol=1e-12)
 
 
+@pytest.mark.parametrize("mode,make", [LAYERS[2], LAYERS[3]], ids=["LSTM", "GRU"])
+@pytest.mark.parametrize("T", [33, 70])
+def test_long_sequences_cut_into_chunks_match_numpy(mode, make, T):
+    # More than 32 steps: the time axis is processed in chunks (one matmul each).
+    m = make(2, 3, num_layers=2, bidirectional=True)
+    x = RNG.standard_normal((T, 2, 2))
+    h0, c0 = RNG.standard_normal((4, 2, 3)), RNG.standard_normal((4, 2, 3))
+    hx = (tg.tensor(h0), tg.tensor(c0)) if mode == "LSTM" else tg.tensor(h0)
+    out, st = m(tg.tensor(x), hx)
+    e_out, e_h, _ = np_rnn(mode, _sd(m), x, h0, c0 if mode == "LSTM" else None, 2, True)
+    np.testing.assert_allclose(out.numpy(), e_out, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose((st[0] if mode == "LSTM" else st).numpy(), e_h, rtol=1e-12,
+                               atol=1e-12)
+
+
+def test_long_sequence_gradcheck():
+    m = tg.nn.GRU(1, 2, num_layers=2, bidirectional=True)
+    x = tg.tensor(RNG.standard_normal((40, 1, 1)), requires_grad=True)   # chunks 32 + 8
+    assert tg.gradcheck(lambda x: (m(x)[0] ** 2).sum(), (x,))
+
+
+def test_zero_length_sequence():
+    out, h = tg.nn.GRU(3, 4, bidirectional=True)(tg.ones((0, 2, 3)))
+    assert out.shape == (0, 2, 8) and h.shape == (2, 2, 4)
+    np.testing.assert_array_equal(h.numpy(), 0.0)
+
+
 def test_dropout_between_layers_in_training_only():
     m = tg.nn.GRU(3, 4, num_layers=2, dropout=0.5)
     x = tg.tensor(RNG.standard_normal((6, 2, 3)))
@@ -363,15 +390,18 @@ TORCH_LAYERS = [("RNN", {}), ("RNN", {"nonlinearity": "relu"}), ("LSTM", {}), ("
 @pytest.mark.needs_torch
 @pytest.mark.parametrize("name,extra", TORCH_LAYERS, ids=["RNN", "RNN-relu", "LSTM", "GRU"])
 @pytest.mark.parametrize("kw", [{}, {"num_layers": 2, "bidirectional": True},
-                                {"batch_first": True, "bias": False, "num_layers": 2}])
+                                {"batch_first": True, "bias": False, "num_layers": 2},
+                                {"bidirectional": True, "T": 70}])
 def test_layers_match_torch(name, extra, kw):
+    kw = dict(kw)
+    T = kw.pop("T", 5)
     torch = pytest.importorskip("torch")
     tm = getattr(torch.nn, name)(3, 4, **extra, **kw).double()
     m = getattr(tg.nn, name)(3, 4, **extra, **kw)
     m.load_state_dict({k: v.detach().numpy() for k, v in tm.state_dict().items()})
     D = 2 if kw.get("bidirectional") else 1
     L = kw.get("num_layers", 1)
-    x = RNG.standard_normal((2, 5, 3) if kw.get("batch_first") else (5, 2, 3))
+    x = RNG.standard_normal((2, T, 3) if kw.get("batch_first") else (T, 2, 3))
     h0, c0 = RNG.standard_normal((L * D, 2, 4)), RNG.standard_normal((L * D, 2, 4))
     tx = torch.tensor(x, requires_grad=True)
     ax = tg.tensor(x, requires_grad=True)

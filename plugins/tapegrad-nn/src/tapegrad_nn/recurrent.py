@@ -8,7 +8,8 @@ arrays loads with ``load_state_dict`` and gives PyTorch's outputs.
 
 They are composed of tapegrad ops (matmul, sigmoid, tanh, ...), so first and higher
 derivatives come from those ops' rules. The input projection ``x @ W_ih.T + b_ih`` of a
-layer is one matmul over all time steps; only ``h @ W_hh.T`` runs per step.
+layer is one matmul over all time steps (per chunk of 32 or more steps, see _chunks);
+only ``h @ W_hh.T`` and the gate arithmetic run per step.
 
 >>> import tapegrad as tg
 >>> lstm = tg.nn.LSTM(3, 5, num_layers=2)
@@ -54,7 +55,7 @@ def _mode(layer, nonlinearity):
 
 def _step(mode, xw, h, c, w_hh, b_hn):
     """One time step. `xw` is this step's precomputed input projection (with the biases
-    folded in, see _input_projection); `b_hn` is GRU's b_hn (None otherwise). Returns
+    folded in, see _fold_biases); `b_hn` is GRU's b_hn (None otherwise). Returns
     (h', c') (c' is None except for LSTM)."""
     hw = tg.matmul(h, w_hh.T)
     if mode == "RNN_TANH":
@@ -82,19 +83,24 @@ def _step(mode, xw, h, c, w_hh, b_hn):
     return n + z * (h - n), None           # = (1 - z) * n + z * h
 
 
-def _input_projection(mode, x, w_ih, b_ih, b_hh):
-    """``x @ W_ih.T`` plus the biases that can be added once for all steps; returns it
-    and what is left of b_hh for every step (GRU's b_hn, else None). x may hold all T
-    steps: the whole projection is one matmul."""
-    xw = tg.matmul(x, w_ih.T)
+def _fold_biases(mode, b_ih, b_hh):
+    """The bias to add to the input projection ``x @ W_ih.T`` once for all steps, and
+    what is left of b_hh for every step (GRU's b_hn, else None)."""
     if b_ih is None:
-        return xw, None
+        return None, None
     if mode != "GRU":
-        return xw + (b_ih + b_hh), None
+        return b_ih + b_hh, None
     # NOTE: GRU's b_hn sits inside r * (W_hn h + b_hn), so only b_hr and b_hz fold in.
     H = b_hh.shape[0] // 3
     b = b_ih + tg.concatenate([b_hh[0:2 * H], tg.zeros((H,), b_hh.dtype, b_hh.device)])
-    return xw + b, b_hh[2 * H:3 * H]
+    return b, b_hh[2 * H:3 * H]
+
+
+def _chunks(T):
+    """(start, stop) of the chunks the time axis is cut into: K = max(32, sqrt(T)) steps
+    (one chunk up to 32 steps), so that backward's slicing cost stays ~T * K."""
+    K = max(32, math.isqrt(max(T - 1, 0)) + 1)
+    return [(a, min(a + K, T)) for a in range(0, T, K)]
 
 
 def _check_dtype(layer, x, w):
@@ -169,9 +175,9 @@ class _CellBase(Module):
         return x, out, batched
 
     def _run(self, x, h, c=None):
-        xw, b_hn = _input_projection(self._mode, x, self.weight_ih, self.bias_ih,
-                                     self.bias_hh)
-        return _step(self._mode, xw, h, c, self.weight_hh, b_hn)
+        b, b_hn = _fold_biases(self._mode, self.bias_ih, self.bias_hh)
+        xw = tg.matmul(x, self.weight_ih.T)
+        return _step(self._mode, xw if b is None else xw + b, h, c, self.weight_hh, b_hn)
 
     def extra_repr(self):
         s = f"{self.input_size}, {self.hidden_size}"
@@ -339,30 +345,45 @@ class _RNNBase(Module):
         states = [None if s is None else self._check_state(layer, s, want, batched)
                   for s in states]
         h_n, c_n = [], []
+        # NOTE: the time axis is cut into chunks of K steps, each with ONE input-projection
+        # matmul. Slicing one step out of a tensor costs a gradient of that tensor's full
+        # size in backward, so slicing all T steps out of one (T, N, G) projection would
+        # make backward O(T^2); per chunk it is O(T * K). Layers pass their output on as
+        # chunks (never stacked then sliced again).
+        bounds = _chunks(T)
+        xs = [x] if len(bounds) == 1 else [x[a:b] for a, b in bounds]
         for k in range(self.num_layers):
             if k > 0 and self.dropout > 0.0 and self.training:
-                x = functional.dropout(x, self.dropout, True)
+                xs = [functional.dropout(xc, self.dropout, True) for xc in xs]
             outs = []
             for d, suffix in enumerate(("", "_reverse")[:D]):
                 w_ih, w_hh, b_ih, b_hh = self._weights(k, suffix)
+                b, b_hn = _fold_biases(self._mode, b_ih, b_hh)
                 idx = k * D + d
                 h = tg.zeros(want[1:], x.dtype, x.device) if states[0] is None else states[0][idx]
                 c = None
                 if self._mode == "LSTM":
                     c = tg.zeros(want[1:], x.dtype, x.device) if states[1] is None \
                         else states[1][idx]
-                # One matmul for all T steps' input projections.
-                xw, b_hn = _input_projection(self._mode, x, w_ih, b_ih, b_hh)
-                steps = range(T - 1, -1, -1) if d == 1 else range(T)
-                hs = [None] * T
-                for t in steps:
-                    h, c = _step(self._mode, xw[t], h, c, w_hh, b_hn)
-                    hs[t] = h
-                outs.append(tg.stack(hs, axis=0) if T else tg.zeros((0,) + want[1:], x.dtype,
-                                                                    x.device))
+                chunks = [None] * len(bounds)
+                for ci in (range(len(bounds) - 1, -1, -1) if d == 1 else range(len(bounds))):
+                    xw = tg.matmul(xs[ci], w_ih.T)
+                    if b is not None:
+                        xw = xw + b
+                    n = xw.shape[0]
+                    hs = [None] * n
+                    for t in (range(n - 1, -1, -1) if d == 1 else range(n)):
+                        h, c = _step(self._mode, xw[t], h, c, w_hh, b_hn)
+                        hs[t] = h
+                    chunks[ci] = tg.stack(hs, axis=0)
+                outs.append(chunks)
                 h_n.append(h)
                 c_n.append(c)
-            x = outs[0] if D == 1 else tg.concatenate(outs, axis=-1)
+            xs = outs[0] if D == 1 else [tg.concatenate(pair, axis=-1) for pair in zip(*outs)]
+        if not xs:                                          # T == 0
+            x = tg.zeros((0, N, D * self.hidden_size), x.dtype, x.device)
+        else:
+            x = xs[0] if len(xs) == 1 else tg.concatenate(xs, axis=0)
         h_n = tg.stack(h_n, axis=0)
         c_n = tg.stack(c_n, axis=0) if self._mode == "LSTM" else None
         if not batched:
