@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 
 import numpy as np
 import tapegrad as tg
@@ -283,6 +284,10 @@ class _RNNBase(Module):
         if proj_size != 0:
             # NOTE: torch's LSTM projections (proj_size > 0) are not implemented: refused.
             raise ValueError(f"{layer}: proj_size={proj_size!r} is not supported (only 0)")
+        if dropout > 0 and self.num_layers == 1:
+            # As PyTorch: dropout acts between layers only, so with one layer it does nothing.
+            warnings.warn(f"{layer}: dropout={dropout} has no effect with num_layers=1 (dropout "
+                          f"applies between recurrent layers)", UserWarning, stacklevel=3)
         self.bias = bool(bias)
         self.batch_first = bool(batch_first)
         self.dropout = float(dropout)
