@@ -72,7 +72,6 @@ CELLS = [("tanh", lambda *a, **k: tg.nn.RNNCell(*a, **k)),
          ("relu", lambda *a, **k: tg.nn.RNNCell(*a, nonlinearity="relu", **k)),
          ("LSTM", lambda *a, **k: tg.nn.LSTMCell(*a, **k)),
          ("GRU", lambda *a, **k: tg.nn.GRUCell(*a, **k))]
-GATES = {"tanh": 1, "relu": 1, "LSTM": 4, "GRU": 3}
 
 
 # ---------------------------------------------------------------------------------------
