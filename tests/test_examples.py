@@ -19,3 +19,9 @@ def test_fit_sine_runs_as_a_script():
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "mse" in out.stdout
+
+
+def test_lstm_sine_learns():
+    lstm_sine = runpy.run_path(str(EXAMPLES / "lstm_sine.py"))
+    test_mse = lstm_sine["main"](steps=300, log=False)
+    assert test_mse < 1e-3             # sin has variance 0.5: the LSTM predicts the next value

@@ -1045,3 +1045,6 @@ __all__ += _activation_modules.__all__
 from .loss_modules import *  # noqa: E402,F401,F403
 from . import loss_modules as _loss_modules  # noqa: E402
 __all__ += _loss_modules.__all__
+# Recurrent layers (RNN/LSTM/GRU and their cells): their own module (they subclass Module).
+from .recurrent import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell  # noqa: E402,F401
+__all__ += ["RNNCell", "LSTMCell", "GRUCell", "RNN", "LSTM", "GRU"]
