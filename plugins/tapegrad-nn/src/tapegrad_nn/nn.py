@@ -1045,3 +1045,8 @@ __all__ += _activation_modules.__all__
 from .loss_modules import *  # noqa: E402,F401,F403
 from . import loss_modules as _loss_modules  # noqa: E402
 __all__ += _loss_modules.__all__
+# Embedding, channel dropout, MultiheadAttention and the Transformer layers (they need
+# Linear, LayerNorm and ModuleList, defined above or in the modules imported above).
+from .transformer_layers import *  # noqa: E402,F401,F403
+from . import transformer_layers as _transformer_layers  # noqa: E402
+__all__ += _transformer_layers.__all__
