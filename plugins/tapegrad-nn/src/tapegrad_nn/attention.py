@@ -214,7 +214,11 @@ def masked_fill(input, mask, value):
     m = tg.asarray(mask)
     if m.dtype != np.bool_:
         raise TypeError(f"masked_fill: mask must be a bool tensor, got {m.dtype}")
-    if np.broadcast_shapes(m.shape, x.shape) != x.shape:
+    try:
+        ok = np.broadcast_shapes(m.shape, x.shape) == x.shape
+    except ValueError:
+        ok = False
+    if not ok:
         raise ValueError(f"masked_fill: mask of shape {m.shape} does not broadcast to the "
                          f"input's shape {x.shape}")
     if isinstance(value, tg.Tensor):
@@ -353,10 +357,12 @@ def _sdpa_samples():
 def register(registry):
     """Register the composed functions of this module (called from functional.register)."""
     fn = registry.register_function
+    # NOTE: padding_idx and scale_grad_by_freq change the gradient on purpose (it is no
+    # longer the derivative), so finite differences cannot check them: their samples are
+    # not here; tests/test_nn_attention.py checks them against their definition.
     fn("embedding", embedding, method=False, samples=[
         (np.array([[0, 2, 2], [1, 3, 0]]), _r(12, 4, 3)),
-        tg.Sample(np.array([1, 1, 3, 0]), _r(13, 4, 2), padding_idx=1),
-        tg.Sample(np.array([2, 0, 2, 2]), _r(14, 3, 2), scale_grad_by_freq=True)])
+        (np.array([1, 1, 3, 0]), _r(13, 4, 2))])
     fn("masked_fill", masked_fill, method=True, samples=[
         (_r(15, 3, 4), np.random.default_rng(16).random((3, 4)) > 0.5, 2.5),
         (_r(17, 2, 3, 4), np.array([True, False, False, True]), -1.0)])
