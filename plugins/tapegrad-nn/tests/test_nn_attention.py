@@ -276,6 +276,20 @@ def test_transformer_encoder_stacks_copies_and_post_norm_output_is_normalised():
     assert x.grad.shape == x.shape
 
 
+def test_multihead_attention_gradients_pass_finite_differences_and_float32_is_kept():
+    tg.manual_seed(4)
+    mha = tg.nn.MultiheadAttention(4, 2)
+    q = tg.tensor(RNG.standard_normal((3, 2, 4)), requires_grad=True)
+    k = tg.tensor(RNG.standard_normal((5, 2, 4)), requires_grad=True)
+    causal = tg.tensor(np.triu(np.ones((3, 5), bool), 1))
+    assert tg.gradcheck(lambda q, k: mha(q, k, k, attn_mask=causal)[0], (q, k))
+    assert tg.gradgradcheck(lambda q: mha(q, k, k)[0], (q,))
+    m32 = tg.nn.TransformerDecoderLayer(4, 2, 8, dtype=np.float32).eval()
+    x = tg.ones((3, 2, 4), np.float32)
+    assert m32(x, tg.ones((5, 2, 4), np.float32)).dtype == np.float32
+    assert F.scaled_dot_product_attention(x, x, x).dtype == np.float32
+
+
 # --- against PyTorch -------------------------------------------------------------------
 
 @pytest.mark.needs_torch
@@ -357,3 +371,38 @@ def test_transformer_encoder_layer_matches_torch(norm_first, activation):
     _torch_grads_match(tl, gl, (torch.tensor(x, requires_grad=True), torch.tensor(causal),
                                 torch.tensor(kpm)),
                        (tg.tensor(x, requires_grad=True), tg.tensor(causal), tg.tensor(kpm)))
+
+
+@pytest.mark.needs_torch
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_transformer_decoder_layer_matches_torch(norm_first):
+    import torch
+    torch.manual_seed(2)
+    kw = dict(dim_feedforward=12, dropout=0.1, activation="gelu", norm_first=norm_first)
+    tl = torch.nn.TransformerDecoderLayer(8, 4, dtype=torch.float64, **kw).eval()
+    gl = tg.nn.TransformerDecoderLayer(8, 4, **kw).eval()
+    gl.load_state_dict({k: v.detach().numpy() for k, v in tl.state_dict().items()})
+    x, mem = RNG.standard_normal((5, 2, 8)), RNG.standard_normal((6, 2, 8))
+    causal = np.where(np.triu(np.ones((5, 5), bool), 1), -np.inf, 0.0)   # float mask
+    mkpm = np.zeros((2, 6), bool)
+    mkpm[0, 4:] = True
+    _torch_grads_match(
+        tl, gl, (torch.tensor(x, requires_grad=True), torch.tensor(mem, requires_grad=True),
+                 torch.tensor(causal), None, None, torch.tensor(mkpm)),
+        (tg.tensor(x, requires_grad=True), tg.tensor(mem, requires_grad=True),
+         tg.tensor(causal), None, None, tg.tensor(mkpm)))
+
+
+@pytest.mark.needs_torch
+def test_transformer_encoder_with_final_norm_loads_torch_state_dict():
+    import torch
+    torch.manual_seed(3)
+    tl = torch.nn.TransformerEncoderLayer(8, 2, 16, dtype=torch.float64)
+    te = torch.nn.TransformerEncoder(tl, 2, norm=torch.nn.LayerNorm(8, dtype=torch.float64),
+                                     enable_nested_tensor=False).eval()
+    ge = tg.nn.TransformerEncoder(tg.nn.TransformerEncoderLayer(8, 2, 16), 2,
+                                  norm=tg.nn.LayerNorm(8)).eval()
+    ge.load_state_dict({k: v.detach().numpy() for k, v in te.state_dict().items()})
+    x = RNG.standard_normal((4, 3, 8))
+    _torch_grads_match(te, ge, (torch.tensor(x, requires_grad=True),),
+                       (tg.tensor(x, requires_grad=True),))

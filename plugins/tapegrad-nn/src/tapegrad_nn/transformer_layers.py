@@ -24,7 +24,8 @@ from .nn import Dropout, Linear, Module, ModuleList, Parameter
 from .nn_normalization import LayerNorm
 
 __all__ = ["Embedding", "Dropout1d", "Dropout2d", "MultiheadAttention",
-           "TransformerEncoderLayer", "TransformerEncoder"]
+           "TransformerEncoderLayer", "TransformerEncoder", "TransformerDecoderLayer",
+           "TransformerDecoder"]
 
 
 def _positive_int(v, what, layer):
@@ -280,6 +281,24 @@ class MultiheadAttention(Module):
 _ACTIVATIONS = {"relu": lambda x: tg.relu(x), "gelu": lambda x: F.gelu(x)}
 
 
+def _activation(activation, layer):
+    if isinstance(activation, str):
+        if activation not in _ACTIVATIONS:
+            raise ValueError(f"{layer}: activation should be relu/gelu, not {activation!r}")
+        return _ACTIVATIONS[activation]
+    if callable(activation):
+        return activation
+    raise TypeError(f"{layer}: activation must be 'relu', 'gelu' or a callable, got "
+                    f"{activation!r}")
+
+
+def _clones(layer, n, owner):
+    if not isinstance(layer, Module):
+        raise TypeError(f"{owner}: the layer must be a Module, got {type(layer).__name__}")
+    return ModuleList([copy.deepcopy(layer) for _ in range(_positive_int(n, "num_layers",
+                                                                         owner))])
+
+
 class TransformerEncoderLayer(Module):
     """torch.nn.TransformerEncoderLayer: self-attention (``self_attn``, a
     MultiheadAttention) and a feed-forward block (``linear1`` -> activation -> dropout ->
@@ -303,16 +322,7 @@ class TransformerEncoderLayer(Module):
         self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
         self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
         self.dropout1, self.dropout2 = Dropout(dropout), Dropout(dropout)
-        if isinstance(activation, str):
-            if activation not in _ACTIVATIONS:
-                raise ValueError(f"TransformerEncoderLayer: activation should be relu/gelu, "
-                                 f"not {activation!r}")
-            self.activation = _ACTIVATIONS[activation]
-        elif callable(activation):
-            self.activation = activation
-        else:
-            raise TypeError(f"TransformerEncoderLayer: activation must be 'relu', 'gelu' or "
-                            f"a callable, got {activation!r}")
+        self.activation = _activation(activation, "TransformerEncoderLayer")
 
     def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
         x = tg.asarray(src)
@@ -340,11 +350,8 @@ class TransformerEncoder(Module):
     def __init__(self, encoder_layer, num_layers, norm=None, enable_nested_tensor=True,
                  mask_check=True):
         super().__init__()
-        if not isinstance(encoder_layer, Module):
-            raise TypeError(f"TransformerEncoder: encoder_layer must be a Module, got "
-                            f"{type(encoder_layer).__name__}")
-        self.num_layers = _positive_int(num_layers, "num_layers", "TransformerEncoder")
-        self.layers = ModuleList([copy.deepcopy(encoder_layer) for _ in range(num_layers)])
+        self.layers = _clones(encoder_layer, num_layers, "TransformerEncoder")
+        self.num_layers = len(self.layers)
         self.norm = norm
 
     def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
@@ -352,4 +359,85 @@ class TransformerEncoder(Module):
         for layer in self.layers:
             x = layer(x, src_mask=mask, src_key_padding_mask=src_key_padding_mask,
                       is_causal=bool(is_causal))
+        return x if self.norm is None else self.norm(x)
+
+
+class TransformerDecoderLayer(Module):
+    """torch.nn.TransformerDecoderLayer: self-attention (``self_attn``), attention over
+    the encoder's output (``multihead_attn``) and the feed-forward block (``linear1``,
+    ``linear2``), each with a residual connection and a LayerNorm (``norm1..3``) and
+    dropout (``dropout1..3``, ``dropout`` inside the feed-forward block); post-norm by
+    default, pre-norm with ``norm_first=True``. ``forward(tgt, memory, tgt_mask=None,
+    memory_mask=None, tgt_key_padding_mask=None, memory_key_padding_mask=None,
+    tgt_is_causal=False, memory_is_causal=False)``.
+    """
+
+    def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
+                 layer_norm_eps=1e-5, batch_first=False, norm_first=False, bias=True, *,
+                 dtype=np.float64, device=None):
+        super().__init__()
+        kw = {"dtype": dtype, "device": device}
+        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
+                                            batch_first=batch_first, **kw)
+        self.multihead_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
+                                                 batch_first=batch_first, **kw)
+        self.linear1 = Linear(d_model, dim_feedforward, bias=bias, **kw)
+        self.dropout = Dropout(dropout)
+        self.linear2 = Linear(dim_feedforward, d_model, bias=bias, **kw)
+        self.norm_first = bool(norm_first)
+        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
+        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
+        self.norm3 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
+        self.dropout1, self.dropout2, self.dropout3 = (Dropout(dropout) for _ in range(3))
+        self.activation = _activation(activation, "TransformerDecoderLayer")
+
+    def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
+                memory_key_padding_mask=None, tgt_is_causal=False, memory_is_causal=False):
+        x, mem = tg.asarray(tgt), tg.asarray(memory)
+        if self.norm_first:
+            x = x + self._sa_block(self.norm1(x), tgt_mask, tgt_key_padding_mask,
+                                   tgt_is_causal)
+            x = x + self._mha_block(self.norm2(x), mem, memory_mask, memory_key_padding_mask,
+                                    memory_is_causal)
+            return x + self._ff_block(self.norm3(x))
+        x = self.norm1(x + self._sa_block(x, tgt_mask, tgt_key_padding_mask, tgt_is_causal))
+        x = self.norm2(x + self._mha_block(x, mem, memory_mask, memory_key_padding_mask,
+                                           memory_is_causal))
+        return self.norm3(x + self._ff_block(x))
+
+    def _sa_block(self, x, attn_mask, key_padding_mask, is_causal):
+        x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
+                           need_weights=False, is_causal=is_causal)[0]
+        return self.dropout1(x)
+
+    def _mha_block(self, x, mem, attn_mask, key_padding_mask, is_causal):
+        x = self.multihead_attn(x, mem, mem, attn_mask=attn_mask,
+                                key_padding_mask=key_padding_mask, need_weights=False,
+                                is_causal=is_causal)[0]
+        return self.dropout2(x)
+
+    def _ff_block(self, x):
+        return self.dropout3(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+
+
+class TransformerDecoder(Module):
+    """A stack of `num_layers` deep copies of `decoder_layer` (``layers``), then the
+    optional `norm`, as torch.nn.TransformerDecoder. ``forward(tgt, memory, tgt_mask=None,
+    memory_mask=None, tgt_key_padding_mask=None, memory_key_padding_mask=None,
+    tgt_is_causal=None, memory_is_causal=False)``."""
+
+    def __init__(self, decoder_layer, num_layers, norm=None):
+        super().__init__()
+        self.layers = _clones(decoder_layer, num_layers, "TransformerDecoder")
+        self.num_layers = len(self.layers)
+        self.norm = norm
+
+    def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
+                memory_key_padding_mask=None, tgt_is_causal=None, memory_is_causal=False):
+        x = tgt
+        for layer in self.layers:
+            x = layer(x, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
+                      tgt_key_padding_mask=tgt_key_padding_mask,
+                      memory_key_padding_mask=memory_key_padding_mask,
+                      tgt_is_causal=bool(tgt_is_causal), memory_is_causal=memory_is_causal)
         return x if self.norm is None else self.norm(x)
