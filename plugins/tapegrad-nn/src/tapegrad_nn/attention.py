@@ -69,11 +69,13 @@ def _renorm_(weight, idx, max_norm, norm_type):
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
               scale_grad_by_freq=False, sparse=False):
     """Rows of `weight` (num_embeddings, embedding_dim) picked by the integer `input`:
-    the result has shape ``input.shape + (embedding_dim,)``, as torch's F.embedding.
+    the result has shape ``input.shape + (embedding_dim,)``, as torch's F.embedding. The
+    gradient scatters into the picked rows (repeated indices accumulate); as PyTorch's
+    conventions (not the derivative), the row `padding_idx` gets none and
+    ``scale_grad_by_freq=True`` divides each position's gradient by how often its index
+    occurs in `input`.
 
-    The gradient scatters into the picked rows (repeated indices accumulate); the row
-    `padding_idx` gets none; ``scale_grad_by_freq=True`` divides each position's gradient
-    by how often its index occurs in `input`. ``max_norm``: before the lookup, the
+    ``max_norm``: before the lookup, the
     referenced rows whose `norm_type`-norm exceeds it are rescaled to norm max_norm IN
     PLACE in `weight` (as PyTorch; not recorded, like torch's no_grad renorm).
     ``sparse=True`` (sparse gradients) is not supported.
@@ -289,6 +291,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     """softmax(query @ key^T * scale + mask) @ value, as torch's
     F.scaled_dot_product_attention: query (..., L, E), key (..., S, E), value (..., S, Ev)
     with broadcast leading axes; result (..., L, Ev). ``scale`` defaults to 1/sqrt(E).
+    Boolean masks are True where attention is allowed, float masks are added to the
+    scores; a query row with every key masked gives zeros (torch 2.13's behaviour).
 
     ``attn_mask``: boolean (True = the query may attend to that key) or a float mask
     added to the scores, broadcast to (..., L, S). ``is_causal``: the top-left lower
