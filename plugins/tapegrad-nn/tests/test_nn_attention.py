@@ -135,6 +135,8 @@ def test_dropout1d_gradient_and_modules():
         F.dropout1d(tg.ones((2, 3, 4, 5)))
     with pytest.raises(ValueError, match="dropout2d: p must be a probability"):
         F.dropout2d(tg.ones((1, 2, 2, 2)), p=1.5)
+    with pytest.raises(ValueError, match="Dropout2d: p must be a probability"):
+        tg.nn.Dropout2d(-0.1)
 
 
 # --- masked_fill -----------------------------------------------------------------------
@@ -196,6 +198,25 @@ def test_sdpa_is_stable_and_a_fully_masked_row_gives_zeros():
     fl = F.scaled_dot_product_attention(q, q, v, attn_mask=tg.tensor(
         np.array([[0.0, 0.0], [-np.inf, -np.inf]])))
     np.testing.assert_array_equal(fl.numpy()[0, 1], [0.0, 0.0])
+
+
+def test_sdpa_dropout_on_the_weights_keeps_the_mean():
+    tg.manual_seed(5)
+    q = tg.zeros((400, 1, 50, 4))                     # uniform weights 1/50
+    v = tg.ones((400, 1, 50, 1))
+    out = F.scaled_dot_product_attention(q, q, v, dropout_p=0.25).numpy()
+    # each output is (kept keys) / 50 / 0.75: mean 1, variance 0.25 / 0.75 / 50
+    assert abs(out.mean() - 1.0) < 0.01
+    assert abs(out.var() - 0.25 / 0.75 / 50) < 0.001
+
+
+def test_multihead_attention_fully_masked_query_is_nan_as_torch():
+    mha = tg.nn.MultiheadAttention(4, 2, batch_first=True)
+    x = tg.tensor(RNG.standard_normal((2, 3, 4)))
+    kpm = tg.tensor(np.array([[True] * 3, [False, True, False]]))
+    out, w = mha(x, x, x, key_padding_mask=kpm)
+    assert np.isnan(out.numpy()[0]).all() and np.isfinite(out.numpy()[1]).all()
+    np.testing.assert_array_equal(w.numpy()[1][:, 1], 0.0)
 
 
 def test_sdpa_bad_input():

@@ -47,8 +47,8 @@ def _int_indices(x, op):
 def _pad_index(padding_idx, n, op="embedding"):
     if padding_idx is None:
         return None
-    if isinstance(padding_idx, bool) or not isinstance(padding_idx, (numbers.Integral, np.integer)) \
-            or not -n <= padding_idx < n:
+    integral = isinstance(padding_idx, (numbers.Integral, np.integer))
+    if isinstance(padding_idx, bool) or not integral or not -n <= padding_idx < n:
         raise ValueError(f"{op}: padding_idx must be an integer in [-{n}, {n}) "
                          f"(num_embeddings={n}), got {padding_idx!r}")
     return int(padding_idx) % n
@@ -156,9 +156,14 @@ def one_hot(tensor, num_classes=-1):
 # Channel dropout
 # ---------------------------------------------------------------------------------------
 
-def _channel_dropout(x, p, training, batched_ndim, op):
+def _check_p(p, op, name="p"):
     if isinstance(p, bool) or not isinstance(p, numbers.Real) or not 0.0 <= p <= 1.0:
-        raise ValueError(f"{op}: p must be a probability in [0, 1], got {p!r}")
+        raise ValueError(f"{op}: {name} must be a probability in [0, 1], got {p!r}")
+    return float(p)
+
+
+def _channel_dropout(x, p, training, batched_ndim, op):
+    _check_p(p, op)
     x = tg.asarray(x)
     if x.ndim not in (batched_ndim - 1, batched_ndim):
         raise ValueError(f"{op}: expected a {batched_ndim - 1}-D or {batched_ndim}-D input "
@@ -329,9 +334,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     except ValueError:
         raise ValueError(f"{op}: the leading (batch) axes of query {q.shape}, key {k.shape} "
                          f"and value {v.shape} do not broadcast") from None
-    if isinstance(dropout_p, bool) or not isinstance(dropout_p, numbers.Real) \
-            or not 0.0 <= dropout_p <= 1.0:
-        raise ValueError(f"{op}: dropout_p must be a probability in [0, 1], got {dropout_p!r}")
+    _check_p(dropout_p, op, "dropout_p")
     if is_causal:
         if attn_mask is not None:
             raise ValueError(f"{op}: pass either attn_mask or is_causal=True, not both")

@@ -119,13 +119,17 @@ class Embedding(Module):
 
 
 class Dropout1d(Dropout):
-    """``F.dropout1d`` in training mode (whole channels of (N, C, L)), identity in eval."""
+    """``F.dropout1d`` in training mode (whole channels of (N, C, L)), identity in eval.
+    ``inplace`` is accepted and ignored (the result is computed out of place)."""
+
+    def __init__(self, p=0.5, inplace=False):
+        super().__init__(A._check_p(p, type(self).__name__))
 
     def forward(self, x):
         return A.dropout1d(x, self.p, self.training)
 
 
-class Dropout2d(Dropout):
+class Dropout2d(Dropout1d):
     """``F.dropout2d`` in training mode (whole channels of (N, C, H, W)), identity in
     eval."""
 
@@ -166,12 +170,9 @@ class MultiheadAttention(Module):
         if add_bias_kv or add_zero_attn:
             raise NotImplementedError(f"{name}: add_bias_kv and add_zero_attn are not "
                                       f"supported")
-        if isinstance(dropout, bool) or not isinstance(dropout, numbers.Real) \
-                or not 0.0 <= dropout <= 1.0:
-            raise ValueError(f"{name}: dropout must be a probability in [0, 1], got "
-                             f"{dropout!r}")
         self.kdim = self.vdim = self.embed_dim
-        self.dropout, self.batch_first = float(dropout), bool(batch_first)
+        self.dropout = A._check_p(dropout, name, "dropout")
+        self.batch_first = bool(batch_first)
         self.head_dim = self.embed_dim // self.num_heads
         dtype = _float_dtype(dtype, name)
         E = self.embed_dim
