@@ -427,3 +427,44 @@ def test_transformer_encoder_with_final_norm_loads_torch_state_dict():
     x = RNG.standard_normal((4, 3, 8))
     _torch_grads_match(te, ge, (torch.tensor(x, requires_grad=True),),
                        (tg.tensor(x, requires_grad=True),))
+
+
+# --- under tg.compile ------------------------------------------------------------------
+
+def test_compiled_embedding_padding_gradient_and_index_check_follow_each_call():
+    w0 = RNG.standard_normal((5, 3))
+    w = tg.tensor(w0, requires_grad=True)
+
+    @tg.compile
+    def step(idx):
+        return F.embedding(idx, w, padding_idx=0).sum()
+
+    for ids in ([0, 1, 1], [2, 0, 4], [3, 3, 0]):
+        w.grad = None
+        step(tg.tensor(ids)).backward()
+        want = np.zeros_like(w0)
+        np.add.at(want, np.array(ids), 1.0)
+        want[0] = 0.0
+        np.testing.assert_array_equal(w.grad.numpy(), want)
+    assert step.cache_info().hits == 2                               # replays, not eager
+    with pytest.raises(IndexError, match="embedding: index -1 is out of range"):
+        step(tg.tensor([1, -1, 2]))                                  # a replay checks too
+    oh = tg.compile(lambda t: F.one_hot(t, 3))
+    oh(tg.tensor([0, 1]))
+    assert oh(tg.tensor([2, 2])).tolist() == [[0, 0, 1], [0, 0, 1]]
+    with pytest.raises(IndexError, match="one_hot: class values must be in"):
+        oh(tg.tensor([3, 0]))
+
+
+def test_compiled_attention_and_mha_match_eager():
+    tg.manual_seed(6)
+    mha = tg.nn.MultiheadAttention(4, 2, batch_first=True)
+    f = tg.compile(lambda x, kpm: mha(x, x, x, key_padding_mask=kpm)[0])
+    for seed in range(3):
+        rng = np.random.default_rng(seed)
+        x = tg.tensor(rng.standard_normal((2, 3, 4)))
+        kpm = tg.tensor(rng.random((2, 3)) > 0.7)
+        kpm[:, 0] = False
+        np.testing.assert_allclose(f(x, kpm).numpy(),
+                                   mha(x, x, x, key_padding_mask=kpm)[0].numpy(), rtol=1e-12)
+    assert f.cache_info().hits == 2

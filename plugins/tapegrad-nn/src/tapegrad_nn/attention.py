@@ -28,6 +28,7 @@ import warnings
 
 import numpy as np
 import tapegrad as tg
+from tapegrad._compile import compile_check, run_eagerly
 
 __all__ = ["embedding", "one_hot", "dropout1d", "dropout2d", "masked_fill",
            "scaled_dot_product_attention"]
@@ -99,12 +100,13 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
                                   "supported; use sparse=False")
     n = weight.shape[0]
     pad = _pad_index(padding_idx, n)
-    if idx.size:
-        lo, hi = int(tg.min(idx).item()), int(tg.max(idx).item())
-        if lo < 0 or hi >= n:
-            bad = lo if lo < 0 else hi
-            raise IndexError(f"embedding: index {bad} is out of range for weight of shape "
-                             f"{weight.shape} (indices must be in [0, {n}))")
+    # NOTE: a compile_check (not a plain check), so that a tg.compile replay checks each
+    # call's indices too: np.take would silently wrap a negative one.
+    compile_check(lambda ids: _check_rows(ids, weight.shape), idx)
+    if max_norm is not None or scale_grad_by_freq:
+        # NOTE: both read the indices' values on the host (which rows to renormalise, how
+        # often each occurs): a replay would reuse the recording's.
+        run_eagerly("embedding: max_norm and scale_grad_by_freq read the indices' values")
     if max_norm is not None:
         _renorm_(weight, idx, float(max_norm), float(norm_type))
     out = tg.take(weight, idx, axis=0)
@@ -113,16 +115,26 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
     # NOTE: the gradient is rescaled per position with out.detach() + (out - out.detach())
     # * c: the value is out exactly, the gradient is c * g (c = 0 at padding positions,
     # 1/count with scale_grad_by_freq), and it stays differentiable.
-    ids = np.asarray(idx.cpu().numpy())
-    c = np.ones(ids.shape, weight.dtype)
     if scale_grad_by_freq:
+        ids = np.asarray(idx.cpu().numpy())
         _, inverse, counts = np.unique(ids.ravel(), return_inverse=True, return_counts=True)
-        c = (1.0 / counts[inverse]).reshape(ids.shape).astype(weight.dtype)
-    if pad is not None:
-        c[ids == pad] = 0.0
-    c = tg.tensor(c[..., None], device=weight.device)
+        c = tg.tensor((1.0 / counts[inverse]).reshape(ids.shape).astype(weight.dtype),
+                      device=weight.device)
+        if pad is not None:
+            c = tg.where(idx == pad, 0.0, c).astype(weight.dtype)
+    else:
+        c = tg.where(idx == pad, 0.0, 1.0).astype(weight.dtype)     # tensor ops: traceable
+    c = tg.reshape(c, c.shape + (1,))
     frozen = out.detach()
     return frozen + (out - frozen) * c
+
+
+def _check_rows(ids, shape):
+    if ids.size:
+        lo, hi = int(ids.min()), int(ids.max())
+        if lo < 0 or hi >= shape[0]:
+            raise IndexError(f"embedding: index {lo if lo < 0 else hi} is out of range for "
+                             f"weight of shape {shape} (indices must be in [0, {shape[0]}))")
 
 
 def one_hot(tensor, num_classes=-1):
@@ -136,20 +148,26 @@ def one_hot(tensor, num_classes=-1):
     [[0, 1, 0], [1, 0, 0]]
     """
     t = _int_indices(tensor, "one_hot")
-    ids = np.asarray(t.cpu().numpy())
-    if isinstance(num_classes, bool) or not isinstance(num_classes, (numbers.Integral, np.integer)):
+    integral = isinstance(num_classes, (numbers.Integral, np.integer))
+    if isinstance(num_classes, bool) or not integral:
         raise TypeError(f"one_hot: num_classes must be an integer, got {num_classes!r}")
     if num_classes == -1:
-        if ids.size == 0:
+        # NOTE: the result's shape depends on the values: a replay could not follow it.
+        run_eagerly("one_hot: num_classes=-1 takes the class count from the values")
+        if t.size == 0:
             raise ValueError("one_hot: can not infer num_classes (-1) from an empty tensor")
-        num_classes = int(ids.max()) + 1
+        num_classes = int(tg.max(t).item()) + 1
     if num_classes < 0:
         raise ValueError(f"one_hot: num_classes must be -1 or >= 0, got {num_classes}")
+    compile_check(lambda ids: _check_classes(ids, num_classes), t)
+    classes = tg.arange(num_classes, device=t.device)
+    return (tg.reshape(t, t.shape + (1,)) == classes).astype(np.int64)
+
+
+def _check_classes(ids, num_classes):
     if ids.size and (ids.min() < 0 or ids.max() >= num_classes):
         raise IndexError(f"one_hot: class values must be in [0, {num_classes}), got "
                          f"min {ids.min()} and max {ids.max()}")
-    out = (ids[..., None] == np.arange(num_classes)).astype(np.int64)
-    return tg.tensor(out, device=t.device)
 
 
 # ---------------------------------------------------------------------------------------
