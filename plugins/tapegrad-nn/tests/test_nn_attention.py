@@ -468,3 +468,25 @@ def test_compiled_attention_and_mha_match_eager():
         np.testing.assert_allclose(f(x, kpm).numpy(),
                                    mha(x, x, x, key_padding_mask=kpm)[0].numpy(), rtol=1e-12)
     assert f.cache_info().hits == 2
+
+
+@pytest.mark.needs_torch
+@pytest.mark.parametrize("kw", [{}, {"padding_idx": 2}, {"scale_grad_by_freq": True},
+                                {"max_norm": 1.5, "padding_idx": 0}])
+def test_embedding_matches_torch(kw):
+    import torch
+    torch.manual_seed(7)
+    te = torch.nn.Embedding(6, 3, dtype=torch.float64, **kw)
+    ge = tg.nn.Embedding(6, 3, **kw)
+    ge.load_state_dict({k: v.detach().numpy().copy() for k, v in te.state_dict().items()})
+    idx = np.array([[2, 5, 2], [0, 2, 1]])
+    g = RNG.standard_normal((2, 3, 3))
+    to = te(torch.tensor(idx))
+    to.backward(torch.tensor(g))
+    go = ge(tg.tensor(idx))
+    go.backward(tg.tensor(g))
+    np.testing.assert_allclose(go.numpy(), to.detach().numpy(), rtol=1e-12)
+    np.testing.assert_allclose(ge.weight.numpy(), te.weight.detach().numpy(), rtol=1e-12)
+    np.testing.assert_allclose(ge.weight.grad.numpy(), te.weight.grad.numpy(), rtol=1e-12)
+    oh = torch.nn.functional.one_hot(torch.tensor(idx))
+    np.testing.assert_array_equal(F.one_hot(tg.tensor(idx)).numpy(), oh.numpy())
