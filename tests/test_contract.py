@@ -49,7 +49,8 @@ NN = ("softmax log_softmax logsumexp cross_entropy mse_loss "
       "_normal_cdf "
       "nll_loss l1_loss smooth_l1_loss huber_loss binary_cross_entropy cosine_similarity "
       "cosine_embedding_loss margin_ranking_loss hinge_embedding_loss pairwise_distance "
-      "triplet_margin_loss poisson_nll_loss gaussian_nll_loss").split()
+      "triplet_margin_loss poisson_nll_loss gaussian_nll_loss"
+      " embedding masked_fill scaled_dot_product_attention").split()
 
 
 def test_no_plugin_failed_to_load():

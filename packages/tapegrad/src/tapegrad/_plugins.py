@@ -85,7 +85,8 @@ _FIRST_PARTY = {
                     "nll_loss l1_loss smooth_l1_loss huber_loss binary_cross_entropy "
                     "cosine_similarity cosine_embedding_loss margin_ranking_loss "
                     "hinge_embedding_loss pairwise_distance triplet_margin_loss "
-                    "poisson_nll_loss gaussian_nll_loss"),
+                    "poisson_nll_loss gaussian_nll_loss"
+                    " embedding masked_fill scaled_dot_product_attention"),
     "tapegrad-checkpoint": "checkpoint checkpoint_sequential",
     "tapegrad-higher": "grad vjp jvp jacobian hessian hvp",
     "tapegrad-cuda": "cuda",

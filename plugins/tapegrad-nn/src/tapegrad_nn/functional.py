@@ -47,6 +47,9 @@ from . import normalization as _normalization
 from .normalization import (batch_norm, group_norm, instance_norm, layer_norm,  # noqa: F401
                             normalize, rms_norm)
 from . import activations as _activations
+from . import attention as _attention
+from .attention import (dropout1d, dropout2d, embedding, masked_fill, one_hot,  # noqa: F401
+                        scaled_dot_product_attention)
 
 REDUCTIONS = ("mean", "sum", "none")
 
@@ -59,6 +62,7 @@ _FORWARDED += _activations.NAMES
 __all__ = ["linear", "dropout", "mse_loss", "register", *_FORWARDED]
 __all__ += ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d"]
 __all__ += ["layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm", "normalize"]
+__all__ += _attention.__all__
 
 
 def __getattr__(name):
@@ -706,6 +710,7 @@ def register(registry):
     _conv.register(registry)
     _normalization.register(registry)
     _activations.register(registry)
+    _attention.register(registry)
     _losses.register(registry)
     reg("softmax", kernels={"cpu": _softmax_kernel}, vjp=_softmax_vjp, params=("axis",),
         save_inputs=(False,), samples=_SOFTMAX_SAMPLES,

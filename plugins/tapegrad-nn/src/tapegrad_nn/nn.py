@@ -1048,3 +1048,8 @@ __all__ += _loss_modules.__all__
 # Recurrent layers (RNN/LSTM/GRU and their cells): their own module (they subclass Module).
 from .recurrent import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell  # noqa: E402,F401
 __all__ += ["RNNCell", "LSTMCell", "GRUCell", "RNN", "LSTM", "GRU"]
+# Embedding, channel dropout, MultiheadAttention and the Transformer layers (they need
+# Linear, LayerNorm and ModuleList, defined above or in the modules imported above).
+from .transformer_layers import *  # noqa: E402,F401,F403
+from . import transformer_layers as _transformer_layers  # noqa: E402
+__all__ += _transformer_layers.__all__
