@@ -1045,3 +1045,7 @@ __all__ += _activation_modules.__all__
 from .loss_modules import *  # noqa: E402,F401,F403
 from . import loss_modules as _loss_modules  # noqa: E402
 __all__ += _loss_modules.__all__
+# Pooling, im2col and resampling layers (and Unflatten): their own module.
+from .pooling_layers import *  # noqa: E402,F401,F403
+from . import pooling_layers as _pooling_layers  # noqa: E402
+__all__ += _pooling_layers.__all__

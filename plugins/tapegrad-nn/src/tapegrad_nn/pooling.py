@@ -367,8 +367,8 @@ def adaptive_avg_pool1d(input, output_size):
     ``torch.nn.functional.adaptive_avg_pool1d`` (windows ``[floor(i*L/O), ceil((i+1)*L/O))``).
 
     >>> import tapegrad as tg
-    >>> tg.adaptive_avg_pool1d(tg.tensor([[[1., 2., 3., 4., 5.]]]), 2).tolist()
-    [[[2.0, 4.0]]]
+    >>> tg.adaptive_avg_pool1d(tg.tensor([[[1., 3., 5., 7.]]]), 2).tolist()
+    [[[2.0, 6.0]]]
     """
     return _adaptive_avg_nd("adaptive_avg_pool1d", 1, input, output_size)
 
