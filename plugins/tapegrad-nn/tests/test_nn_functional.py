@@ -29,6 +29,8 @@ FUNCTIONS += ("layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_no
 OPS += ("_normal_cdf", "gelu", "silu", "softplus", "logsigmoid")
 FUNCTIONS += tuple(n for n in tapegrad_nn.activations.NAMES if n not in OPS)
 FUNCTIONS += tapegrad_nn.losses.NAMES
+OPS += ("_unfold", "_fold", "_max_pool_indices", "_adaptive_max_pool_indices")  # pooling
+FUNCTIONS += tapegrad_nn.pooling.NAMES
 
 
 def leaf(a, dtype=None):

@@ -303,7 +303,7 @@ def _avg_pool_nd(name, nd, input, kernel_size, stride, padding, ceil_mode, count
         y = total / float(divisor_override)
     else:
         div = _avg_divisor(x.shape[2:], k, s, pads, out, count_include_pad)
-        y = total * (1.0 / div).astype(x.dtype)
+        y = total * tg.asarray((1.0 / div).astype(x.dtype), device=x.device)
     return _unbatch(y, unbatched)
 
 
@@ -355,6 +355,7 @@ def _adaptive_avg_nd(name, nd, input, output_size):
 
 def _along(y, m, axis):
     """m (out, in) applied along `axis` of y (a matmul on the last or last-but-one axis)."""
+    m = tg.asarray(m, device=y.device)      # NOTE: a host constant, put on y's device
     if axis == y.ndim - 1:
         return tg.matmul(y, m.T)
     if axis == y.ndim - 2:
