@@ -84,8 +84,10 @@ def ref_unfold(x, k, d=1, p=0, s=1):
     oh = (h + 2 * p[0] - d[0] * (k[0] - 1) - 1) // s[0] + 1
     ow = (w + 2 * p[1] - d[1] * (k[1] - 1) - 1) // s[1] + 1
     cols = np.empty((n, c * k[0] * k[1], oh * ow))
-    for ch, a, e, i, j in itertools.product(range(c), range(k[0]), range(k[1]), range(oh), range(ow)):
-        cols[:, (ch * k[0] + a) * k[1] + e, i * ow + j] = xp[:, ch, i * s[0] + a * d[0], j * s[1] + e * d[1]]
+    for ch, a, e, i, j in itertools.product(range(c), range(k[0]), range(k[1]), range(oh),
+                                            range(ow)):
+        r, q = i * s[0] + a * d[0], j * s[1] + e * d[1]
+        cols[:, (ch * k[0] + a) * k[1] + e, i * ow + j] = xp[:, ch, r, q]
     return cols
 
 
@@ -144,7 +146,8 @@ def test_max_pool_propagates_nan_as_pytorch():
     np.testing.assert_array_equal(np.isnan(tg.max_pool1d(x, 2).numpy()), [[[True, False]]])
 
 
-@pytest.mark.parametrize("case", [dict(k=2), dict(k=3, s=2, p=1), dict(k=3, s=2, p=1, include=False),
+@pytest.mark.parametrize("case", [dict(k=2), dict(k=3, s=2, p=1),
+                                  dict(k=3, s=2, p=1, include=False),
                                   dict(k=(3, 2), s=(2, 3), p=(1, 1), ceil=True),
                                   dict(k=(3, 2), s=(2, 3), p=(1, 1), ceil=True, include=False),
                                   dict(k=3, s=2, ceil=True, div=5)])
@@ -180,7 +183,8 @@ def test_adaptive_output_size_none_keeps_that_axis_and_indices_are_flat():
     x = distinct(1, 2, 5, 4)
     assert tg.adaptive_avg_pool2d(x, (None, 2)).shape == (1, 2, 5, 2)
     y, idx = tg.adaptive_max_pool2d(x, (2, None), return_indices=True)
-    np.testing.assert_array_equal(np.take_along_axis(x.reshape(1, 2, -1), idx.numpy().reshape(1, 2, -1),
+    np.testing.assert_array_equal(np.take_along_axis(x.reshape(1, 2, -1),
+                                                     idx.numpy().reshape(1, 2, -1),
                                                      2).reshape(y.shape), y.numpy())
 
 
@@ -212,7 +216,8 @@ def test_interpolate_nearest_equals_the_index_formula():
     x = RNG.standard_normal((1, 2, 4, 5))
     y = tg.interpolate(x, size=(7, 3)).numpy()
     for i, j in itertools.product(range(7), range(3)):
-        np.testing.assert_array_equal(y[:, :, i, j], x[:, :, math.floor(i * 4 / 7), math.floor(j * 5 / 3)])
+        src = x[:, :, math.floor(i * 4 / 7), math.floor(j * 5 / 3)]
+        np.testing.assert_array_equal(y[:, :, i, j], src)
     np.testing.assert_array_equal(tg.interpolate(x, scale_factor=2).numpy(),
                                   x.repeat(2, axis=2).repeat(2, axis=3))
 
@@ -289,21 +294,27 @@ def test_unbatched_inputs_give_unbatched_outputs():
 @pytest.mark.parametrize("call,exc,words", [
     (lambda: tg.max_pool2d(np.ones((2, 3)), 2), ValueError, ["max_pool2d", "(2, 3)"]),
     (lambda: tg.max_pool2d(np.ones((1, 1, 4, 4), np.int64), 2), TypeError, ["max_pool2d", "int64"]),
-    (lambda: tg.max_pool2d(np.ones((1, 1, 4, 4)), 2, padding=2), ValueError, ["max_pool2d", "half"]),
+    (lambda: tg.max_pool2d(np.ones((1, 1, 4, 4)), 2, padding=2), ValueError,
+     ["max_pool2d", "half"]),
     (lambda: tg.max_pool2d(np.ones((1, 1, 2, 2)), 3), ValueError, ["max_pool2d", "(2, 2)"]),
     (lambda: tg.max_pool1d(np.ones((1, 1, 4)), 0), ValueError, ["max_pool1d", "kernel_size"]),
     (lambda: tg.max_pool1d(np.ones((1, 1, 4)), (2, 2)), ValueError, ["max_pool1d", "kernel_size"]),
-    (lambda: tg.avg_pool2d(np.ones((1, 1, 4, 4)), 2, stride=0), ValueError, ["avg_pool2d", "stride"]),
+    (lambda: tg.avg_pool2d(np.ones((1, 1, 4, 4)), 2, stride=0), ValueError,
+     ["avg_pool2d", "stride"]),
     (lambda: tg.avg_pool2d(np.ones((1, 1, 4, 4)), 2, divisor_override=0), ValueError,
      ["avg_pool2d", "divisor_override"]),
     (lambda: tg.adaptive_avg_pool2d(np.ones((1, 1, 4, 4)), (2, 0)), ValueError,
      ["adaptive_avg_pool2d", "output_size"]),
-    (lambda: tg.adaptive_max_pool2d(np.ones((4, 4)), 2), ValueError, ["adaptive_max_pool2d", "(4, 4)"]),
+    (lambda: tg.adaptive_max_pool2d(np.ones((4, 4)), 2), ValueError,
+     ["adaptive_max_pool2d", "(4, 4)"]),
     (lambda: tg.unfold(np.ones((1, 1, 2, 2)), 3), ValueError, ["unfold", "(1, 1, 2, 2)"]),
-    (lambda: tg.fold(np.ones((1, 5, 9)), (4, 4), 2), ValueError, ["fold", "(1, 5, 9)", "divisible"]),
+    (lambda: tg.fold(np.ones((1, 5, 9)), (4, 4), 2), ValueError,
+     ["fold", "(1, 5, 9)", "divisible"]),
     (lambda: tg.fold(np.ones((1, 4, 8)), (4, 4), 2), ValueError, ["fold", "(1, 4, 8)", "9 blocks"]),
-    (lambda: tg.pixel_shuffle(np.ones((1, 6, 2, 2)), 2), ValueError, ["pixel_shuffle", "(1, 6, 2, 2)"]),
-    (lambda: tg.pixel_unshuffle(np.ones((1, 1, 3, 4)), 2), ValueError, ["pixel_unshuffle", "(1, 1, 3, 4)"]),
+    (lambda: tg.pixel_shuffle(np.ones((1, 6, 2, 2)), 2), ValueError,
+     ["pixel_shuffle", "(1, 6, 2, 2)"]),
+    (lambda: tg.pixel_unshuffle(np.ones((1, 1, 3, 4)), 2), ValueError,
+     ["pixel_unshuffle", "(1, 1, 3, 4)"]),
     (lambda: tg.interpolate(np.ones((1, 1, 2, 2)), size=3, mode="bicubic"), ValueError,
      ["interpolate", "bicubic"]),
     (lambda: tg.interpolate(np.ones((1, 1, 2)), size=3, mode="bilinear"), ValueError,
@@ -352,12 +363,14 @@ def test_layers_forward_their_function_with_torch_argument_names():
         np.testing.assert_array_equal(layer(inp).numpy(), ref.numpy())
         assert list(layer.parameters()) == []
     cols = tg.unfold(x, 2)
-    np.testing.assert_array_equal(nn.Fold((8, 6), 2)(cols).numpy(), tg.fold(cols, (8, 6), 2).numpy())
+    np.testing.assert_array_equal(nn.Fold((8, 6), 2)(cols).numpy(),
+                                  tg.fold(cols, (8, 6), 2).numpy())
     np.testing.assert_array_equal(nn.PixelShuffle(2)(x).numpy(), tg.pixel_shuffle(x, 2).numpy())
     y, idx = nn.MaxPool2d(2, return_indices=True)(x)
     assert idx.shape == y.shape == (2, 4, 4, 3)
     assert nn.MaxPool2d(2).stride == 2
-    assert repr(nn.MaxPool2d(2)) == "MaxPool2d(kernel_size=2, stride=2, padding=0, dilation=1, ceil_mode=False)"
+    assert repr(nn.MaxPool2d(2)) == ("MaxPool2d(kernel_size=2, stride=2, padding=0, dilation=1, "
+                                     "ceil_mode=False)")
 
 
 def test_layer_gradients_flow_through_a_small_cnn():

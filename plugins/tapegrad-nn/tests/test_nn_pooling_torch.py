@@ -140,3 +140,35 @@ def test_second_derivatives_of_max_pool_and_bilinear_match_torch():
                                    create_graph=True)
         (gxr ** 2).sum().backward()
         np.testing.assert_allclose(xt.grad.numpy(), xr.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("make,shape", [
+    (lambda nn: nn.MaxPool2d(3, 2, 1, ceil_mode=True), (2, 3, 9, 8)),
+    (lambda nn: nn.MaxPool1d(2, dilation=2), (2, 3, 9)),
+    (lambda nn: nn.AvgPool2d((3, 2), padding=1, count_include_pad=False), (2, 3, 9, 8)),
+    (lambda nn: nn.AvgPool1d(3, 2, 1, ceil_mode=True), (2, 3, 9)),
+    (lambda nn: nn.AdaptiveAvgPool2d((4, None)), (2, 3, 9, 8)),
+    (lambda nn: nn.AdaptiveAvgPool1d(4), (2, 3, 9)),
+    (lambda nn: nn.AdaptiveMaxPool2d(3), (2, 3, 9, 8)),
+    (lambda nn: nn.Unfold(3, dilation=2, padding=1, stride=2), (2, 3, 9, 8)),
+    (lambda nn: nn.Fold((5, 6), 2), (2, 12, 20)),
+    (lambda nn: nn.PixelShuffle(2), (2, 8, 3, 4)),
+    (lambda nn: nn.PixelUnshuffle(3), (2, 1, 6, 9)),
+    (lambda nn: nn.Upsample(size=(5, 11), mode="bilinear", align_corners=True), (2, 3, 9, 8)),
+    (lambda nn: nn.Upsample(scale_factor=1.5), (2, 3, 9, 8)),
+    (lambda nn: nn.Unflatten(1, (3, -1)), (2, 12)),
+])
+def test_layers_match_torch_layers(make, shape):
+    torch = pytest.importorskip("torch")
+    x = distinct(*shape)
+    np.testing.assert_allclose(make(tg.nn)(x).numpy(), make(torch.nn)(torch.tensor(x)).numpy(),
+                               rtol=1e-12, atol=1e-12)
+
+
+def test_upsample_alias_matches_torch():
+    torch = pytest.importorskip("torch")
+    x = RNG.standard_normal((1, 2, 3, 4))
+    with pytest.warns(UserWarning):
+        ref = torch.nn.functional.upsample(torch.tensor(x), scale_factor=2, mode="bilinear")
+    np.testing.assert_allclose(tg.upsample(x, scale_factor=2, mode="bilinear").numpy(),
+                               ref.numpy(), rtol=1e-12)

@@ -193,9 +193,13 @@ def _pool_geometry(name, nd, size, kernel_size, stride, padding, dilation, ceil_
 def _pair_or_int(name, arg, value, nd, allow_none=False):
     items = (value,) * nd if value is None or isinstance(value, (numbers.Integral, np.integer)) \
         else tuple(value)
-    if (len(items) != nd or any(v is None and not allow_none for v in items)
-            or any(v is not None and (isinstance(v, bool) or not isinstance(v, (numbers.Integral, np.integer))
-                                      or v < 1) for v in items)):
+    def bad(v):
+        if v is None:
+            return not allow_none
+        return (isinstance(v, bool) or not isinstance(v, (numbers.Integral, np.integer))
+                or v < 1)
+
+    if len(items) != nd or any(bad(v) for v in items):
         raise ValueError(f"{name}: {arg} must be a positive int or a tuple of {nd} of them"
                          f"{' (or None)' if allow_none else ''}, got {value!r}")
     return tuple(None if v is None else int(v) for v in items)
