@@ -398,3 +398,11 @@ def test_functional_namespace_and_doctests():
         assert getattr(F, name) is getattr(tg, name) or getattr(F, name) is getattr(pooling, name)
     run_doctests(pooling)
     run_doctests(pooling_layers)
+
+
+def test_a_layer_given_a_bad_input_names_the_layer_and_the_shape():
+    with pytest.raises(ValueError, match=r"^MaxPool2d\(kernel_size=2, .*\): max_pool2d: expected a "
+                                         r"4-d .* got input of shape \(2, 3\)"):
+        tg.nn.MaxPool2d(2)(tg.ones((2, 3)))
+    with pytest.raises(ValueError, match=r"^PixelShuffle\(upscale_factor=2\): .*\(1, 3, 4, 4\)"):
+        tg.nn.PixelShuffle(2)(tg.ones((1, 3, 4, 4)))

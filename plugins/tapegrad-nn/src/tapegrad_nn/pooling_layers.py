@@ -28,7 +28,18 @@ def _repr(module, names):
     return ", ".join(f"{n}={getattr(module, n)!r}" for n in names)
 
 
-class _MaxPoolNd(Module):
+class _Layer(Module):
+    """A layer whose forward is one function call; a bad input's error names the layer too
+    (``MaxPool2d(kernel_size=2, ...): max_pool2d: expected a 4-d ...``)."""
+
+    def _run(self, fn, *args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except (ValueError, TypeError, IndexError) as err:
+            raise type(err)(f"{type(self).__name__}({self.extra_repr()}): {err}") from None
+
+
+class _MaxPoolNd(_Layer):
     _fn = None
 
     def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False,
@@ -40,8 +51,9 @@ class _MaxPoolNd(Module):
         self.return_indices, self.ceil_mode = return_indices, ceil_mode
 
     def forward(self, input):
-        return type(self)._fn(input, self.kernel_size, self.stride, self.padding, self.dilation,
-                              ceil_mode=self.ceil_mode, return_indices=self.return_indices)
+        return self._run(type(self)._fn, input, self.kernel_size, self.stride, self.padding,
+                         self.dilation, ceil_mode=self.ceil_mode,
+                         return_indices=self.return_indices)
 
     def extra_repr(self):
         return _repr(self, ("kernel_size", "stride", "padding", "dilation", "ceil_mode"))
@@ -67,7 +79,7 @@ class MaxPool2d(_MaxPoolNd):
     _fn = staticmethod(P.max_pool2d)
 
 
-class AvgPool1d(Module):
+class AvgPool1d(_Layer):
     """``tg.avg_pool1d`` as a layer (``torch.nn.AvgPool1d``).
 
     >>> import tapegrad as tg
@@ -83,14 +95,14 @@ class AvgPool1d(Module):
         self.padding, self.ceil_mode, self.count_include_pad = padding, ceil_mode, count_include_pad
 
     def forward(self, input):
-        return P.avg_pool1d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
-                            self.count_include_pad)
+        return self._run(P.avg_pool1d, input, self.kernel_size, self.stride, self.padding,
+                         self.ceil_mode, self.count_include_pad)
 
     def extra_repr(self):
         return _repr(self, ("kernel_size", "stride", "padding"))
 
 
-class AvgPool2d(Module):
+class AvgPool2d(_Layer):
     """``tg.avg_pool2d`` as a layer (``torch.nn.AvgPool2d``).
 
     >>> import tapegrad as tg
@@ -107,14 +119,14 @@ class AvgPool2d(Module):
         self.divisor_override = divisor_override
 
     def forward(self, input):
-        return P.avg_pool2d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
-                            self.count_include_pad, self.divisor_override)
+        return self._run(P.avg_pool2d, input, self.kernel_size, self.stride, self.padding,
+                         self.ceil_mode, self.count_include_pad, self.divisor_override)
 
     def extra_repr(self):
         return _repr(self, ("kernel_size", "stride", "padding"))
 
 
-class AdaptiveAvgPool1d(Module):
+class AdaptiveAvgPool1d(_Layer):
     """``tg.adaptive_avg_pool1d(x, output_size)`` as a layer.
 
     >>> import tapegrad as tg
@@ -127,7 +139,7 @@ class AdaptiveAvgPool1d(Module):
         self.output_size = output_size
 
     def forward(self, input):
-        return P.adaptive_avg_pool1d(input, self.output_size)
+        return self._run(P.adaptive_avg_pool1d, input, self.output_size)
 
     def extra_repr(self):
         return f"output_size={self.output_size!r}"
@@ -142,7 +154,7 @@ class AdaptiveAvgPool2d(AdaptiveAvgPool1d):
     """
 
     def forward(self, input):
-        return P.adaptive_avg_pool2d(input, self.output_size)
+        return self._run(P.adaptive_avg_pool2d, input, self.output_size)
 
 
 class AdaptiveMaxPool2d(AdaptiveAvgPool1d):
@@ -158,10 +170,10 @@ class AdaptiveMaxPool2d(AdaptiveAvgPool1d):
         self.return_indices = return_indices
 
     def forward(self, input):
-        return P.adaptive_max_pool2d(input, self.output_size, self.return_indices)
+        return self._run(P.adaptive_max_pool2d, input, self.output_size, self.return_indices)
 
 
-class Unfold(Module):
+class Unfold(_Layer):
     """``tg.unfold`` (im2col) as a layer (``torch.nn.Unfold``).
 
     >>> import tapegrad as tg
@@ -175,13 +187,14 @@ class Unfold(Module):
                                                                       padding, stride)
 
     def forward(self, input):
-        return P.unfold(input, self.kernel_size, self.dilation, self.padding, self.stride)
+        return self._run(P.unfold, input, self.kernel_size, self.dilation, self.padding,
+                         self.stride)
 
     def extra_repr(self):
         return _repr(self, ("kernel_size", "dilation", "padding", "stride"))
 
 
-class Fold(Module):
+class Fold(_Layer):
     """``tg.fold`` (col2im) as a layer (``torch.nn.Fold``).
 
     >>> import tapegrad as tg
@@ -196,14 +209,14 @@ class Fold(Module):
                                                                       padding, stride)
 
     def forward(self, input):
-        return P.fold(input, self.output_size, self.kernel_size, self.dilation, self.padding,
-                      self.stride)
+        return self._run(P.fold, input, self.output_size, self.kernel_size, self.dilation,
+                         self.padding, self.stride)
 
     def extra_repr(self):
         return _repr(self, ("output_size", "kernel_size", "dilation", "padding", "stride"))
 
 
-class PixelShuffle(Module):
+class PixelShuffle(_Layer):
     """``tg.pixel_shuffle(x, upscale_factor)`` as a layer.
 
     >>> import tapegrad as tg
@@ -216,13 +229,13 @@ class PixelShuffle(Module):
         self.upscale_factor = upscale_factor
 
     def forward(self, input):
-        return P.pixel_shuffle(input, self.upscale_factor)
+        return self._run(P.pixel_shuffle, input, self.upscale_factor)
 
     def extra_repr(self):
         return f"upscale_factor={self.upscale_factor}"
 
 
-class PixelUnshuffle(Module):
+class PixelUnshuffle(_Layer):
     """``tg.pixel_unshuffle(x, downscale_factor)`` as a layer.
 
     >>> import tapegrad as tg
@@ -235,13 +248,13 @@ class PixelUnshuffle(Module):
         self.downscale_factor = downscale_factor
 
     def forward(self, input):
-        return P.pixel_unshuffle(input, self.downscale_factor)
+        return self._run(P.pixel_unshuffle, input, self.downscale_factor)
 
     def extra_repr(self):
         return f"downscale_factor={self.downscale_factor}"
 
 
-class Upsample(Module):
+class Upsample(_Layer):
     """``tg.interpolate(x, size, scale_factor, mode, align_corners)`` as a layer
     (``torch.nn.Upsample``).
 
@@ -257,8 +270,8 @@ class Upsample(Module):
         self.align_corners, self.recompute_scale_factor = align_corners, recompute_scale_factor
 
     def forward(self, input):
-        return P.interpolate(input, self.size, self.scale_factor, self.mode, self.align_corners,
-                             self.recompute_scale_factor)
+        return self._run(P.interpolate, input, self.size, self.scale_factor, self.mode,
+                         self.align_corners, self.recompute_scale_factor)
 
     def extra_repr(self):
         what = (f"size={self.size!r}" if self.size is not None
