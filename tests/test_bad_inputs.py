@@ -652,6 +652,20 @@ CASES = [
     C("tapegrad-nn", "nn.MultiheadAttention", "a query of the wrong embedding size",
       "tg.nn.MultiheadAttention(4, 2)(tg.ones((3, 2, 5)), tg.ones((3, 2, 4)), tg.ones((3, 2, 4)))",
       ValueError, r"^MultiheadAttention\(embed_dim=4\): query must be .*got shape \(3, 2, 5\)"),
+    C("tapegrad-nn", "max_pool2d", "padding larger than half the kernel",
+      "tg.max_pool2d(tg.ones((1, 1, 4, 4)), 2, padding=2)", ValueError,
+      r"^max_pool2d: padding \(2, 2\) must be at most half of kernel_size \(2, 2\)"),
+    C("tapegrad-nn", "nn.MaxPool2d", "a 2-d input",
+      "tg.nn.MaxPool2d(2)(tg.ones((2, 3)))", ValueError,
+      r"^MaxPool2d\(kernel_size=2, .*\): max_pool2d: expected a 4-d \(batched\) or 3-d "
+      r"\(unbatched\) input, got input of shape \(2, 3\)"),
+    C("tapegrad-nn", "fold", "a block count that does not match output_size",
+      "tg.fold(tg.ones((1, 4, 8)), (4, 4), 2)", ValueError,
+      r"^fold: output_size \(4, 4\) with kernel_size \(2, 2\).* gives 9 blocks, but the input "
+      r"of shape \(1, 4, 8\) has 8"),
+    C("tapegrad-nn", "interpolate", "mode='bicubic'",
+      "tg.interpolate(tg.ones((1, 1, 2, 2)), size=4, mode='bicubic')", ValueError,
+      r"^interpolate: mode 'bicubic' is not supported"),
     # -- issue 14: tapegrad-scipy ----------------------------------------------------------
     C("tapegrad-scipy", "scipy.special.logsumexp", "return_sign=True",
       "tg.scipy.special.logsumexp(tg.ones(3), return_sign=True)", ValueError,

@@ -50,7 +50,10 @@ NN = ("softmax log_softmax logsumexp cross_entropy mse_loss "
       "nll_loss l1_loss smooth_l1_loss huber_loss binary_cross_entropy cosine_similarity "
       "cosine_embedding_loss margin_ranking_loss hinge_embedding_loss pairwise_distance "
       "triplet_margin_loss poisson_nll_loss gaussian_nll_loss"
-      " embedding masked_fill scaled_dot_product_attention").split()
+      " embedding masked_fill scaled_dot_product_attention"
+      " max_pool1d max_pool2d avg_pool1d avg_pool2d adaptive_avg_pool1d adaptive_avg_pool2d"
+      " adaptive_max_pool2d unfold fold pixel_shuffle pixel_unshuffle interpolate upsample"
+      " _unfold _fold _max_pool_indices _adaptive_max_pool_indices").split()
 
 
 def test_no_plugin_failed_to_load():

@@ -30,6 +30,8 @@ OPS += ("_normal_cdf", "gelu", "silu", "softplus", "logsigmoid")
 FUNCTIONS += tuple(n for n in tapegrad_nn.activations.NAMES if n not in OPS)
 FUNCTIONS += tapegrad_nn.losses.NAMES
 FUNCTIONS += ("embedding", "masked_fill", "scaled_dot_product_attention")  # attention
+OPS += ("_unfold", "_fold", "_max_pool_indices", "_adaptive_max_pool_indices")  # pooling
+FUNCTIONS += tapegrad_nn.pooling.NAMES
 
 
 def leaf(a, dtype=None):

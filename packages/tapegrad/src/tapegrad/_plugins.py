@@ -86,7 +86,11 @@ _FIRST_PARTY = {
                     "cosine_similarity cosine_embedding_loss margin_ranking_loss "
                     "hinge_embedding_loss pairwise_distance triplet_margin_loss "
                     "poisson_nll_loss gaussian_nll_loss"
-                    " embedding masked_fill scaled_dot_product_attention"),
+                    " embedding masked_fill scaled_dot_product_attention"
+                    " max_pool1d max_pool2d avg_pool1d avg_pool2d adaptive_avg_pool1d"
+                    " adaptive_avg_pool2d adaptive_max_pool2d unfold fold pixel_shuffle"
+                    " pixel_unshuffle interpolate upsample _unfold _fold _max_pool_indices"
+                    " _adaptive_max_pool_indices"),
     "tapegrad-checkpoint": "checkpoint checkpoint_sequential",
     "tapegrad-higher": "grad vjp jvp jacobian hessian hvp",
     "tapegrad-cuda": "cuda",

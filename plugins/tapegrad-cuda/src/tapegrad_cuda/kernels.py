@@ -71,7 +71,9 @@ NO_KERNEL = ("linalg_inv", "linalg_det", "_linalg_slogdet", "linalg_solve",
              "_conv", "_conv_transpose", "_conv_weight", "_standardize", "_rms_scale",
              "_standardize_grad", "_rms_scale_grad",
              # and its activations with kernels of their own (the others are compositions)
-             "gelu", "silu", "softplus", "logsigmoid", "_normal_cdf")
+             "gelu", "silu", "softplus", "logsigmoid", "_normal_cdf",
+             # and the im2col and argmax ops behind its pooling layers
+             "_unfold", "_fold", "_max_pool_indices", "_adaptive_max_pool_indices")
 THREADS = 256
 MAX_BLOCKS = 65535
 MAX_INDEX_ARRAYS = 8          # index.cu keeps per-index offsets in a fixed array

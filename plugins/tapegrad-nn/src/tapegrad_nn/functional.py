@@ -43,6 +43,8 @@ from tapegrad._compile import run_eagerly
 
 from . import conv as _conv
 from .conv import conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d  # noqa: F401
+from . import pooling as _pooling
+from .pooling import *  # noqa: F401,F403
 from . import normalization as _normalization
 from .normalization import (batch_norm, group_norm, instance_norm, layer_norm,  # noqa: F401
                             normalize, rms_norm)
@@ -61,6 +63,7 @@ _FORWARDED += _activations.NAMES
 
 __all__ = ["linear", "dropout", "mse_loss", "register", *_FORWARDED]
 __all__ += ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d"]
+__all__ += list(_pooling.NAMES)
 __all__ += ["layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm", "normalize"]
 __all__ += _attention.__all__
 
@@ -708,6 +711,7 @@ def register(registry):
     ``tapegrad_register_ops`` hook in ``tapegrad_nn.plugin``)."""
     reg = registry.register_op
     _conv.register(registry)
+    _pooling.register(registry)
     _normalization.register(registry)
     _activations.register(registry)
     _attention.register(registry)

@@ -1053,3 +1053,7 @@ __all__ += ["RNNCell", "LSTMCell", "GRUCell", "RNN", "LSTM", "GRU"]
 from .transformer_layers import *  # noqa: E402,F401,F403
 from . import transformer_layers as _transformer_layers  # noqa: E402
 __all__ += _transformer_layers.__all__
+# Pooling, im2col and resampling layers (and Unflatten): their own module.
+from .pooling_layers import *  # noqa: E402,F401,F403
+from . import pooling_layers as _pooling_layers  # noqa: E402
+__all__ += _pooling_layers.__all__
