@@ -38,12 +38,14 @@ import tapegrad as tg
 from tapegrad._compile import add_external_guard
 
 from . import functional
+from . import init, utils  # tg.nn.init, tg.nn.utils
 from .functional import REDUCTIONS
 
 __all__ = [
     "Parameter", "Module", "Sequential", "ModuleList", "Linear", "Identity", "Flatten",
     "ReLU", "Tanh", "Sigmoid", "Softmax", "LogSoftmax", "Dropout", "CrossEntropyLoss",
     "MSELoss", "BCEWithLogitsLoss", "IncompatibleKeys", "functional",
+    "init", "utils",
 ]
 
 IncompatibleKeys = collections.namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
@@ -837,13 +839,13 @@ class Linear(Module):
         self.reset_parameters()
 
     def reset_parameters(self):
-        """Draw weight and bias again (in place) from U(-1/sqrt(in), 1/sqrt(in))."""
-        bound = 1.0 / math.sqrt(self.in_features) if self.in_features > 0 else 0.0
-        with tg.no_grad():
-            for p in (self.weight, self.bias):
-                if p is not None:
-                    p[...] = tg.random.uniform(-bound, bound, p.shape, dtype=p.dtype,
-                                               device=p.device)
+        """Draw weight and bias again (in place), as PyTorch: weight with
+        ``init.kaiming_uniform_(a=sqrt(5))`` and bias from U(-b, b); both bounds are
+        1/sqrt(in_features)."""
+        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            bound = 1.0 / math.sqrt(self.in_features) if self.in_features > 0 else 0.0
+            init.uniform_(self.bias, -bound, bound)
 
     def forward(self, x):
         return functional.linear(x, self.weight, self.bias)
