@@ -1,0 +1,151 @@
+"""Module features: in-place dtype conversion, forward hooks, traversal, modes."""
+
+import copy
+
+import numpy as np
+import pytest
+import tapegrad as tg
+
+nn = tg.nn
+
+
+def _net():
+    tg.manual_seed(0)
+    return nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Sequential(nn.Linear(4, 2), nn.Dropout(0.1)))
+
+
+def test_float_after_building_the_optimizer_still_trains_the_model():
+    # The regression of issue 15: to(dtype) used to replace the parameters, so the
+    # optimizer kept stepping the old float64 tensors and the model never changed.
+    model = _net()
+    opt = tg.optim.SGD(model.parameters(), lr=0.1)
+    before = [p for p in model.parameters()]
+    model.float()
+    after = list(model.parameters())
+    assert all(a is b for a, b in zip(before, after))
+    assert all(p.dtype == np.float32 and p.is_leaf and p.requires_grad for p in after)
+    held = [p for group in opt.param_groups for p in group["params"]]
+    assert all(any(h is p for h in held) for p in after)
+    values = [p.numpy().copy() for p in after]
+    x = tg.random.randn(5, 3, dtype=np.float32)
+    model.eval()
+    loss = (model(x) ** 2).sum()
+    assert loss.dtype == np.float32
+    loss.backward()
+    opt.step()
+    for p, v in zip(model.parameters(), values):
+        assert p.dtype == np.float32
+        np.testing.assert_allclose(p.numpy(), v - 0.1 * p.grad.numpy(), rtol=1e-6)
+
+
+def test_to_converts_the_gradient_and_keeps_frozen_flags_and_buffers_are_replaced():
+    lin = nn.Linear(2, 2)
+    lin.register_buffer("steps", tg.zeros(3))
+    lin.bias.requires_grad = False
+    lin(tg.ones((1, 2))).sum().backward()
+    w = lin.weight
+    lin.double().to(tg.float32)
+    assert lin.weight is w and w.grad.dtype == np.float32 and not lin.bias.requires_grad
+    assert lin.steps.dtype == np.float32
+    np.testing.assert_allclose(w.grad.numpy(), [[1, 1], [1, 1]])
+
+
+def test_to_bumps_the_version_so_an_old_graph_cannot_use_the_new_data():
+    lin = nn.Linear(2, 2)
+    y = (lin(tg.ones((1, 2))) ** 2).sum()
+    lin.float()
+    with pytest.raises(RuntimeError, match="modified by an in-place operation"):
+        y.backward()
+
+
+def test_forward_pre_hook_and_forward_hook_see_and_replace_values():
+    lin = nn.Linear(2, 2)
+    calls = []
+    h1 = lin.register_forward_pre_hook(lambda m, args: calls.append(("pre", m)) or (args[0] * 2,))
+    h2 = lin.register_forward_hook(lambda m, args, out: calls.append(("post", args[0].tolist())))
+    x = tg.ones((1, 2))
+    out = lin(x)
+    np.testing.assert_allclose(out.numpy(), (2 * x.numpy()) @ lin.weight.numpy().T + lin.bias.numpy())
+    assert calls == [("pre", lin), ("post", [[2.0, 2.0]])]
+    h3 = lin.register_forward_hook(lambda m, args, out: out * 0)
+    assert (lin(x).numpy() == 0).all()
+    for h in (h1, h2, h3):
+        h.remove()
+    calls.clear()
+    np.testing.assert_allclose(lin(x).numpy(), x.numpy() @ lin.weight.numpy().T + lin.bias.numpy())
+    assert calls == []
+
+
+def test_hooks_with_kwargs_prepend_and_duplicates():
+    class Scale(nn.Module):
+        def forward(self, x, factor=1.0):
+            return x * factor
+
+    m, order = Scale(), []
+    m.register_forward_pre_hook(lambda mod, args, kwargs: (args, {"factor": 3.0}), with_kwargs=True)
+    m.register_forward_hook(lambda mod, args, kwargs, out: order.append(("b", kwargs["factor"])),
+                            with_kwargs=True)
+    m.register_forward_hook(lambda mod, args, out: order.append("a"), prepend=True)
+    assert m(tg.ones(2)).tolist() == [3.0, 3.0]
+    assert order == ["a", ("b", 3.0)]
+    f = lambda mod, args, out: order.append("dup")   # noqa: E731
+    h = m.register_forward_hook(f)
+    m.register_forward_hook(f)
+    h.remove()
+    order.clear()
+    m(tg.ones(2))
+    assert order.count("dup") == 1
+    with pytest.raises(TypeError, match="callable"):
+        m.register_forward_hook(3)
+
+
+def test_a_hook_change_makes_tg_compile_record_again():
+    lin = nn.Linear(2, 2)
+    step = tg.compile(lambda x: lin(x))
+    x = tg.ones((1, 2))
+    base = step(x).numpy().copy()
+    h = lin.register_forward_hook(lambda m, args, out: out * 0)
+    assert (step(x).numpy() == 0).all()
+    h.remove()
+    np.testing.assert_allclose(step(x).numpy(), base)
+
+
+def test_deepcopy_keeps_hooks_on_the_copy():
+    lin = nn.Linear(2, 2)
+    lin.register_forward_hook(lambda m, args, out: out * 0)
+    twin = copy.deepcopy(lin)
+    assert (twin(tg.ones((1, 2))).numpy() == 0).all()
+
+
+def test_apply_named_modules_train_eval_requires_grad_and_zero_grad():
+    net = _net()
+    seen = []
+    assert net.apply(lambda m: seen.append(type(m).__name__)) is net
+    assert seen == ["Linear", "Tanh", "Linear", "Dropout", "Sequential", "Sequential"]
+    assert [n for n, _ in net.named_modules()] == ["", "0", "1", "2", "2.0", "2.1"]
+    assert [type(c).__name__ for c in net.children()] == ["Linear", "Tanh", "Sequential"]
+    net.eval()
+    assert all(not m.training for m in net.modules())
+    net.train()
+    assert all(m.training for m in net.modules())
+    net.requires_grad_(False)
+    assert not any(p.requires_grad for p in net.parameters())
+    net.requires_grad_()
+    net(tg.ones((1, 3))).sum().backward()
+    net.zero_grad(set_to_none=False)
+    assert all((p.grad.numpy() == 0).all() for p in net.parameters())
+    net.zero_grad()
+    assert all(p.grad is None for p in net.parameters())
+
+
+def test_apply_with_init_reinitialises_every_linear():
+    net = _net()
+    net.apply(lambda m: nn.init.zeros_(m.weight) if isinstance(m, nn.Linear) else None)
+    assert all((m.weight.numpy() == 0).all() for m in net.modules() if isinstance(m, nn.Linear))
+
+
+def test_non_persistent_buffers_are_not_saved():
+    m = nn.Module()
+    m.register_buffer("a", tg.zeros(2))
+    m.register_buffer("b", tg.ones(2), persistent=False)
+    assert list(m.state_dict()) == ["a"] and len(list(m.buffers())) == 2
