@@ -149,3 +149,89 @@ def test_non_persistent_buffers_are_not_saved():
     m.register_buffer("a", tg.zeros(2))
     m.register_buffer("b", tg.ones(2), persistent=False)
     assert list(m.state_dict()) == ["a"] and len(list(m.buffers())) == 2
+
+
+def test_parameter_list_registers_converts_and_saves():
+    ps = nn.ParameterList([tg.zeros(2), nn.Parameter(tg.ones(3))])
+    ps.append(tg.ones((2, 2)))
+    assert len(ps) == 3 and all(p.requires_grad and p.is_leaf for p in ps)
+    assert [n for n, _ in ps.named_parameters()] == ["0", "1", "2"]
+    assert list(ps.state_dict()) == ["0", "1", "2"] and ps[-1].shape == (2, 2)
+    assert [p.shape for p in ps[1:]] == [(3,), (2, 2)]
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ws = nn.ParameterList([tg.ones(2), tg.ones(2)])
+
+        def forward(self, x):
+            return sum(w * x for w in self.ws)
+
+    m = M()
+    m(tg.ones(2)).sum().backward()
+    assert [n for n, _ in m.named_parameters()] == ["ws.0", "ws.1"]
+    assert all(p.grad.tolist() == [1.0, 1.0] for p in m.parameters())
+    with pytest.raises(TypeError, match="not a tensor"):
+        ps.append(3.0)
+    with pytest.raises(IndexError):
+        ps[5]
+
+
+def test_parameter_dict_and_module_dict_behave_like_dicts():
+    pd = nn.ParameterDict({"a": tg.zeros(2)})
+    pd["b"] = tg.ones(1)
+    pd.update([("c", tg.ones(3))])
+    assert list(pd) == ["a", "b", "c"] and "b" in pd and len(pd) == 3
+    assert [n for n, _ in pd.named_parameters()] == ["a", "b", "c"]
+    assert pd.pop("b").shape == (1,) and pd.keys() == ["a", "c"]
+    with pytest.raises(KeyError):
+        pd["zz"]
+    md = nn.ModuleDict({"enc": nn.Linear(2, 3)})
+    md["dec"] = nn.Linear(3, 2)
+    assert [n for n, _ in md.named_parameters()] == ["enc.weight", "enc.bias", "dec.weight", "dec.bias"]
+    assert md["dec"](md["enc"](tg.ones((1, 2)))).shape == (1, 2)
+    del md["enc"]
+    assert md.keys() == ["dec"] and isinstance(md.values()[0], nn.Linear)
+    with pytest.raises(TypeError, match="not a tg.nn.Module"):
+        md["x"] = 3
+    with pytest.raises(KeyError, match="'.'"):
+        md["a.b"] = nn.ReLU()
+
+
+def test_unflatten_inverts_flatten_and_checks_sizes():
+    x = tg.random.randn(2, 12, 3)
+    y = nn.Unflatten(1, (3, -1))(x)
+    assert y.shape == (2, 3, 4, 3)
+    np.testing.assert_array_equal(nn.Flatten(1, 2)(y).numpy(), x.numpy())
+    assert nn.Unflatten(-1, (1, 3))(x).shape == (2, 12, 1, 3)
+    with pytest.raises(ValueError, match=r"Unflatten: unflattened_size \(5, 2\) does not fit"):
+        nn.Unflatten(1, (5, 2))(x)
+
+
+def test_bilinear_matches_numpy_and_its_gradients_finite_differences():
+    tg.manual_seed(2)
+    layer = nn.Bilinear(3, 4, 2)
+    bound = 1 / np.sqrt(3)
+    assert layer.weight.shape == (2, 3, 4) and layer.bias.shape == (2,)
+    assert np.abs(layer.weight.numpy()).max() <= bound and np.abs(layer.bias.numpy()).max() <= bound
+    x1, x2 = tg.random.randn(5, 3), tg.random.randn(5, 4)
+    want = np.einsum("bi,oij,bj->bo", x1.numpy(), layer.weight.numpy(), x2.numpy()) + layer.bias.numpy()
+    np.testing.assert_allclose(layer(x1, x2).numpy(), want, rtol=1e-12)
+    w, b = layer.weight.detach(), layer.bias.detach()
+    assert tg.gradcheck(lambda a, c, ww: nn.functional.bilinear(a, c, ww, b),
+                        (x1.detach().requires_grad_(), x2.detach().requires_grad_(), w.requires_grad_()))
+    with pytest.raises(ValueError, match=r"Bilinear\(in1_features=3.*expected inputs"):
+        layer(tg.ones((5, 4)), x2)
+
+
+@pytest.mark.needs_torch
+def test_bilinear_and_in_place_float_match_torch():
+    torch = pytest.importorskip("torch")
+    t = torch.nn.Bilinear(3, 4, 2).double()
+    layer = nn.Bilinear(3, 4, 2)
+    layer.load_state_dict({k: v.detach().numpy() for k, v in t.state_dict().items()})
+    a, b = np.random.default_rng(0).normal(size=(5, 3)), np.random.default_rng(1).normal(size=(5, 4))
+    np.testing.assert_allclose(layer(tg.tensor(a), tg.tensor(b)).numpy(),
+                               t(torch.tensor(a), torch.tensor(b)).detach().numpy(), rtol=1e-12)
+    w = t.weight
+    assert t.float().weight is w and layer.float().weight.dtype == np.float32

@@ -1171,3 +1171,7 @@ __all__ += _activation_modules.__all__
 from .loss_modules import *  # noqa: E402,F401,F403
 from . import loss_modules as _loss_modules  # noqa: E402
 __all__ += _loss_modules.__all__
+# ParameterList/Dict, ModuleDict, Unflatten, Bilinear (they subclass Module).
+from .containers import *  # noqa: E402,F401,F403
+from . import containers as _containers  # noqa: E402
+__all__ += _containers.__all__
