@@ -110,6 +110,18 @@ def test_trunc_normal_stays_in_bounds_with_the_truncated_moments():
     assert abs(mean - m) < 0.01 and abs(std / math.sqrt(v) - 1) < 0.01
 
 
+def test_trunc_normal_float32_default_bounds_and_refusals():
+    tg.manual_seed(4)
+    w = init.trunc_normal_(_param(300, 300, dtype=np.float32)).numpy()
+    assert w.dtype == np.float32 and w.min() >= -2 and w.max() <= 2
+    # N(0, 1) on [-2, 2]: std 0.8796
+    assert abs(w.std() / 0.87963 - 1) < 0.01 and abs(w.mean()) < 0.01
+    with pytest.raises(ValueError, match="holds only"):
+        init.trunc_normal_(_param(3), mean=0.0, std=1.0, a=6.0, b=7.0)
+    with pytest.raises(ValueError, match="a .* must be smaller than b"):
+        init.trunc_normal_(_param(3), a=1.0, b=0.0)
+
+
 @pytest.mark.parametrize("shape", [(6, 4), (4, 6), (8, 2, 3)])
 def test_orthogonal_gives_orthonormal_rows_or_columns_times_gain(shape):
     tg.manual_seed(1)

@@ -199,23 +199,43 @@ def kaiming_normal_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu"):
 
 
 def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0):
-    """N(mean, std**2) truncated to [a, b] (the bounds are absolute values, as PyTorch),
-    drawn by the inverse CDF as PyTorch: U(2 cdf(a') - 1, 2 cdf(b') - 1) through erfinv,
-    then clipped to [a, b] against rounding."""
+    """N(mean, std**2) truncated to [a, b] (the bounds are absolute values, as PyTorch).
+
+    NOTE: drawn by rejection (normal draws from ``tg.random``, those outside [a, b] drawn
+    again), not by PyTorch's inverse CDF, which needs erfinv (tapegrad-scipy, not a
+    dependency of tapegrad-nn): the same distribution, other numbers than torch for one
+    seed. An interval holding less than 1e-4 of the normal's mass is refused (rejection
+    would take too long; PyTorch's answer there is inaccurate too).
+    """
     _check_tensor(tensor, "trunc_normal_")
+    if tensor.dtype.kind != "f":
+        raise TypeError(f"nn.init.trunc_normal_: the tensor must be floating point, got "
+                        f"{tensor.dtype}")
     if not a < b:
         raise ValueError(f"nn.init.trunc_normal_: a ({a}) must be smaller than b ({b})")
+    if not std > 0:
+        raise ValueError(f"nn.init.trunc_normal_: std must be positive, got {std}")
 
     def norm_cdf(x):
         return (1.0 + math.erf(x / math.sqrt(2.0))) / 2.0
 
-    lo, hi = norm_cdf((a - mean) / std), norm_cdf((b - mean) / std)
-    u = _draw(tensor, "uniform", "trunc_normal_", low=2 * lo - 1, high=2 * hi - 1)
-    with tg.no_grad():
-        # NOTE: the mean lying more than ~8 std outside [a, b] makes lo == hi in float64;
-        # then every value is the clipped bound (PyTorch behaves the same).
-        value = tg.clip(tg.erfinv(u) * (std * math.sqrt(2.0)) + mean, a, b)
-    return _write(tensor, value)
+    mass = norm_cdf((b - mean) / std) - norm_cdf((a - mean) / std)
+    if mass < 1e-4:
+        raise ValueError(f"nn.init.trunc_normal_: [a, b] = [{a}, {b}] holds only {mass:.3g} of "
+                         f"N({mean}, {std}**2); move the bounds towards the mean")
+    n = tensor.size
+    out = np.empty(n, dtype=np.float64)
+    filled = 0
+    while filled < n:
+        want = n - filled
+        k = int(want / mass * 1.1) + 16
+        draw = tg.random.normal(mean, std, (k,), dtype=tensor.dtype, device=tensor.device)
+        x = np.asarray(draw.numpy(), dtype=np.float64)
+        x = x[(x >= a) & (x <= b)][:want]
+        out[filled:filled + x.size] = x
+        filled += x.size
+    value = out.reshape(tensor.shape).astype(tensor.dtype)
+    return _write(tensor, tg.asarray(value, device=tensor.device))
 
 
 def orthogonal_(tensor, gain=1.0):
