@@ -78,7 +78,11 @@ class _TopFinder(importlib.abc.MetaPathFinder):
         parent = sys.modules.get(parent_name)
         try:
             value = getattr(parent, leaf)
-        except AttributeError:           # what tapegrad raises for a name no plugin gives
+        except AttributeError as exc:    # what tapegrad raises for a name no plugin gives
+            if "pip install" in str(exc):
+                # A known plugin's namespace that is not installed: say which to install.
+                raise ModuleNotFoundError(f"No module named {fullname!r}: {exc}",
+                                          name=fullname) from None
             return None
         if not isinstance(value, types.ModuleType) or value.__name__ == fullname:
             return None
