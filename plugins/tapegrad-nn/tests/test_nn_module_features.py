@@ -50,6 +50,24 @@ def test_to_converts_the_gradient_and_keeps_frozen_flags_and_buffers_are_replace
     np.testing.assert_allclose(w.grad.numpy(), [[1, 1], [1, 1]])
 
 
+def test_to_takes_a_tensor_and_adam_state_follows_the_same_parameters():
+    lin = nn.Linear(2, 2)
+    w = lin.weight
+    assert lin.to(tg.zeros(1, dtype=np.float32)).weight is w and w.dtype == np.float32
+    with pytest.raises(TypeError, match="Module.to: dtype must be a floating-point type"):
+        lin.to(tg.zeros(1, dtype=np.int64))
+    lin.double()
+    opt = tg.optim.Adam(lin.parameters(), lr=0.01)
+    lin.float()
+    before = w.numpy().copy()
+    lin(tg.ones((3, 2), dtype=np.float32)).sum().backward()
+    opt.step()
+    assert w.dtype == np.float32 and not np.array_equal(w.numpy(), before)
+    m = nn.Module()
+    m.register_module("head", lin)
+    assert m.head is lin
+
+
 def test_to_bumps_the_version_so_an_old_graph_cannot_use_the_new_data():
     lin = nn.Linear(2, 2)
     y = (lin(tg.ones((1, 2))) ** 2).sum()

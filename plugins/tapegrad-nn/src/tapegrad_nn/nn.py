@@ -306,6 +306,10 @@ class Module:
         _state(self)[2][name] = None
         _put(self, name, module)
 
+    def register_module(self, name, module):
+        """``add_module`` under PyTorch's other name."""
+        self.add_module(name, module)
+
     # -- traversal -----------------------------------------------------------------------
     def named_children(self):
         """(name, module) for each direct sub-module, in the order they were assigned."""
@@ -522,7 +526,8 @@ class Module:
         model), with its requires_grad, and its gradient converted too. Buffers are
         replaced by converted tensors. Returns self.
 
-        As in torch, ``to(dtype)``, ``to(device)`` and ``to(device, dtype)`` all work.
+        As in torch, ``to(dtype)``, ``to(device)``, ``to(device, dtype)`` and
+        ``to(tensor)`` (that tensor's device and dtype) all work.
 
         >>> import tapegrad as tg
         >>> lin = tg.nn.Linear(2, 2)
@@ -530,6 +535,11 @@ class Module:
         >>> lin.to(tg.float32).weight is w, w.dtype
         (True, dtype('float32'))
         """
+        if isinstance(device, tg.Tensor):
+            if dtype is not None:
+                raise TypeError("Module.to: a tensor gives both device and dtype; do not pass "
+                                "dtype= as well")
+            device, dtype = device.device, device.dtype
         if device is not None and not isinstance(device, (str, tg.Device)):
             if dtype is not None:
                 raise TypeError(f"Module.to: dtype given twice ({device!r} and dtype={dtype!r})")
