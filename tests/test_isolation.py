@@ -108,6 +108,12 @@ try:
     tg.sum(x)
 except AttributeError as exc:
     assert "tapegrad-shape" in str(exc), exc
+try:
+    import tapegrad.nn  # noqa: F401
+except ModuleNotFoundError as exc:
+    assert "tapegrad-nn" in str(exc), exc
+else:
+    raise AssertionError("import tapegrad.nn worked without tapegrad-nn")
 print("CORE-ONLY OK")
 """
 

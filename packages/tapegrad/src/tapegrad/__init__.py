@@ -112,6 +112,9 @@ def _load():
     _engine.set_providers(_plugins.KNOWN_PROVIDERS)
     _engine.set_miss_handler(_plugins.LOADER.load_deferred)
     _plugins.LOADER.load(namespace, Tensor, _core_plugin)
+    # `import tapegrad.nn` and the like (Note: [plugin namespaces as modules]).
+    from . import _aliases
+    _aliases.install()
 
 
 _load()

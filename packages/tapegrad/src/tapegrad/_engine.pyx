@@ -2341,6 +2341,27 @@ cdef class TensorBase:
         self.requires_grad = requires_grad
         return self
 
+    def _set_data_(self, TensorBase src):
+        """Make `src`'s array (same shape; any dtype or device) this leaf's own, keeping this
+        object: what PyTorch's ``param.data = ...`` does, and what ``Module.to`` uses so
+        that an optimizer built before ``model.float()`` still holds the model's parameters.
+        requires_grad and hooks stay; the gradient is dropped (the caller converts it); the
+        version is bumped, so a graph that saved the old value raises at backward."""
+        if self._node is not None:
+            raise RuntimeError("_set_data_: only a leaf tensor's data can be replaced")
+        if _traced():
+            raise RuntimeError("_set_data_: cannot replace a tensor's data inside tg.compile")
+        if src._data.shape != self._data.shape:
+            raise ValueError(f"_set_data_: shape {tuple(src._data.shape)} differs from the "
+                             f"tensor's {tuple(self._data.shape)}")
+        if self._requires_grad and src._data.dtype.kind not in "fc":
+            raise TypeError(f"_set_data_: a tensor that requires grad cannot take "
+                            f"{src._data.dtype} data")
+        self._data = src._data
+        self._device = src._device
+        self._grad = None
+        _bump(self, "_set_data_")
+
     @property
     def grad(self):
         if self._grad is not None and _traced():

@@ -21,6 +21,7 @@ import numpy as np
 import tapegrad as tg
 
 from . import conv as F
+from . import init
 from .nn import Module, Parameter
 
 __all__ = ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d"]
@@ -85,15 +86,10 @@ class _ConvNd(Module):
         where fan_in = weight.shape[1] * prod(kernel_size); both bounds are
         1/sqrt(fan_in)."""
         fan_in = self.weight.shape[1] * math.prod(self.kernel_size)
-        # kaiming_uniform_(a=sqrt(5)): gain sqrt(2 / (1 + 5)) times sqrt(3 / fan_in).
-        bound = math.sqrt(2.0 / 6.0) * math.sqrt(3.0 / fan_in)
-        with tg.no_grad():
-            self.weight[...] = tg.random.uniform(-bound, bound, self.weight.shape,
-                                                 dtype=self.weight.dtype, device=self.weight.device)
-            if self.bias is not None:
-                b = 1.0 / math.sqrt(fan_in)
-                self.bias[...] = tg.random.uniform(-b, b, self.bias.shape, dtype=self.bias.dtype,
-                                                   device=self.bias.device)
+        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            b = 1.0 / math.sqrt(fan_in)
+            init.uniform_(self.bias, -b, b)
 
     def _check_input(self, x):
         x = tg.asarray(x)

@@ -66,6 +66,7 @@ __all__ += ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d"
 __all__ += list(_pooling.NAMES)
 __all__ += ["layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm", "normalize"]
 __all__ += _attention.__all__
+__all__ += ["bilinear"]
 
 
 def __getattr__(name):
@@ -583,6 +584,25 @@ def linear(x, weight, bias=None):
     if bias is None:
         return tg.linear(x, weight)
     return tg.linear(x, weight, bias)
+
+
+def bilinear(input1, input2, weight, bias=None):
+    """``y[..., o] = sum_ij input1[..., i] weight[o, i, j] input2[..., j] + bias[o]``, as
+    PyTorch's ``F.bilinear`` (composed with ``tg.einsum``, so it differentiates twice).
+
+    >>> import tapegrad as tg
+    >>> import tapegrad_nn.functional as F
+    >>> F.bilinear(tg.ones((2, 3)), tg.ones((2, 4)), tg.ones((5, 3, 4))).shape
+    (2, 5)
+    """
+    input1, input2, weight = tg.asarray(input1), tg.asarray(input2), tg.asarray(weight)
+    if weight.ndim != 3 or input1.shape[-1:] != weight.shape[1:2] or \
+            input2.shape[-1:] != weight.shape[2:3] or input1.shape[:-1] != input2.shape[:-1]:
+        raise ValueError(f"bilinear: expected weight (out, in1, in2), input1 (..., in1) and "
+                         f"input2 (..., in2) with the same leading axes; got input1 "
+                         f"{input1.shape}, input2 {input2.shape}, weight {weight.shape}")
+    y = tg.einsum("...i,oij,...j->...o", input1, weight, input2)
+    return y if bias is None else y + bias
 
 
 def dropout(x, p=0.5, training=True):

@@ -38,12 +38,14 @@ import tapegrad as tg
 from tapegrad._compile import add_external_guard
 
 from . import functional
+from . import init, utils  # tg.nn.init, tg.nn.utils
 from .functional import REDUCTIONS
 
 __all__ = [
     "Parameter", "Module", "Sequential", "ModuleList", "Linear", "Identity", "Flatten",
     "ReLU", "Tanh", "Sigmoid", "Softmax", "LogSoftmax", "Dropout", "CrossEntropyLoss",
     "MSELoss", "BCEWithLogitsLoss", "IncompatibleKeys", "functional",
+    "init", "utils",
 ]
 
 IncompatibleKeys = collections.namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
@@ -149,7 +151,63 @@ class Module:
         # a parameter, buffer or sub-module replaced by another object (to(dtype),
         # m.weight = ...), must make the next call record again.
         tg.compile_guard(self._compiled_state)
-        return self.forward(*args, **kwargs)
+        d = self.__dict__
+        pre, post = d.get("_forward_pre_hooks"), d.get("_forward_hooks")
+        if not pre and not post:
+            return self.forward(*args, **kwargs)
+        for entry in list(pre or ()):
+            if entry.with_kwargs:
+                result = entry.hook(self, args, kwargs)
+                if result is not None:
+                    if not (isinstance(result, tuple) and len(result) == 2):
+                        raise RuntimeError(
+                            f"forward pre-hook {entry.hook!r} of {type(self).__name__} "
+                            f"(with_kwargs=True) must return None or a tuple (args, kwargs), "
+                            f"got {_kind(result)}")
+                    args, kwargs = result
+            else:
+                result = entry.hook(self, args)
+                if result is not None:
+                    args = result if isinstance(result, tuple) else (result,)
+        out = self.forward(*args, **kwargs)
+        for entry in list(post or ()):
+            result = (entry.hook(self, args, kwargs, out) if entry.with_kwargs
+                      else entry.hook(self, args, out))
+            if result is not None:
+                out = result
+        return out
+
+    # -- hooks ---------------------------------------------------------------------------
+    def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False):
+        """Call ``hook(module, args)`` before every ``forward``; it may return new args (a
+        tuple, or one value that becomes a 1-tuple) or None to keep them. With
+        ``with_kwargs=True`` it is ``hook(module, args, kwargs)`` returning None or
+        ``(args, kwargs)``. Returns a handle whose ``remove()`` unregisters it.
+
+        >>> import tapegrad as tg
+        >>> lin = tg.nn.Linear(2, 2)
+        >>> h = lin.register_forward_pre_hook(lambda m, args: (args[0] * 0,))
+        >>> lin(tg.ones((1, 2))).tolist() == [lin.bias.tolist()]
+        True
+        >>> h.remove()
+        """
+        return _add_hook(self, "_forward_pre_hooks", hook, prepend, with_kwargs)
+
+    def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False):
+        """Call ``hook(module, args, output)`` after every ``forward`` (``hook(module,
+        args, kwargs, output)`` with ``with_kwargs=True``); a value it returns replaces
+        the output. Returns a handle whose ``remove()`` unregisters it.
+
+        >>> import tapegrad as tg
+        >>> seen = []
+        >>> relu = tg.nn.ReLU()
+        >>> h = relu.register_forward_hook(lambda m, args, out: seen.append(out.shape))
+        >>> _ = relu(tg.ones(3)); seen
+        [(3,)]
+        >>> h.remove(); _ = relu(tg.ones(3)); seen
+        [(3,)]
+        """
+        return _add_hook(self, "_forward_hooks", hook, prepend, with_kwargs)
 
     def _compiled_state(self):
         """Training mode, and when an attribute of this module or of any module below it
@@ -247,6 +305,10 @@ class Module:
         _unregister(self, name)
         _state(self)[2][name] = None
         _put(self, name, module)
+
+    def register_module(self, name, module):
+        """``add_module`` under PyTorch's other name."""
+        self.add_module(name, module)
 
     # -- traversal -----------------------------------------------------------------------
     def named_children(self):
@@ -459,18 +521,25 @@ class Module:
     # -- devices and dtypes --------------------------------------------------------------
     def to(self, device=None, dtype=None):
         """Move parameters and buffers to `device` and/or convert their floating-point
-        values to `dtype`. Tensors already there are kept; the others are replaced by new
-        leaves (with the same requires_grad; gradients are dropped), so build the optimizer
-        after calling this. Returns self.
+        values to `dtype`. Parameters are converted IN PLACE, as in PyTorch: each stays
+        the same object (so an optimizer built before ``model.float()`` keeps training the
+        model), with its requires_grad, and its gradient converted too. Buffers are
+        replaced by converted tensors. Returns self.
 
-        As in torch, ``to(dtype)``, ``to(device)`` and ``to(device, dtype)`` all work.
+        As in torch, ``to(dtype)``, ``to(device)``, ``to(device, dtype)`` and
+        ``to(tensor)`` (that tensor's device and dtype) all work.
 
         >>> import tapegrad as tg
-        >>> tg.nn.Linear(2, 2).to(dtype=tg.float32).weight.dtype
-        dtype('float32')
-        >>> tg.nn.Linear(2, 2).to(tg.float32).weight.dtype
-        dtype('float32')
+        >>> lin = tg.nn.Linear(2, 2)
+        >>> w = lin.weight
+        >>> lin.to(tg.float32).weight is w, w.dtype
+        (True, dtype('float32'))
         """
+        if isinstance(device, tg.Tensor):
+            if dtype is not None:
+                raise TypeError("Module.to: a tensor gives both device and dtype; do not pass "
+                                "dtype= as well")
+            device, dtype = device.device, device.dtype
         if device is not None and not isinstance(device, (str, tg.Device)):
             if dtype is not None:
                 raise TypeError(f"Module.to: dtype given twice ({device!r} and dtype={dtype!r})")
@@ -479,21 +548,36 @@ class Module:
         dtype = np.dtype(dtype) if dtype is not None else None
         if dtype is not None and dtype.kind != "f":
             raise TypeError(f"Module.to: dtype must be a floating-point type, got {dtype}")
+
+        def convert(t):
+            new = t
+            if dev is not None and t.device != dev:
+                new = new.detach().to(dev)
+            if dtype is not None and t.dtype.kind == "f" and t.dtype != dtype:
+                new = new.detach().astype(dtype)
+            return new
+
         for m in self.modules():
             params, buffers, _ = _state(m)
+            changed = False
             for name in list(params) + list(buffers):
                 t = m.__dict__[name]
                 if t is None:
                     continue
-                new = t
-                if dev is not None and t.device != dev:
-                    new = new.detach().to(dev)
-                if dtype is not None and t.dtype.kind == "f" and t.dtype != dtype:
-                    new = new.detach().astype(dtype)
-                if new is not t:
-                    if name in params:
-                        new = Parameter(new, requires_grad=t.requires_grad)
+                new = convert(t)
+                if new is t:
+                    continue
+                if name in params:
+                    grad = t.grad
+                    with tg.no_grad():
+                        t._set_data_(new)
+                        if grad is not None:
+                            t.grad = convert(grad)
+                    changed = True      # the same object, another array: tg.compile records again
+                else:
                     _put(m, name, new)
+            if changed:
+                _count_entry_change(m)
         return self
 
     def cpu(self):
@@ -530,6 +614,58 @@ class Module:
         if len(lines) == 1 and not _state(self)[2]:
             return f"{type(self).__name__}({lines[0]})"
         return f"{type(self).__name__}(\n  " + "\n  ".join(lines) + "\n)"
+
+
+class _HookEntry:
+    """One registered forward (pre-)hook; compared by identity, so that a handle removes
+    its own registration even when the same function is registered twice."""
+
+    __slots__ = ("hook", "with_kwargs")
+
+    def __init__(self, hook, with_kwargs):
+        self.hook, self.with_kwargs = hook, with_kwargs
+
+
+class _HookList(list):
+    """A module's hooks; removing one counts as a change for tg.compile's guard (a
+    recording made with a hook must not replay without it)."""
+
+    def __init__(self, module):
+        super().__init__()
+        self._module = weakref.ref(module)
+
+    def remove(self, entry):
+        super().remove(entry)
+        module = self._module()
+        if module is not None:
+            _count_entry_change(module)
+
+    def __deepcopy__(self, memo):
+        # A deep copy of the module gets its own list, bound to the copy (already in the
+        # memo while its __dict__ is copied); the hook functions are shared.
+        new = _HookList.__new__(_HookList)
+        list.extend(new, self)
+        module = self._module()
+        copied = memo.get(id(module)) if module is not None else None
+        new._module = weakref.ref(copied) if copied is not None else (lambda: None)
+        return new
+
+
+def _add_hook(module, attr, hook, prepend, with_kwargs):
+    if not callable(hook):
+        raise TypeError(f"{attr[1:-1].replace('_', ' ')}: the hook must be callable, got "
+                        f"{_kind(hook)}")
+    d = module.__dict__
+    hooks = d.get(attr)
+    if hooks is None:
+        hooks = d[attr] = _HookList(module)
+    entry = _HookEntry(hook, bool(with_kwargs))
+    if prepend:
+        hooks.insert(0, entry)
+    else:
+        hooks.append(entry)
+    _count_entry_change(module)
+    return tg.RemovableHandle(hooks, entry)
 
 
 def _state(module):
@@ -837,13 +973,13 @@ class Linear(Module):
         self.reset_parameters()
 
     def reset_parameters(self):
-        """Draw weight and bias again (in place) from U(-1/sqrt(in), 1/sqrt(in))."""
-        bound = 1.0 / math.sqrt(self.in_features) if self.in_features > 0 else 0.0
-        with tg.no_grad():
-            for p in (self.weight, self.bias):
-                if p is not None:
-                    p[...] = tg.random.uniform(-bound, bound, p.shape, dtype=p.dtype,
-                                               device=p.device)
+        """Draw weight and bias again (in place), as PyTorch: weight with
+        ``init.kaiming_uniform_(a=sqrt(5))`` and bias from U(-b, b); both bounds are
+        1/sqrt(in_features)."""
+        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            bound = 1.0 / math.sqrt(self.in_features) if self.in_features > 0 else 0.0
+            init.uniform_(self.bias, -bound, bound)
 
     def forward(self, x):
         return functional.linear(x, self.weight, self.bias)
@@ -1057,3 +1193,7 @@ __all__ += _transformer_layers.__all__
 from .pooling_layers import *  # noqa: E402,F401,F403
 from . import pooling_layers as _pooling_layers  # noqa: E402
 __all__ += _pooling_layers.__all__
+# ParameterList/Dict, ModuleDict, Unflatten, Bilinear (they subclass Module).
+from .containers import *  # noqa: E402,F401,F403
+from . import containers as _containers  # noqa: E402
+__all__ += _containers.__all__
