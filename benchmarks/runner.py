@@ -3,7 +3,8 @@
 For each workload, every worker first builds and warms up its case; then each round asks
 numpy, tapegrad and torch in turn for one timed sample, so slow drifts of the machine
 (other processes, frequency changes) land on all libraries alike. The first ``warmup``
-rounds are thrown away. Every sample's outputs are checked against the NumPy reference
+rounds are thrown away. Every sample's outputs are checked against the reference (NumPy's,
+or the library a workload names in ``Workload.reference``: W7's is tapegrad eager)
 before the sample is kept; a mismatch raises ``MismatchError`` and nothing is reported.
 """
 
@@ -36,7 +37,7 @@ class BenchmarkError(RuntimeError):
 
 
 class MismatchError(BenchmarkError):
-    """A library's result differs from the NumPy reference: its figures would be lies."""
+    """A library's result differs from the reference's: its figures would be lies."""
 
 
 # -- checking -------------------------------------------------------------------------
