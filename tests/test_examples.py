@@ -32,6 +32,6 @@ def test_lstm_sine_learns():
 @pytest.mark.slow
 def test_digits_cnn_reaches_98_5_percent():
     # The claim of examples/train_digits_cnn.py and docs/nn.md: the default run (10 epochs,
-    # seed 0, ~20 s on 2 cores) scores >= 98.5 % on the 450 held-out images.
+    # seed 0, ~3 s on 2 idle cores) scores >= 98.5 % on the 450 held-out images.
     cnn = runpy.run_path(str(EXAMPLES / "train_digits_cnn.py"))
     assert cnn["main"](log=False) >= 0.985
