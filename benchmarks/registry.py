@@ -116,7 +116,9 @@ def time_per(what: str, count: int, *, unit: str = "us") -> Metric:
 class Workload:
     """A fixed computation, implemented once per library.
 
-    Outputs of every library must match the NumPy reference's within ``rtol``/``atol``
+    Outputs of every library must match the reference library's (NumPy's unless
+    ``reference`` says otherwise: a workload whose hand-written NumPy version would be no
+    more trustworthy than the library under test) within ``rtol``/``atol``
     (``numpy.allclose`` semantics) or the run aborts.
     """
 
@@ -127,6 +129,7 @@ class Workload:
     metrics: tuple[Metric, ...]
     rtol: float = 1e-10
     atol: float = 0.0
+    reference: str = REFERENCE               # the library every other one is checked against
     builders: dict[str, Builder] = field(default_factory=dict)
 
     def implementation(self, library: str) -> Callable[[Builder], Builder]:

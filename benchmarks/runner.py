@@ -3,7 +3,8 @@
 For each workload, every worker first builds and warms up its case; then each round asks
 numpy, tapegrad and torch in turn for one timed sample, so slow drifts of the machine
 (other processes, frequency changes) land on all libraries alike. The first ``warmup``
-rounds are thrown away. Every sample's outputs are checked against the NumPy reference
+rounds are thrown away. Every sample's outputs are checked against the reference (NumPy's,
+or the library a workload names in ``Workload.reference``: W7's is tapegrad eager)
 before the sample is kept; a mismatch raises ``MismatchError`` and nothing is reported.
 """
 
@@ -36,7 +37,7 @@ class BenchmarkError(RuntimeError):
 
 
 class MismatchError(BenchmarkError):
-    """A library's result differs from the NumPy reference: its figures would be lies."""
+    """A library's result differs from the reference's: its figures would be lies."""
 
 
 # -- checking -------------------------------------------------------------------------
@@ -54,14 +55,14 @@ def check_outputs(workload: Workload, library: str, outputs: Outputs,
     if set(outputs) != set(reference):
         raise MismatchError(
             f"{where}: {library} returned outputs {sorted(outputs)}, "
-            f"the NumPy reference {sorted(reference)}")
+            f"the {workload.reference} reference {sorted(reference)}")
     worst = 0.0
     for name, ref_value in reference.items():
         ref, got = np.asarray(ref_value), np.asarray(outputs[name])
         if got.shape != ref.shape or got.dtype != ref.dtype:
             raise MismatchError(
                 f"{where}: {library}'s {name!r} has shape {got.shape} and dtype "
-                f"{got.dtype}; the NumPy reference's has shape {ref.shape} and dtype "
+                f"{got.dtype}; the {workload.reference} reference's has shape {ref.shape} and dtype "
                 f"{ref.dtype}")
         if not np.allclose(got, ref, rtol=workload.rtol, atol=workload.atol):
             excess = np.abs(got - ref) - (workload.atol + workload.rtol * np.abs(ref))
@@ -69,9 +70,9 @@ def check_outputs(workload: Workload, library: str, outputs: Outputs,
             index = np.unravel_index(int(np.argmax(excess)), ref.shape) if ref.ndim else ()
             at = f"at index {tuple(int(i) for i in index)} " if ref.ndim else ""
             raise MismatchError(
-                f"{where}: {library}'s {name!r} does not match the NumPy reference "
+                f"{where}: {library}'s {name!r} does not match the {workload.reference} reference "
                 f"(rtol={workload.rtol:g}, atol={workload.atol:g}): {at}{library} gives "
-                f"{got[index].item()!r}, NumPy {ref[index].item()!r}. No figures are "
+                f"{got[index].item()!r}, {workload.reference} {ref[index].item()!r}. No figures are "
                 f"reported for a wrong result.")
         with np.errstate(divide="ignore", invalid="ignore"):
             rel = np.abs(got - ref) / np.abs(ref)
@@ -152,7 +153,7 @@ class LibraryRun:
     calls_per_sample: int
     prepare: Mapping[str, Any]           # build and first-call times, calls per sample
     samples: list[Sample] = field(default_factory=list)   # kept rounds, in order
-    max_rel_diff: float = 0.0            # largest relative difference from NumPy seen
+    max_rel_diff: float = 0.0            # largest relative difference from the reference seen
 
 
 @dataclass
@@ -208,10 +209,13 @@ def _run_workload(workload: Workload, workers: Mapping[str, WorkerProcess],
             result.not_available[lib] = f"not installed ({info['reason']})"
         elif lib not in workload.builders:
             result.not_available[lib] = f"{workload.key} has no {lib} implementation"
-    if REFERENCE in result.not_available:
-        raise BenchmarkError(f"{workload.key}: {result.not_available[REFERENCE]}; the NumPy "
+    ref_lib = workload.reference
+    if ref_lib in result.not_available:
+        raise BenchmarkError(f"{workload.key}: {result.not_available[ref_lib]}; the {ref_lib} "
                              f"reference is what every other result is checked against")
-    active = [lib for lib in workers if lib not in result.not_available]
+    # The reference runs first in every round, so its first sample is there to check against.
+    active = sorted((lib for lib in workers if lib not in result.not_available),
+                    key=lambda lib: lib != ref_lib)
 
     for lib in active:
         prepared = workers[lib].request("prepare", workload.key, min_time)
@@ -224,7 +228,7 @@ def _run_workload(workload: Workload, workers: Mapping[str, WorkerProcess],
     for round_no in range(total):
         for lib in active:
             sample = workers[lib].request("sample", workload.key)
-            if reference is None:          # the first sample of NumPy, which runs first
+            if reference is None:          # the reference's first sample (it runs first)
                 reference = sample.outputs
             run = result.runs[lib]
             diff = check_outputs(workload, lib, sample.outputs, reference)

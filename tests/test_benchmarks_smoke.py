@@ -154,3 +154,49 @@ def test_chart_of_ratios_is_drawn(tmp_path, monkeypatch):
     out = tmp_path / "ratios.png"
     assert chart.main([str(path), "-o", str(out)]) == 0
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_w7_compiled_is_checked_against_tapegrad_eager(tmp_path, benchmarks):
+    """W7 (the CNN step) has no NumPy case: its reference is tapegrad eager, and the
+    compiled step's loss and gradients must match it (torch's too, where installed)."""
+    out = tmp_path / "bench.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--quick", "--workloads", "W7",
+         "--libraries", "numpy,tapegrad,tapegrad-compiled", "--json", str(out)],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "every round checked against tapegrad" in proc.stdout
+    w7 = json.loads(out.read_text())["workloads"]["W7"]
+    assert w7["reference"] == "tapegrad"
+    assert w7["metrics"]["time"]["results"]["numpy"] is None
+    assert set(w7["checked_against_numpy"]) == {"tapegrad", "tapegrad-compiled"}
+    assert w7["metrics"]["time"]["results"]["tapegrad-compiled"]["median"] > 0
+    from benchmarks import chart
+    assert chart.collect([out]) == []                 # no ratio to NumPy: no bars
+
+
+def test_w7_outputs_are_the_loss_and_every_gradient(benchmarks):
+    from benchmarks.runner import MismatchError, check_outputs
+    from benchmarks.workloads.w7_cnn_training import W7
+
+    case = W7.build("tapegrad")
+    outputs = case.outputs(case.run())
+    assert np.log(10) / 2 < outputs["loss"] < 2 * np.log(10)       # ~chance at the start
+    grads = {k: v for k, v in outputs.items() if k.startswith("grad ")}
+    assert len(grads) == 4 * 3 + 2                   # 3 x (conv w, b, bn w, b) + linear w, b
+    assert all(v.dtype == np.float32 and np.abs(v).max() > 0 for v in grads.values())
+    again = case.outputs(case.run())                 # the step restores its start
+    assert check_outputs(W7, "tapegrad", again, outputs) == 0.0
+    wrong = dict(outputs, loss=outputs["loss"] * 1.01)
+    with pytest.raises(MismatchError, match="tapegrad reference"):
+        check_outputs(W7, "torch", wrong, outputs)
+
+
+@pytest.mark.needs_torch
+def test_w7_torch_agrees_with_tapegrad(benchmarks):
+    from benchmarks.runner import check_outputs
+    from benchmarks.workloads.w7_cnn_training import W7
+
+    ours, theirs = W7.build("tapegrad"), W7.build("torch")
+    reference = ours.outputs(ours.run())
+    check_outputs(W7, "torch", theirs.outputs(theirs.run()), reference)
