@@ -201,3 +201,21 @@ def test_compiled_draws_are_fresh_on_every_replay():
     tg.manual_seed(10)
     eager = [tuple(tuple(np.ravel(t.numpy())) for t in f(p)) for _ in range(4)]
     assert eager == draws
+
+
+def test_compiled_replays_check_each_calls_values():
+    cf = tg.compile(lambda p: tg.random.multinomial(p, 1, replacement=True) * 1)
+    cb = tg.compile(lambda p: tg.random.bernoulli(p) * 1)
+    cc = tg.compile(lambda z: tg.random.categorical(z) * 1)
+    for _ in range(2):                                   # record, then replay
+        cf(tg.tensor([[1.0, 2.0]]))
+        cb(tg.tensor([0.5, 0.5]))
+        cc(tg.tensor([[0.0, 1.0]]))
+    with pytest.raises(ValueError, match="sums to zero"):
+        cf(tg.tensor([[0.0, 0.0]]))
+    with pytest.raises(ValueError, match="non-negative"):
+        cf(tg.tensor([[1.0, -2.0]]))
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        cb(tg.tensor([0.5, 2.0]))
+    with pytest.raises(ValueError, match="all -inf"):
+        cc(tg.tensor([[-np.inf, -np.inf]]))

@@ -111,8 +111,12 @@ def set_state(state):
 # Discrete draws and *_like creation. NOTE: every one is built from `rand` (a uniform
 # draw recorded by tg.compile as fresh per replay) and tapegrad ops, so it runs on every
 # device with a generator and draws new numbers on each compiled replay. Checks on the
-# *values* of probs (negative, zero-sum rows) read them on the host: under tg.compile
-# they run when the function records, not on replays.
+# *values* of probs/p/logits go through compile_check, so that a replay checks each
+# call's values too (a zero-sum row would otherwise give index 0 silently).
+
+def _check_values(check, tensor):
+    from ._compile import compile_check     # NOTE: lazily: _compile imports this module
+    compile_check(check, tensor)
 
 def _Tensor():
     from ._tensor import Tensor     # NOTE: lazily: _tensor imports this module
@@ -238,6 +242,11 @@ def permutation(x, device=None):
     return x[permutation(x.shape[0], device=x.device)]
 
 
+def _check_unit_interval(vals):
+    if not np.all((vals >= 0) & (vals <= 1)):
+        raise ValueError("random.bernoulli: p must be in [0, 1] (and not nan)")
+
+
 def bernoulli(p, size=None, dtype=None, device=None):
     """0/1 samples that are 1 with probability ``p`` (torch.bernoulli): ``p`` a tensor of
     probabilities (the result has its shape and floating dtype, as torch) or a float with
@@ -257,12 +266,11 @@ def bernoulli(p, size=None, dtype=None, device=None):
             raise TypeError(f"random.bernoulli: p must be floating-point, got {p.dtype}")
         pv = p.detach()
         shape, dtype, device = p.shape, dtype or p.dtype, device or p.device
+        _check_values(_check_unit_interval, pv)
     else:
         pv = float(p)
         shape, dtype = _size(size, "bernoulli"), dtype or np.float64
-    vals = np.asarray(pv.numpy() if isinstance(pv, _Tensor()) else pv)
-    if not np.all((vals >= 0) & (vals <= 1)):
-        raise ValueError("random.bernoulli: p must be in [0, 1] (and not nan)")
+        _check_unit_interval(np.asarray(pv))
     return (rand(shape, dtype=np.float64, device=device) < pv).astype(dtype)
 
 
@@ -304,19 +312,22 @@ def multinomial(probs, num_samples, replacement=False):
     p2 = probs.detach().astype(np.float64)
     if p2.ndim == 1:
         p2 = p2.reshape(1, -1)
-    vals = p2.numpy()
-    if not np.all(np.isfinite(vals)) or np.any(vals < 0):
-        raise ValueError("random.multinomial: probs must be finite and non-negative")
-    if np.any(vals.sum(axis=1) <= 0):
-        raise ValueError("random.multinomial: a row of probs sums to zero")
     rows, cats = p2.shape
-    if not replacement:
-        if num_samples > cats:
-            raise ValueError(f"random.multinomial: cannot draw {num_samples} samples from "
-                             f"{cats} categories without replacement")
-        if np.any((vals > 0).sum(axis=1) < num_samples):
+    if not replacement and num_samples > cats:
+        raise ValueError(f"random.multinomial: cannot draw {num_samples} samples from "
+                         f"{cats} categories without replacement")
+
+    def check(vals):
+        if not np.all(np.isfinite(vals)) or np.any(vals < 0):
+            raise ValueError("random.multinomial: probs must be finite and non-negative")
+        if np.any(vals.sum(axis=1) <= 0):
+            raise ValueError("random.multinomial: a row of probs sums to zero")
+        if not replacement and np.any((vals > 0).sum(axis=1) < num_samples):
             raise ValueError(f"random.multinomial: a row of probs has fewer than "
                              f"{num_samples} non-zero weights, needed without replacement")
+
+    _check_values(check, p2)
+    if not replacement:
         e = -tg.log(1.0 - rand((rows, cats), dtype=np.float64, device=probs.device))
         key = tg.where(p2 > 0, e / tg.where(p2 > 0, p2, 1.0), np.inf)
         out = tg.argsort(key, axis=-1)[:, :num_samples]
@@ -351,10 +362,13 @@ def categorical(logits, num_samples=1, replacement=True):
         raise ValueError(f"random.categorical: logits must be 1-D or 2-D with at least one "
                          f"category, got shape {logits.shape}")
     lv = logits.detach()
-    vals = lv.numpy()
-    if np.any(np.isnan(vals)) or np.any(vals == np.inf):
-        raise ValueError("random.categorical: logits must not be nan or +inf")
-    if np.any(np.all(vals == -np.inf, axis=-1)):
-        raise ValueError("random.categorical: a row of logits is all -inf")
+
+    def check(vals):
+        if np.any(np.isnan(vals)) or np.any(vals == np.inf):
+            raise ValueError("random.categorical: logits must not be nan or +inf")
+        if np.any(np.all(vals == -np.inf, axis=-1)):
+            raise ValueError("random.categorical: a row of logits is all -inf")
+
+    _check_values(check, lv)
     p = tg.exp(lv - tg.max(lv, axis=-1, keepdims=True))
     return multinomial(p, num_samples, replacement)
