@@ -136,7 +136,7 @@ def rand_like(input, dtype=None, device=None, requires_grad=False):
     Example (needs the first-party plugins)::
 
         tg.random.rand_like(tg.zeros((2, 3), dtype=tg.float32)).dtype
-        dtype('float32')
+        # -> dtype('float32')
     """
     x, dtype = _like(input, dtype)
     return rand(x.shape, dtype=dtype, device=device or x.device, requires_grad=requires_grad)
@@ -182,7 +182,7 @@ def randint(low, high=None, size=None, dtype=np.int64, device=None):
 
         v = tg.random.randint(5, 10, (100,)).numpy()
         bool(v.min() >= 5 and v.max() < 10), v.dtype
-        (True, dtype('int64'))
+        # -> (True, dtype('int64'))
     """
     if high is None:
         low, high = 0, low
@@ -225,7 +225,7 @@ def permutation(x, device=None):
     Example (needs the first-party plugins)::
 
         sorted(tg.random.permutation(5).tolist())
-        [0, 1, 2, 3, 4]
+        # -> [0, 1, 2, 3, 4]
     """
     import tapegrad as tg
     if isinstance(x, (int, np.integer)):
@@ -255,7 +255,7 @@ def bernoulli(p, size=None, dtype=None, device=None):
     Example (needs the first-party plugins)::
 
         tg.random.bernoulli(tg.tensor([0.0, 1.0])).tolist()
-        [0.0, 1.0]
+        # -> [0.0, 1.0]
     """
     import tapegrad as tg
     if isinstance(p, _Tensor()):
@@ -294,7 +294,7 @@ def multinomial(probs, num_samples, replacement=False):
 
         tg.manual_seed(0)
         sorted(tg.random.multinomial(tg.tensor([1.0, 0.0, 2.0, 3.0]), 3).tolist())
-        [0, 2, 3]
+        # -> [0, 2, 3]
     """
     import tapegrad as tg
     if not isinstance(probs, _Tensor()):
@@ -350,7 +350,7 @@ def categorical(logits, num_samples=1, replacement=True):
     Example (needs the first-party plugins)::
 
         tg.random.categorical(tg.tensor([[0.0, -float("inf")]]), 2).tolist()
-        [[0, 0]]
+        # -> [[0, 0]]
     """
     import tapegrad as tg
     if not isinstance(logits, _Tensor()):
