@@ -138,6 +138,20 @@ def test_w6_implementations_run_small_agree_and_checkpointing_holds_less(benchma
         assert 3 / 9 <= figures["held Every(4)/plain"] < 3 / 9 + 0.05
 
 
+def test_w8_gpt_blocks_tapegrad_matches_the_numpy_backward(benchmarks):
+    """W8 in-process at a small size: tapegrad's modules (MultiheadAttention, LayerNorm,
+    GELU, Linear) give the hand-written NumPy forward and backward's loss and gradients."""
+    from benchmarks.runner import check_outputs
+    from benchmarks.workloads.w8_gpt_blocks import W8
+
+    small = dict(W8.params, embed=32, batch=2, seq=8)
+    reference = W8.builders["numpy"](small)
+    reference = reference.outputs(reference.run())
+    case = W8.builders["tapegrad"](small)
+    check_outputs(W8, "tapegrad", case.outputs(case.run()), reference)
+    assert abs(reference["loss"]) > 1 and np.abs(reference["grad x"]).max() > 0.1
+
+
 def test_chart_of_ratios_is_drawn(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(REPO_ROOT))
     from benchmarks import chart
