@@ -425,3 +425,20 @@ def test_compiled_calls_see_new_positions(f, args1, args2):
     for args in (args1, args2, args1):
         tensors = [T(a) for a in args]
         same(compiled(*tensors), f(*tensors).numpy())
+
+
+def test_choose_compress_and_mT_method_forms_are_ndarrays():
+    idx = np.array([0, 2, 1, 0])
+    choices = np.arange(12.0).reshape(3, 4)
+    np.testing.assert_array_equal(tg.tensor(idx).choose(tg.tensor(choices)).numpy(),
+                                  idx.choose(choices))
+    x = np.arange(6.0).reshape(3, 2)
+    np.testing.assert_array_equal(tg.tensor(x).compress([True, False, True], axis=0).numpy(),
+                                  x.compress([True, False, True], axis=0))
+    a = np.arange(24.0).reshape(2, 3, 4)
+    t = tg.tensor(a, requires_grad=True)
+    np.testing.assert_array_equal(t.mT.numpy(), a.mT)
+    (t.mT * tg.tensor(a.mT)).sum().backward()
+    np.testing.assert_array_equal(t.grad.numpy(), a)
+    with pytest.raises(ValueError, match="ndim < 2"):
+        tg.ones(3).mT

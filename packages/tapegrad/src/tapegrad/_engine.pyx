@@ -2613,6 +2613,14 @@ cdef class TensorBase:
     def T(self):
         return _lookup("transpose")(self)
 
+    @property
+    def mT(self):
+        """The transpose of the last two axes (ndarray.mT, the stack of matrices' transposes)."""
+        n = len(self.shape)
+        if n < 2:
+            raise ValueError("matrix transpose with ndim < 2 is undefined")
+        return _lookup("transpose")(self, tuple(range(n - 2)) + (n - 1, n - 2))
+
     # -- in-place ops (bump the version; see _inplace) --------------------------------------
     def add_(self, other):
         return _inplace(self, "add", (other,), None)

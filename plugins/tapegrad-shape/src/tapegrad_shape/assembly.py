@@ -316,6 +316,11 @@ def choose(a, choices, out=None, mode="raise"):
     return tg.take_along_axis(stacked, index, axis=0)[0]
 
 
+def _compress_method(self, condition, axis=None, out=None):
+    """``t.compress(condition, axis=None)``: ndarray.compress's argument order."""
+    return compress(condition, self, axis, out)
+
+
 def compress(condition, a, axis=None, out=None):
     """The slices of a along `axis` (None: of a flattened) where the 1-d `condition` is
     true, as ``np.compress`` (a shorter condition selects among the first entries only).
@@ -575,12 +580,12 @@ def register(registry):
         tg.Sample(_rand(2, 3)), tg.Sample(_rand(2, 3), 2), tg.Sample(_rand(2, 3), -1),
         tg.Sample(_rand(2, 3, 4), 1, (2, 0)), tg.Sample(_rand(2, 3), k=4)])
     # The index argument a selects: only the choices are differentiable.
-    fn("choose", choose, method=False, differentiable=(1,), samples=[
+    fn("choose", choose, method=True, differentiable=(1,), samples=[
         tg.Sample(np.array([0, 2, 1, 0]), _rand(3, 4)),
         tg.Sample(np.array([[0], [1]]), _rand(2, 3), mode="raise"),
         tg.Sample(np.array([3, -1, 1]), _rand(2, 3), mode="wrap"),
         tg.Sample(np.array([3, -1, 1]), _rand(2, 1), mode="clip")])
-    fn("compress", compress, method=False, differentiable=(1,), samples=[
+    fn("compress", compress, method=_compress_method, differentiable=(1,), samples=[
         tg.Sample(np.array([True, False, True]), _rand(3, 2), axis=0),
         tg.Sample(np.array([False, True]), _rand(3, 2), axis=1),
         tg.Sample(np.array([1, 0, 1, 1]), _rand(2, 3))])
