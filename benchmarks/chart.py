@@ -18,7 +18,8 @@ from pathlib import Path
 
 SERIES = (("tapegrad/numpy", "tapegrad (eager)", "#3b6ea8"),
           ("tapegrad-compiled/numpy", "tapegrad (tg.compile)", "#6aa84f"),
-          ("torch/numpy", "PyTorch CPU", "#d9822b"))
+          ("torch/numpy", "PyTorch CPU", "#d9822b"),
+          ("jax/numpy", "JAX jit", "#8e63b5"))
 
 
 def collect(paths):

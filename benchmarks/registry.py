@@ -61,8 +61,18 @@ LIBRARIES: dict[str, Library] = {
         Library("tapegrad-compiled", "tapegrad", False,
                 "tapegrad with the step under tg.compile (recorded once, then replayed)"),
         Library("torch", "torch", True, "PyTorch on the CPU (optional)"),
+        Library("jax", "jax", True,
+                "JAX on the CPU, the step under jax.jit (optional; float64 enabled)"),
     )
 }
+
+
+def import_jax():
+    """jax, with float64 enabled (JAX defaults to float32 and would silently compute the
+    float64 workloads in float32); called by every JAX builder."""
+    import jax
+    jax.config.update("jax_enable_x64", True)
+    return jax
 
 
 # -- cases and metrics ----------------------------------------------------------------

@@ -28,7 +28,9 @@ SCHEMA_VERSION = 1
 
 # (numerator, denominator) of the ratios reported, in table order.
 RATIOS = (("tapegrad", "numpy"), ("tapegrad-compiled", "numpy"), ("torch", "numpy"),
-          ("tapegrad", "torch"), ("tapegrad-compiled", "torch"))
+          ("jax", "numpy"),
+          ("tapegrad", "torch"), ("tapegrad-compiled", "torch"),
+          ("tapegrad-compiled", "jax"))
 
 
 # -- figures --------------------------------------------------------------------------
@@ -181,6 +183,13 @@ def format_table(data: Mapping[str, Any]) -> str:
                             if lib != wl.get("reference", "numpy"))
         gc_runs = {lib: d["gc_collections_per_call"]
                    for lib, d in wl["diagnostics"].items() if any(d["gc_collections_per_call"])}
+        first_calls = {lib: d["first_call_s"] for lib, d in wl["diagnostics"].items()
+                       if lib in ("tapegrad-compiled", "jax")}
+        if first_calls:
+            # NOTE: the cost a compiler pays once (tg.compile's recording, jax.jit's
+            # trace + XLA compile), which the medians above leave out.
+            lines.append("  first call (record/trace + compile + one step): " + ", ".join(
+                f"{lib} {_seconds(t)}" for lib, t in first_calls.items()))
         if gc_runs:
             lines.append("  cyclic GC collections per step (gen 0/1/2): " + ", ".join(
                 f"{lib} " + "/".join(f"{n:.3g}" for n in gens) for lib, gens in gc_runs.items()))
@@ -192,6 +201,10 @@ def format_table(data: Mapping[str, Any]) -> str:
                  "median. a/b: median over rounds of a's figure / b's in the same round "
                  "(above 1: a is slower).")
     return "\n".join(lines)
+
+
+def _seconds(t: float) -> str:
+    return f"{t * 1e3:.3g} ms" if t < 1 else f"{t:.3g} s"
 
 
 def _count(n: int, noun: str) -> str:

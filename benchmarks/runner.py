@@ -92,6 +92,13 @@ class WorkerProcess:
         env["PYTHONPATH"] = os.pathsep.join(
             p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
         env.update({var: str(threads) for var in THREAD_ENV_VARS})
+        if library == "jax":
+            env["JAX_PLATFORMS"] = "cpu"
+            if threads == 1:
+                # XLA's CPU backend runs its own Eigen pool; one thread, like the others.
+                env["XLA_FLAGS"] = " ".join(filter(None, (
+                    env.get("XLA_FLAGS"), "--xla_cpu_multi_thread_eigen=false",
+                    "intra_op_parallelism_threads=1")))
         self.library = library
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "benchmarks.worker", library, "--threads", str(threads)],

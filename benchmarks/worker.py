@@ -67,6 +67,14 @@ def library_info(library: str, threads: int) -> dict[str, Any]:
         # how many cores a library grabs.
         module.set_num_threads(threads)
         info["threads"] = module.get_num_threads()
+    if library == "jax":
+        # NOTE: float64, so that W1/W4 compute what NumPy computes (JAX defaults to
+        # float32 and would silently downcast); the XLA CPU thread pool is pinned by the
+        # runner through XLA_FLAGS, which must be set before jax is imported.
+        from .registry import import_jax
+        import_jax()
+        info["devices"] = [str(d) for d in module.devices()]
+        info["xla_flags"] = os.environ.get("XLA_FLAGS", "")
     if library == "tapegrad":
         from importlib.metadata import entry_points
         plugins = {}

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..registry import Case, Workload, register, time_per
+from ..registry import Case, Workload, import_jax, register, time_per
 
 N_OPS = 3000
 CYCLE = ("sin", "multiply", "add", "tanh", "subtract")
@@ -152,3 +152,32 @@ def torch_case(params) -> Case:
 
     return Case(run=run,
                 outputs=lambda r: {"loss": r[0].item(), "grad": r[1].grad.numpy()})
+
+
+@W1.implementation("jax")
+def jax_case(params) -> Case:
+    """The same chain as a JAX user writes it: ``jax.jit(jax.value_and_grad(chain))``
+    (CPU, float64). The Python loop unrolls into one XLA program of 3,000 ops, which XLA
+    fuses; its first call (trace + compile) is reported as the case's first-call time."""
+    jax = import_jax()
+    import jax.numpy as jnp
+
+    x0, cycles, a, b = initial_x(params), _cycles(params), params["scale"], params["shift"]
+
+    def chain(x):
+        for _ in range(cycles):
+            x = jnp.sin(x)
+            x = x * a
+            x = x + b
+            x = jnp.tanh(x)
+            x = x - b
+        return x.sum()
+
+    step = jax.jit(jax.value_and_grad(chain))
+    x = jnp.asarray(x0, dtype=jnp.float64)
+
+    def run():
+        loss, grad = step(x)
+        return loss.block_until_ready(), grad.block_until_ready()
+
+    return Case(run=run, outputs=lambda r: {"loss": float(r[0]), "grad": np.asarray(r[1])})

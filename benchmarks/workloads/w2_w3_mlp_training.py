@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..registry import Case, Workload, register, time_per
+from ..registry import Case, Workload, import_jax, register, time_per
 
 LR = 0.01
 
@@ -181,6 +181,40 @@ def _implement(workload):
 
         return Case(run=run,
                     outputs=lambda r: _outputs(r[0].item(), [p.detach().numpy() for p in r[1]]))
+
+
+    @workload.implementation("jax")
+    def jax_case(params):
+        """The same step as a JAX user writes it: loss, gradients and the SGD update in
+        one ``jax.jit`` function (CPU, float32), from the initial parameters each call
+        (the functional counterpart of the others' in-place restore)."""
+        jax = import_jax()
+        import jax.numpy as jnp
+
+        x_np, y_np, layers = _data(params)
+        init = [jnp.asarray(a) for layer in layers for a in layer]
+        x, y, lr = jnp.asarray(x_np), jnp.asarray(y_np), params["lr"]
+
+        def loss_of(weights):
+            h = x
+            n_layers = len(weights) // 2
+            for i in range(n_layers):
+                h = h @ weights[2 * i] + weights[2 * i + 1]
+                if i < n_layers - 1:
+                    h = jax.nn.relu(h)
+            logp = jax.nn.log_softmax(h, axis=1)
+            return -jnp.take_along_axis(logp, y[:, None], axis=1).mean()
+
+        @jax.jit
+        def step(weights):
+            loss, grads = jax.value_and_grad(loss_of)(weights)
+            return loss, [p - lr * g for p, g in zip(weights, grads)]
+
+        def run():
+            loss, weights = step(init)
+            return jax.block_until_ready((loss, weights))
+
+        return Case(run=run, outputs=lambda r: _outputs(float(r[0]), [np.asarray(p) for p in r[1]]))
 
 
 _implement(W2)
