@@ -278,6 +278,7 @@ class Registry:
         """
         if not callable(fn):
             raise PluginError(f"function '{name}' is not callable")
+        fn = _with_dim_keywords(name, fn)
         fdef = FunctionDef(name, fn, self.plugin, samples, method, differentiable, writes_into,
                            not_implemented)
         self._stage(self.functions, name, fdef, override)
@@ -683,6 +684,34 @@ class NotTwiceDifferentiable(Function):
             f"gradient computed through it with create_graph=True cannot be differentiated "
             f"again. Second and higher derivatives (tg.grad(..., create_graph=True) twice, "
             f"tg.hessian, tg.hvp, tg.jvp) need a differentiable rule for '{ctx.op_name}'.")
+
+
+def _with_dim_keywords(name, fn):
+    """`fn`, taking PyTorch's dim=/keepdim= as well when it takes axis=/keepdims= (see
+    Note: [dim= and keepdim=] in _engine.pyx); fn itself when there is nothing to add. An
+    op registered under another name (tg.amax is the op max) follows the rule of the
+    name it is published as."""
+    if isinstance(fn, Op):
+        rule = _engine.dim_keyword_rule(name, _engine.accepted_keywords(
+            fn.params, fn.vjp, *fn.kernels.values()))
+        if rule is None or _refuses(rule) == _refuses(fn.dim_keywords):
+            return fn                   # the op's own rule is this name's
+    else:
+        rule = _engine.dim_keyword_rule(name, _engine.accepted_keywords((), fn))
+        if rule is None:
+            return fn
+    rename = _engine.rename_dim_keywords
+
+    @functools.wraps(fn)
+    def with_dim_keywords(*args, **kwargs):
+        if kwargs and ("dim" in kwargs or "keepdim" in kwargs):
+            kwargs = rename(name, rule, kwargs)
+        return fn(*args, **kwargs)
+    return with_dim_keywords
+
+
+def _refuses(rule):
+    return rule is not None and rule.refusal is not None
 
 
 def _as_method(fn):
