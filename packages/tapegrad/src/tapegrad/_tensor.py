@@ -160,7 +160,9 @@ class Tensor(TensorBase):
         >>> tg.tensor([1.0], dtype=np.float32).view(np.int32).item()
         1065353216
         """
-        if len(shape) == 1:
+        if not shape:
+            shape = self.shape          # NumPy's view(): the same shape and dtype
+        elif len(shape) == 1:
             dtype = _as_dtype(shape[0])
             if dtype is not None:
                 return self._view_dtype(dtype)
