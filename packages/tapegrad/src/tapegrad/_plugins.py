@@ -707,6 +707,7 @@ def _with_dim_keywords(name, fn):
         if kwargs and ("dim" in kwargs or "keepdim" in kwargs):
             kwargs = rename(name, rule, kwargs)
         return fn(*args, **kwargs)
+    with_dim_keywords.dim_keywords = rule     # as Op.dim_keywords
     return with_dim_keywords
 
 
