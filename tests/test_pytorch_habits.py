@@ -332,6 +332,7 @@ def test_view_as_unsqueeze_expand_permute():
     assert gradcheck(lambda a: a.view_as(tg.zeros((3, 2))) ** 2, (t,))
     assert gradcheck(lambda a: a.unsqueeze(0) * tg.ones((2, 1, 1)), (t,))
     assert gradcheck(lambda a: a.expand(3, 2, 4), (e,))
+    assert gradcheck(lambda a: a.expand_as(t) * t.detach(), (e,))
     assert gradcheck(lambda a: a.permute(2, 0, 1) ** 2, (p,))
     with pytest.raises(ValueError, match="new leading axis"):
         e.expand(-1, 2, 1)
@@ -420,6 +421,11 @@ def test_dtype_methods_differentiate_to_float_targets_only():
     assert gradcheck(lambda a: a.type_as(tg.zeros(1)) ** 2, (d,))
     f32 = d.float()
     assert f32.dtype == np.float32 and f32.requires_grad
+    for method, dtype in (("float", np.float32), ("half", np.float16)):
+        a = tg.tensor([0.5, -1.25], requires_grad=True)
+        (getattr(a, method)() * tg.tensor(w.astype(dtype))).sum().backward()
+        assert a.grad.dtype == np.float64                      # back to the input's dtype
+        np.testing.assert_array_equal(a.grad.numpy(), w.astype(dtype).astype(np.float64))
     assert d.type_as(tg.tensor([1], dtype=np.int32)).dtype == np.int32
 
 
@@ -434,8 +440,9 @@ def test_methods_keep_numpys_meaning_where_numpy_has_it():
 
 def test_method_docstrings_run():
     import tapegrad._aliases
+    import tapegrad._dim_keywords
     import tapegrad._tensor
-    for module in (tapegrad._tensor, tapegrad._aliases):
+    for module in (tapegrad._tensor, tapegrad._aliases, tapegrad._dim_keywords):
         result = run_doctests(module)
         assert result.failed == 0 and result.attempted > 0
 

@@ -68,6 +68,8 @@ import weakref
 
 import numpy as np
 
+from tapegrad import _dim_keywords
+
 cimport numpy as cnp
 
 cnp.import_array()
@@ -506,148 +508,16 @@ def get_device(spec):
 # Op: one registered operation.  Calling it is the whole per-op path.
 # ---------------------------------------------------------------------------------------
 
-# Note: [dim= and keepdim=]
-# PyTorch spells NumPy's axis=/keepdims= as dim=/keepdim=. NumPy rejects those names, so
-# accepting them changes the meaning of no NumPy-valid call: an op or registered function
-# that takes axis= (or keepdims=) and has no dim= (keepdim=) of its own takes them too,
-# renamed on the way in. Each Op decides once, at construction (dim_keywords), and only a
-# call that has keywords looks at it: the keyword-less path pays nothing.
-# TRAP: where PyTorch gives the same call another meaning, renaming would hand a line
-# written for PyTorch NumPy's answer, silently. Those names refuse dim=/keepdim= with a
-# TypeError that says what differs and how tapegrad spells each meaning (_TORCH_DIFFERS:
-# checked against torch 2.x, one by one). An empty dim= is refused everywhere: PyTorch
-# reduces over every axis with dim=() (sum, mean, amax, std, ...), NumPy over none.
-
-cdef str _VALUES_AND_INDICES = (
-    "with dim=, PyTorch's {0} returns a pair (values, indices); tapegrad's {0} is NumPy's "
-    "and returns the values only. Write tg.{0}(x, axis) (x.{0}(axis), keepdims=True to keep "
-    "the axis) for the values{1}")
-
-cdef dict _TORCH_DIFFERS = {
-    # name: (what differs and what to write, a keyword that says which meaning is meant)
-    "max": (_VALUES_AND_INDICES.format("max", ", tg.argmax(x, axis) for the indices "
-                                       "(tg.amax(x, dim=...) takes dim= and gives the values)"),
-            None),
-    "min": (_VALUES_AND_INDICES.format("min", ", tg.argmin(x, axis) for the indices "
-                                       "(tg.amin(x, dim=...) takes dim= and gives the values)"),
-            None),
-    "sort": (_VALUES_AND_INDICES.format("sort", ", tg.argsort(x, axis) for the indices "
-                                        "(descending: tg.flip(tg.sort(x, axis), axis))"), None),
-    "median": (_VALUES_AND_INDICES.format(
-        "median", ". For an even count PyTorch's value is also another one: the lower of "
-        "the two middle elements (NumPy's: their mean), which is "
-        "tg.quantile(x, 0.5, axis, method='lower')"), None),
-    "nanmedian": (_VALUES_AND_INDICES.format(
-        "nanmedian", ". For an even count PyTorch's value is also another one: the lower "
-        "of the two middle elements (NumPy's: their mean), which is "
-        "tg.nanquantile(x, 0.5, axis, method='lower')"), None),
-    "std": ("PyTorch's std(x, dim) is unbiased (divides by N - 1), tapegrad's is NumPy's, "
-            "biased (divides by N) unless ddof=1. Write tg.std(x, axis, ddof=1) for "
-            "PyTorch's meaning, or pass ddof= with dim= to say which one is meant", "ddof"),
-    "var": ("PyTorch's var(x, dim) is unbiased (divides by N - 1), tapegrad's is NumPy's, "
-            "biased (divides by N) unless ddof=1. Write tg.var(x, axis, ddof=1) for "
-            "PyTorch's meaning, or pass ddof= with dim= to say which one is meant", "ddof"),
-    "nanstd": ("PyTorch's std is unbiased (divides by N - 1), tapegrad's nanstd is NumPy's, "
-               "biased unless ddof=1. Write tg.nanstd(x, axis, ddof=1) for the unbiased one, "
-               "or pass ddof= with dim= to say which one is meant", "ddof"),
-    "nanvar": ("PyTorch's var is unbiased (divides by N - 1), tapegrad's nanvar is NumPy's, "
-               "biased unless ddof=1. Write tg.nanvar(x, axis, ddof=1) for the unbiased one, "
-               "or pass ddof= with dim= to say which one is meant", "ddof"),
-    "split": ("PyTorch's split(x, n, dim) cuts pieces of n elements (a list: of those sizes); "
-              "tapegrad's split is NumPy's: n equal pieces (a list: cut at those indices). "
-              "Write tg.split(x, sections, axis) for NumPy's meaning; PyTorch's pieces of n "
-              "are tg.array_split(x, range(n, x.shape[axis], n), axis), and "
-              "tg.array_split(x, n, dim=...) is torch.tensor_split", None),
-    "gradient": ("PyTorch's gradient(x, dim=...) returns a tuple of tensors and takes the "
-                 "spacing as spacing=; tapegrad's gradient is NumPy's (one tensor for one "
-                 "axis, spacings as positional arguments). Write tg.gradient(x, axis=...)",
-                 None),
-}
-
-
-class DimKeywords:
-    """How an op or function takes PyTorch's dim=/keepdim= (see Note: [dim= and keepdim=]):
-    `renames` maps each PyTorch name it takes to NumPy's; `refusal` (None: none) says why
-    they are refused, unless the call also passes the keyword `unless`."""
-
-    __slots__ = ("renames", "refusal", "unless")
-
-    def __init__(self, renames, refusal=None, unless=None):
-        self.renames = renames
-        self.refusal = refusal
-        self.unless = unless
-
-    def __repr__(self):
-        return f"DimKeywords({self.renames!r}, refusal={self.refusal!r}, unless={self.unless!r})"
-
-
-def accepted_keywords(params, *callables):
-    """The names `params` holds and every callable's signature takes by keyword (callables
-    whose signature cannot be read add none). Registration time only: it uses inspect."""
-    import inspect
-    names = set(params or ())
-    for fn in callables:
-        if fn is None:
-            continue
-        try:
-            sig = inspect.signature(fn)
-        except (TypeError, ValueError):     # ufuncs, some builtins
-            continue
-        for p in sig.parameters.values():
-            if p.kind is p.POSITIONAL_OR_KEYWORD or p.kind is p.KEYWORD_ONLY:
-                names.add(p.name)
-    return names
-
-
-def dim_keyword_rule(str name, names):
-    """The DimKeywords of op/function `name` that takes the keywords `names`; None when it
-    takes no axis=/keepdims= or has a dim=/keepdim= of its own."""
-    if "dim" in names or "keepdim" in names:
-        return None
-    renames = {}
-    if "axis" in names:
-        renames["dim"] = "axis"
-    if "keepdims" in names:
-        renames["keepdim"] = "keepdims"
-    if not renames:
-        return None
-    refusal, unless = _TORCH_DIFFERS.get(name, (None, None))
-    return DimKeywords(renames, refusal, unless)
-
-
-def rename_dim_keywords(str name, rule, dict kwargs):
-    """`kwargs` with PyTorch's names renamed by `rule` (a DimKeywords), or a TypeError
-    where the rule refuses them, both names are given, or dim= is empty."""
-    if rule.refusal is not None and not (rule.unless is not None and rule.unless in kwargs):
-        given = " and ".join(f"{k}=" for k in ("dim", "keepdim") if k in kwargs)
-        raise TypeError(f"{name}() does not take PyTorch's {given}: {rule.refusal}")
-    out = {}
-    for key, value in kwargs.items():
-        target = rule.renames.get(key)
-        if target is None:
-            out[key] = value
-            continue
-        if target in kwargs:
-            raise TypeError(
-                f"{name}() got both {target}= and {key}= ({key}= is PyTorch's name for "
-                f"NumPy's {target}=); pass one of them")
-        if key == "dim":
-            if isinstance(value, list):
-                value = tuple(value)     # PyTorch takes a list of dims; NumPy a tuple
-            if type(value) is tuple and not value:
-                raise TypeError(
-                    f"{name}(): dim=() is refused: PyTorch reduces over every axis with an "
-                    f"empty dim=, NumPy over none. Write axis=None for every axis, axis=() "
-                    f"for none")
-        out[target] = value
-    return out
-
+# Note: [dim= and keepdim=] (the rules: tapegrad/_dim_keywords.py)
+# PyTorch's dim=/keepdim= are NumPy's axis=/keepdims=: each Op decides once, at
+# construction, whether it takes them (dim_keywords), and only a call that has keywords
+# looks at that: the keyword-less path pays nothing.
 
 cdef inline dict _dim_kwargs(Op op, dict kwargs):
     """kwargs, renamed or refused by op.dim_keywords when it holds dim= or keepdim=."""
     if op.dim_keywords is None or ("dim" not in kwargs and "keepdim" not in kwargs):
         return kwargs
-    return rename_dim_keywords(op.name, op.dim_keywords, kwargs)
+    return _dim_keywords.rename(op.name, op.dim_keywords, kwargs)
 
 
 cdef class Op:
@@ -670,8 +540,8 @@ cdef class Op:
         self.samples = list(samples or [])
         self.doc = doc or ""
         self.save_ans = save_ans
-        self.dim_keywords = dim_keyword_rule(
-            name, accepted_keywords(params, vjp, *kernels.values()))
+        self.dim_keywords = _dim_keywords.rule(
+            name, _dim_keywords.accepted(params, vjp, *kernels.values()))
         if vjp is None:
             differentiable = ()
         if differentiable is None:

@@ -27,7 +27,7 @@ from importlib import metadata
 import numpy as np
 import pluggy
 
-from . import _engine, hookspecs
+from . import _dim_keywords, _engine, hookspecs
 from ._engine import Device, Op
 from .function import Function
 
@@ -235,6 +235,10 @@ class Registry:
         jvp: optional forward-mode rule ``jvp(t, ans, *inputs, **params)``: `t` holds one
             tangent per input (None where it has none); returns the output's tangent (in
             ans's shape, or one that broadcasts to it). The contract kit checks it.
+
+        An op that takes ``axis``/``keepdims`` (in `params`, the VJP's or a kernel's
+        signature) and no ``dim``/``keepdim`` takes PyTorch's ``dim=``/``keepdim=`` too,
+        renamed before the kernel sees them (Note: [dim= and keepdim=], _dim_keywords.py).
         """
         if not isinstance(name, str) or not name.isidentifier():
             raise PluginError(f"op name must be an identifier, got {name!r}")
@@ -274,11 +278,13 @@ class Registry:
         np.copyto, np.put); the kit then checks "write into a copy of it, return the copy",
         and NumPy's function of that name called on a Tensor dispatches to it.
         `not_implemented`: as register_op's (the function itself must refuse a tensor there
-        that requires grad; the kit checks that it does).
+        that requires grad; the kit checks that it does). A function that takes
+        ``axis``/``keepdims`` and no ``dim``/``keepdim`` is published wrapped so that it
+        takes PyTorch's names too, as ops do (`_dim_keywords.wrap_function`).
         """
         if not callable(fn):
             raise PluginError(f"function '{name}' is not callable")
-        fn = _with_dim_keywords(name, fn)
+        fn = _dim_keywords.wrap_function(name, fn)
         fdef = FunctionDef(name, fn, self.plugin, samples, method, differentiable, writes_into,
                            not_implemented)
         self._stage(self.functions, name, fdef, override)
@@ -684,35 +690,6 @@ class NotTwiceDifferentiable(Function):
             f"gradient computed through it with create_graph=True cannot be differentiated "
             f"again. Second and higher derivatives (tg.grad(..., create_graph=True) twice, "
             f"tg.hessian, tg.hvp, tg.jvp) need a differentiable rule for '{ctx.op_name}'.")
-
-
-def _with_dim_keywords(name, fn):
-    """`fn`, taking PyTorch's dim=/keepdim= as well when it takes axis=/keepdims= (see
-    Note: [dim= and keepdim=] in _engine.pyx); fn itself when there is nothing to add. An
-    op registered under another name (tg.amax is the op max) follows the rule of the
-    name it is published as."""
-    if isinstance(fn, Op):
-        rule = _engine.dim_keyword_rule(name, _engine.accepted_keywords(
-            fn.params, fn.vjp, *fn.kernels.values()))
-        if rule is None or _refuses(rule) == _refuses(fn.dim_keywords):
-            return fn                   # the op's own rule is this name's
-    else:
-        rule = _engine.dim_keyword_rule(name, _engine.accepted_keywords((), fn))
-        if rule is None:
-            return fn
-    rename = _engine.rename_dim_keywords
-
-    @functools.wraps(fn)
-    def with_dim_keywords(*args, **kwargs):
-        if kwargs and ("dim" in kwargs or "keepdim" in kwargs):
-            kwargs = rename(name, rule, kwargs)
-        return fn(*args, **kwargs)
-    with_dim_keywords.dim_keywords = rule     # as Op.dim_keywords
-    return with_dim_keywords
-
-
-def _refuses(rule):
-    return rule is not None and rule.refusal is not None
 
 
 def _as_method(fn):
