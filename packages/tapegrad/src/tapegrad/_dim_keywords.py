@@ -29,12 +29,8 @@ _VALUES_AND_INDICES = (
 
 _TORCH_DIFFERS = {
     # name: (what differs and what to write, a keyword that says which meaning is meant)
-    "max": (_VALUES_AND_INDICES.format("max", ", tg.argmax(x, axis) for the indices "
-                                       "(tg.amax(x, dim=...) takes dim= and gives the values)"),
-            None),
-    "min": (_VALUES_AND_INDICES.format("min", ", tg.argmin(x, axis) for the indices "
-                                       "(tg.amin(x, dim=...) takes dim= and gives the values)"),
-            None),
+    "max": (_VALUES_AND_INDICES.format("max", ", tg.argmax(x, axis) for the indices"), None),
+    "min": (_VALUES_AND_INDICES.format("min", ", tg.argmin(x, axis) for the indices"), None),
     "sort": (_VALUES_AND_INDICES.format("sort", ", tg.argsort(x, axis) for the indices "
                                         "(descending: tg.flip(tg.sort(x, axis), axis))"), None),
     "median": (_VALUES_AND_INDICES.format(
@@ -152,20 +148,19 @@ def rename(name, keywords, kwargs):
 
 
 def wrap_function(name, fn):
-    """`fn` (a registered function, or an op published under another name), taking
-    PyTorch's dim=/keepdim= as well when it takes axis=/keepdims=; fn itself when there is
-    nothing to add. An op under another name (tg.amax is the op max) follows the rule of
-    the name it is published as. The wrapper carries its rule as ``dim_keywords``, as an
-    Op does."""
+    """`fn` (a registered function), taking PyTorch's dim=/keepdim= as well when it takes
+    axis=/keepdims=; fn itself when there is nothing to add. The wrapper carries its rule
+    as ``dim_keywords``, as an Op does.
+
+    NOTE: an op published under another name is left as it is, with the op's own rule:
+    ``tg.amax is tg.max`` (so ``tg.amax(x, dim=1)`` is refused as ``tg.max``'s is,
+    although PyTorch's amax gives the values: a wrapper would lose the identity)."""
     from ._engine import Op
     if isinstance(fn, Op):
-        own = rule(name, accepted(fn.params, fn.vjp, *fn.kernels.values()))
-        if own is None or _refuses(own) == _refuses(fn.dim_keywords):
-            return fn                   # the op's own rule is this name's
-    else:
-        own = rule(name, accepted((), fn))
-        if own is None:
-            return fn
+        return fn
+    own = rule(name, accepted((), fn))
+    if own is None:
+        return fn
 
     @functools.wraps(fn)
     def with_dim_keywords(*args, **kwargs):
@@ -174,8 +169,3 @@ def wrap_function(name, fn):
         return fn(*args, **kwargs)
     with_dim_keywords.dim_keywords = own
     return with_dim_keywords
-
-
-def _refuses(r):
-    return r is not None and r.refusal is not None
-

@@ -113,6 +113,9 @@ class Tensor(TensorBase):
     # raise for the arguments PyTorch takes (flatten(1), size()), so that no NumPy-valid
     # call changes meaning. docs/coming-from-pytorch.md lists the spellings that NumPy
     # and PyTorch give different meanings (x.repeat, x.max(1), x.view(dtype) ...).
+    # NOTE: the core's doctests run with the core alone (tests/test_isolation.py), so a
+    # method built on a plugin's op (reshape, transpose, power, equal, ...) shows its
+    # example in words; docs/coming-from-pytorch.md runs them all.
 
     @property
     def size(self):
@@ -154,9 +157,9 @@ class Tensor(TensorBase):
         PyTorch's ``view(dtype)``): not differentiable, so refused for a tensor that
         requires grad while grad mode is on; the result shares storage and version.
 
+        ``tg.arange(6.0).view(2, -1).shape == (2, 3)``; and the bits of a float32 one:
+
         >>> import numpy as np, tapegrad as tg
-        >>> tg.arange(6.0).view(2, -1).shape
-        (2, 3)
         >>> tg.tensor([1.0], dtype=np.float32).view(np.int32).item()
         1065353216
         """
@@ -187,9 +190,7 @@ class Tensor(TensorBase):
     def view_as(self, other):
         """``self.view(other.shape)``, as PyTorch's ``view_as``.
 
-        >>> import tapegrad as tg
-        >>> tg.arange(6.0).view_as(tg.zeros((3, 2))).shape
-        (3, 2)
+        Example: ``tg.arange(6.0).view_as(tg.zeros((3, 2))).shape == (3, 2)``.
         """
         return self.view(tuple(other.shape))
 
@@ -197,9 +198,8 @@ class Tensor(TensorBase):
         """A new axis of length 1 at `dim` (``tg.expand_dims``), as PyTorch's
         ``unsqueeze``: dim from -ndim-1 to ndim; differentiable.
 
-        >>> import tapegrad as tg
-        >>> tg.zeros((2, 3)).unsqueeze(1).shape, tg.zeros((2, 3)).unsqueeze(-1).shape
-        ((2, 1, 3), (2, 3, 1))
+        Example: ``tg.zeros((2, 3)).unsqueeze(1).shape == (2, 1, 3)``, and ``unsqueeze(-1)``
+        gives ``(2, 3, 1)``.
         """
         import tapegrad
         return tapegrad.expand_dims(self, dim)
@@ -246,9 +246,7 @@ class Tensor(TensorBase):
         """The axes in the order `dims` (ints or one tuple), as PyTorch's ``permute``
         (``tg.transpose(x, dims)``); differentiable.
 
-        >>> import tapegrad as tg
-        >>> tg.zeros((2, 3, 4)).permute(2, 0, 1).shape
-        (4, 2, 3)
+        Example: ``tg.zeros((2, 3, 4)).permute(2, 0, 1).shape == (4, 2, 3)``.
         """
         if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
             dims = dims[0]
@@ -259,10 +257,8 @@ class Tensor(TensorBase):
         end_dim=-1)`` (an int first, or those keywords: what NumPy's ``flatten(order)``
         rejects), the axes start_dim..end_dim (inclusive) merged into one. Differentiable.
 
-        >>> import tapegrad as tg
-        >>> x = tg.zeros((2, 3, 4, 5))
-        >>> x.flatten().shape, x.flatten(1).shape, x.flatten(1, 2).shape
-        ((120,), (2, 60), (2, 12, 5))
+        Example: for x of shape (2, 3, 4, 5), ``x.flatten()`` has shape (120,),
+        ``x.flatten(1)`` (2, 60) and ``x.flatten(1, 2)`` (2, 12, 5).
         """
         if (args and isinstance(args[0], (int, np.integer)) and not isinstance(args[0], bool)) \
                 or "start_dim" in kwargs or "end_dim" in kwargs:
@@ -288,9 +284,7 @@ class Tensor(TensorBase):
         NumPy's ``np.repeat(x, repeats, axis)``; differentiable. (NumPy's and tapegrad's
         ``x.repeat`` is this too; PyTorch's ``x.repeat`` is ``tg.tile``.)
 
-        >>> import tapegrad as tg
-        >>> tg.tensor([1.0, 2.0]).repeat_interleave(2).tolist()
-        [1.0, 1.0, 2.0, 2.0]
+        Example: ``tg.tensor([1.0, 2.0]).repeat_interleave(2)`` is ``[1., 1., 2., 2.]``.
         """
         if isinstance(repeats, TensorBase):
             repeats = np.asarray(repeats.detach().cpu())
@@ -306,9 +300,7 @@ class Tensor(TensorBase):
         """This tensor if its data is C-contiguous, else a C-contiguous copy, as
         PyTorch's ``contiguous()``; differentiable.
 
-        >>> import tapegrad as tg
-        >>> tg.zeros((2, 3)).T.contiguous().view(-1).shape
-        (6,)
+        Example: ``x.T.view(-1)`` raises, ``x.T.contiguous().view(-1)`` does not.
         """
         if _c_contiguous(self._data):
             return self
@@ -321,63 +313,49 @@ class Tensor(TensorBase):
     def pow(self, exponent):
         """``self ** exponent`` (``tg.power``), as PyTorch's ``pow``.
 
-        >>> import tapegrad as tg
-        >>> tg.tensor([2.0, 3.0]).pow(2).tolist()
-        [4.0, 9.0]
+        Example: ``tg.tensor([2.0, 3.0]).pow(2)`` is ``[4., 9.]``.
         """
         return _engine.lookup("power")(self, exponent)
 
     def eq(self, other):
         """``self == other`` elementwise (a bool tensor), as PyTorch's ``eq``.
 
-        >>> import tapegrad as tg
-        >>> tg.tensor([1.0, 2.0]).eq(2.0).tolist()
-        [False, True]
+        Example: ``tg.tensor([1.0, 2.0]).eq(2.0)`` is ``[False, True]``.
         """
         return _engine.lookup("equal")(self, other)
 
     def ne(self, other):
         """``self != other`` elementwise, as PyTorch's ``ne``.
 
-        >>> import tapegrad as tg
-        >>> tg.tensor([1.0, 2.0]).ne(2.0).tolist()
-        [True, False]
+        Example: ``tg.tensor([1.0, 2.0]).ne(2.0)`` is ``[True, False]``.
         """
         return _engine.lookup("not_equal")(self, other)
 
     def lt(self, other):
         """``self < other`` elementwise, as PyTorch's ``lt``.
 
-        >>> import tapegrad as tg
-        >>> tg.tensor([1.0, 2.0]).lt(2.0).tolist()
-        [True, False]
+        Example: ``tg.tensor([1.0, 2.0]).lt(2.0)`` is ``[True, False]``.
         """
         return _engine.lookup("less")(self, other)
 
     def le(self, other):
         """``self <= other`` elementwise, as PyTorch's ``le``.
 
-        >>> import tapegrad as tg
-        >>> tg.tensor([1.0, 2.0]).le(2.0).tolist()
-        [True, True]
+        Example: ``tg.tensor([1.0, 2.0]).le(2.0)`` is ``[True, True]``.
         """
         return _engine.lookup("less_equal")(self, other)
 
     def gt(self, other):
         """``self > other`` elementwise, as PyTorch's ``gt``.
 
-        >>> import tapegrad as tg
-        >>> tg.tensor([1.0, 2.0]).gt(1.0).tolist()
-        [False, True]
+        Example: ``tg.tensor([1.0, 2.0]).gt(1.0)`` is ``[False, True]``.
         """
         return _engine.lookup("greater")(self, other)
 
     def ge(self, other):
         """``self >= other`` elementwise, as PyTorch's ``ge``.
 
-        >>> import tapegrad as tg
-        >>> tg.tensor([1.0, 2.0]).ge(2.0).tolist()
-        [False, True]
+        Example: ``tg.tensor([1.0, 2.0]).ge(2.0)`` is ``[False, True]``.
         """
         return _engine.lookup("greater_equal")(self, other)
 
