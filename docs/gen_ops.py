@@ -154,9 +154,14 @@ def _is_namespace(obj, parent):
 def public_names(name, obj, namespaces):
     """The qualified names a user reaches `obj` (registered as `name`) by."""
     found = [f"tg.{name}"] if not name.startswith("_") else []
+    # tg.<name> may be the plugin's function wrapped to take PyTorch's dim=
+    # (tapegrad._dim_keywords); a namespace holds the function itself
+    raw = obj.__wrapped__ if hasattr(obj, "dim_keywords") and hasattr(obj, "__wrapped__") \
+        else obj
     for prefix, ns in namespaces:
         found += [f"{prefix}.{k}" for k, v in sorted(vars(ns).items())
-                  if v is obj and not k.startswith("_") and f"{prefix}.{k}" not in found]
+                  if (v is obj or v is raw) and not k.startswith("_")
+                  and f"{prefix}.{k}" not in found]
     return found
 
 

@@ -110,8 +110,40 @@ class _BelowAliasFinder(importlib.abc.MetaPathFinder):
 _TOP, _BELOW = _TopFinder(), _BelowAliasFinder()
 
 
+# ---------------------------------------------------------------------------------------
+# Function names PyTorch spells differently (docs/coming-from-pytorch.md). NumPy has no
+# function of these names, so none changes the meaning of a NumPy call.
+# ---------------------------------------------------------------------------------------
+
+def cat(tensors, *args, **kwargs):
+    """``tg.concatenate`` under PyTorch's name (``torch.cat``): the tensors joined along an
+    existing axis, ``axis=`` or ``dim=`` (default 0); differentiable. ``tg.concat`` (the
+    array API's name) is the same op.
+
+    >>> import tapegrad as tg
+    >>> a, b = tg.zeros((2, 3)), tg.ones((2, 1))
+    >>> tg.cat([a, b], dim=1).shape
+    (2, 4)
+    """
+    # NOTE: looked up per call, so that with tapegrad-shape missing the error names it
+    return _engine_lookup("concatenate")(tensors, *args, **kwargs)
+
+
+def _engine_lookup(name):
+    from . import _engine
+    return _engine.lookup(name)
+
+
+_FUNCTIONS = {"cat": cat}
+
+
 def install():
-    """Put the two finders on sys.meta_path (once)."""
+    """Put the two finders on sys.meta_path (once), and PyTorch's function names
+    (_FUNCTIONS) on tapegrad where no plugin has taken the name."""
+    namespace = sys.modules.get(_ROOT)
+    for name, fn in _FUNCTIONS.items():
+        if namespace is not None and name not in vars(namespace):
+            setattr(namespace, name, fn)
     if not any(isinstance(f, _BelowAliasFinder) for f in sys.meta_path):
         sys.meta_path.insert(0, _BELOW)
     if not any(isinstance(f, _TopFinder) for f in sys.meta_path):

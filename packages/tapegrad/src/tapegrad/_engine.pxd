@@ -55,6 +55,10 @@ cdef class Op:
     cdef readonly str doc
     cdef readonly tuple save_inputs   # per input: does the VJP read it? None = all are read
     cdef readonly bint save_ans       # does the VJP read `ans`?
+    cdef readonly object dim_keywords # PyTorch's dim=/keepdim= (see _dim_keywords.py): None:
+                                      # passed on as given (the op takes no axis=, or has a
+                                      # dim= of its own); else the DimKeywords that renames
+                                      # them to axis=/keepdims= or refuses them
     cdef bint _save_no_inputs         # save_inputs=False: the VJP reads no input
     cdef bint _all_diff               # differentiable covers every input (fast path)
     cdef bint saves_input(self, Py_ssize_t i)

@@ -68,6 +68,8 @@ import weakref
 
 import numpy as np
 
+from tapegrad import _dim_keywords
+
 cimport numpy as cnp
 
 cnp.import_array()
@@ -506,6 +508,18 @@ def get_device(spec):
 # Op: one registered operation.  Calling it is the whole per-op path.
 # ---------------------------------------------------------------------------------------
 
+# Note: [dim= and keepdim=] (the rules: tapegrad/_dim_keywords.py)
+# PyTorch's dim=/keepdim= are NumPy's axis=/keepdims=: each Op decides once, at
+# construction, whether it takes them (dim_keywords), and only a call that has keywords
+# looks at that: the keyword-less path pays nothing.
+
+cdef inline dict _dim_kwargs(Op op, dict kwargs):
+    """kwargs, renamed or refused by op.dim_keywords when it holds dim= or keepdim=."""
+    if op.dim_keywords is None or ("dim" not in kwargs and "keepdim" not in kwargs):
+        return kwargs
+    return _dim_keywords.rename(op.name, op.dim_keywords, kwargs)
+
+
 cdef class Op:
     """A registered op: `tg.<name>` is this object; calling it runs the op."""
 
@@ -526,6 +540,8 @@ cdef class Op:
         self.samples = list(samples or [])
         self.doc = doc or ""
         self.save_ans = save_ans
+        self.dim_keywords = _dim_keywords.rule(
+            name, _dim_keywords.accepted(params, vjp, *kernels.values()))
         if vjp is None:
             differentiable = ()
         if differentiable is None:
@@ -564,7 +580,7 @@ cdef class Op:
         return f"<tapegrad op '{self.name}' from {self.plugin}>"
 
     def __call__(self, *args, **kwargs):
-        return _apply(self, args, kwargs)
+        return _apply(self, args, _dim_kwargs(self, kwargs) if kwargs else kwargs)
 
     def __get__(self, instance, owner):
         if instance is None:
@@ -584,7 +600,7 @@ cdef class Op:
 cdef object _op_call(object self, object args, PyObject* kwds):
     if kwds == NULL or not <dict>kwds:
         return _apply(<Op>self, <tuple>args, _NO_PARAMS)
-    return _apply(<Op>self, <tuple>args, dict(<dict>kwds))
+    return _apply(<Op>self, <tuple>args, _dim_kwargs(<Op>self, dict(<dict>kwds)))
 
 
 tapegrad_set_call_slot(Op, <void*>_op_call)
@@ -600,7 +616,8 @@ cdef class BoundOp:
         self.this = this
 
     def __call__(self, *args, **kwargs):
-        return _apply(self.op, (self.this,) + args, kwargs)
+        return _apply(self.op, (self.this,) + args,
+                      _dim_kwargs(self.op, kwargs) if kwargs else kwargs)
 
     def __repr__(self):
         return f"<bound tapegrad op '{self.op.name}'>"
@@ -781,6 +798,16 @@ def new_tensor(data, Device device, bint requires_grad=False):
     if requires_grad:
         _check_can_require_grad(t)
         t._requires_grad = True
+    return t
+
+
+def detached_view(data, TensorBase base):
+    """`data` (an array sharing base's storage: a reinterpretation of its bytes) as a
+    tensor cut from the graph that shares base's version counter, as detach() does: a
+    write through either one bumps the version that the other's saved values check."""
+    cdef TensorBase t = _new_tensor(data, base._device)
+    t._vc = _get_vc(base)
+    t._is_view = True
     return t
 
 

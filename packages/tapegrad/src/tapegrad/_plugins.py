@@ -27,7 +27,7 @@ from importlib import metadata
 import numpy as np
 import pluggy
 
-from . import _engine, hookspecs
+from . import _dim_keywords, _engine, hookspecs
 from ._engine import Device, Op
 from .function import Function
 
@@ -235,6 +235,10 @@ class Registry:
         jvp: optional forward-mode rule ``jvp(t, ans, *inputs, **params)``: `t` holds one
             tangent per input (None where it has none); returns the output's tangent (in
             ans's shape, or one that broadcasts to it). The contract kit checks it.
+
+        An op that takes ``axis``/``keepdims`` (in `params`, the VJP's or a kernel's
+        signature) and no ``dim``/``keepdim`` takes PyTorch's ``dim=``/``keepdim=`` too,
+        renamed before the kernel sees them (Note: [dim= and keepdim=], _dim_keywords.py).
         """
         if not isinstance(name, str) or not name.isidentifier():
             raise PluginError(f"op name must be an identifier, got {name!r}")
@@ -274,10 +278,13 @@ class Registry:
         np.copyto, np.put); the kit then checks "write into a copy of it, return the copy",
         and NumPy's function of that name called on a Tensor dispatches to it.
         `not_implemented`: as register_op's (the function itself must refuse a tensor there
-        that requires grad; the kit checks that it does).
+        that requires grad; the kit checks that it does). A function that takes
+        ``axis``/``keepdims`` and no ``dim``/``keepdim`` is published wrapped so that it
+        takes PyTorch's names too, as ops do (`_dim_keywords.wrap_function`).
         """
         if not callable(fn):
             raise PluginError(f"function '{name}' is not callable")
+        fn = _dim_keywords.wrap_function(name, fn)
         fdef = FunctionDef(name, fn, self.plugin, samples, method, differentiable, writes_into,
                            not_implemented)
         self._stage(self.functions, name, fdef, override)
