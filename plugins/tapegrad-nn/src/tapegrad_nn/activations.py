@@ -33,6 +33,8 @@ import numbers
 import numpy as np
 import tapegrad as tg
 
+from ._dtype_check import check_float_operands
+
 # The public names (tg.<name> and tg.nn.functional.<name>).
 NAMES = ("gelu", "silu", "mish", "elu", "selu", "celu", "leaky_relu", "prelu", "relu6",
          "hardtanh", "hardsigmoid", "hardswish", "softplus", "softsign", "logsigmoid",
@@ -209,8 +211,10 @@ def prelu(input, weight):
     """``x`` for x > 0, ``weight * x`` otherwise, with a learnable `weight` of 1 element
     or of C = input.shape[1] elements (one per channel, broadcast over axis 1 as
     PyTorch's; a 0-d or 1-d input takes a 1-element weight only). Derivative at 0 in x:
-    ``weight`` (PyTorch's); in weight: x (0 at 0)."""
+    ``weight`` (PyTorch's); in weight: x (0 at 0). A weight of another dtype than the
+    input raises TypeError (as PyTorch)."""
     x = tg.asarray(input)
+    check_float_operands("prelu", x, ("weight", weight))
     w = weight if isinstance(weight, tg.Tensor) else tg.asarray(weight, device=x.device)
     if w.ndim > 1:
         raise ValueError(f"prelu: weight must be 0-d or 1-d, got shape {w.shape}")
