@@ -84,9 +84,24 @@ def _host_array(data, dtype, copy):
         raise TypeError(f"tensor: unsupported data of dtype {arr.dtype} (numbers and booleans only)")
     if python_data and arr.dtype == np.float64:
         target = default_float_dtype()
-        if target != arr.dtype:
+        if target != arr.dtype and not _holds_float64(data):
             arr = arr.astype(target)
     return arr
+
+
+def _holds_float64(data):
+    """Whether nested lists hold a float64 array, NumPy scalar or tensor: then the result
+    is float64 whatever the default, as torch infers (a Python float is "the default", a
+    numpy float64 is float64). Runs only when the default is not float64."""
+    stack = [data]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, (list, tuple)):
+            stack.extend(item)
+        elif isinstance(item, (np.ndarray, np.generic, TensorBase)):
+            if item.dtype == np.float64:
+                return True
+    return False
 
 
 def _place(arr, device, requires_grad):

@@ -215,7 +215,13 @@ def prelu(input, weight):
     input raises TypeError (as PyTorch)."""
     x = tg.asarray(input)
     check_float_operands("prelu", x, ("weight", weight))
-    w = weight if isinstance(weight, tg.Tensor) else tg.asarray(weight, device=x.device)
+    if isinstance(weight, tg.Tensor):
+        w = weight
+    else:
+        # NOTE: a Python number or list takes the input's float dtype (a float64 0-d
+        # tensor would promote a float32 input: NumPy 2 treats 0-d arrays as typed).
+        w = tg.asarray(weight, dtype=getattr(weight, "dtype", None) or (
+            x.dtype if x.dtype.kind == "f" else None), device=x.device)
     if w.ndim > 1:
         raise ValueError(f"prelu: weight must be 0-d or 1-d, got shape {w.shape}")
     channels = x.shape[1] if x.ndim >= 2 else 1
