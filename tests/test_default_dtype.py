@@ -302,6 +302,14 @@ def test_numpy_positional_meanings_stay(make):
     assert make(()).shape == ()
 
 
+@pytest.mark.parametrize("make, ref", [(tg.zeros, np.zeros), (tg.ones, np.ones)])
+def test_numpys_shape_keyword_stays(make, ref):
+    np.testing.assert_array_equal(make(shape=(2, 3)).numpy(), ref(shape=(2, 3)))
+    assert make(shape=4, dtype=np.float32).dtype == np.float32
+    with pytest.raises(TypeError, match="shape given both"):
+        make(2, shape=(2,))
+
+
 def test_empty_has_the_shape_and_dtype_asked():
     t = tg.empty(2, 3)
     assert t.shape == (2, 3) and t.dtype == np.float64 and not t.requires_grad

@@ -113,12 +113,17 @@ def _is_size(v):
     return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
 
 
-def _sizes_and_options(name, args, dtype, device, requires_grad):
+def _sizes_and_options(name, args, shape, dtype, device, requires_grad):
     """Split a creation function's positionals into (shape, dtype, device, requires_grad).
 
     ``zeros(2, 3)`` is torch's size varargs (NumPy raises: its second positional is a
     dtype), ``zeros((2, 3), np.float32)`` and ``zeros(2, np.float32)`` keep NumPy's
-    meaning. After the shape come dtype, device, requires_grad, as before."""
+    meaning. After the shape come dtype, device, requires_grad, as before; ``shape=`` is
+    NumPy's keyword."""
+    if shape is not None:
+        if args:
+            raise TypeError(f"{name}: shape given both by position and by keyword")
+        args = (shape,)
     if not args:
         raise TypeError(f"{name}: missing the shape (zeros((2, 3)) or zeros(2, 3))")
     n = 0
@@ -180,7 +185,7 @@ def asarray(data, dtype=None, device=None):
     return _place(_host_array(data, dtype, copy=False), device, False)
 
 
-def zeros(*shape, dtype=None, device=None, requires_grad=False):
+def zeros(*sizes, shape=None, dtype=None, device=None, requires_grad=False):
     """A tensor of zeros: ``zeros((2, 3))`` or ``zeros(2, 3)``; the default dtype unless
     ``dtype=`` (``zeros(2, tg.float32)``: a second positional that is not an int is the
     dtype, as in NumPy).
@@ -190,12 +195,12 @@ def zeros(*shape, dtype=None, device=None, requires_grad=False):
     ((2, 3), (2, 3))
     """
     shape, dtype, device, requires_grad = _sizes_and_options(
-        "zeros", shape, dtype, device, requires_grad)
+        "zeros", sizes, shape, dtype, device, requires_grad)
     dev = get_device(device)
     return new_tensor(dev.zeros(shape, _resolve(dtype)), dev, requires_grad)
 
 
-def ones(*shape, dtype=None, device=None, requires_grad=False):
+def ones(*sizes, shape=None, dtype=None, device=None, requires_grad=False):
     """A tensor of ones: ``ones((2, 3))`` or ``ones(2, 3)`` (see zeros).
 
     >>> import tapegrad as tg
@@ -203,12 +208,12 @@ def ones(*shape, dtype=None, device=None, requires_grad=False):
     tensor([1., 1.], requires_grad=True)
     """
     shape, dtype, device, requires_grad = _sizes_and_options(
-        "ones", shape, dtype, device, requires_grad)
+        "ones", sizes, shape, dtype, device, requires_grad)
     dev = get_device(device)
     return new_tensor(dev.ones(shape, _resolve(dtype)), dev, requires_grad)
 
 
-def empty(*shape, dtype=None, device=None, requires_grad=False):
+def empty(*sizes, shape=None, dtype=None, device=None, requires_grad=False):
     """A tensor whose values are to be overwritten: ``empty((2, 3))`` or ``empty(2, 3)``
     (see zeros). Its values are unspecified (today zeros: do not rely on it).
 
@@ -217,23 +222,22 @@ def empty(*shape, dtype=None, device=None, requires_grad=False):
     (2, 3)
     """
     shape, dtype, device, requires_grad = _sizes_and_options(
-        "empty", shape, dtype, device, requires_grad)
+        "empty", sizes, shape, dtype, device, requires_grad)
     dev = get_device(device)
     # NOTE: zeros, not uninitialised memory: stale values (another tensor's data, a NaN)
     # must not leak into a result when code reads before it writes.
     return new_tensor(dev.zeros(shape, _resolve(dtype)), dev, requires_grad)
 
 
-def empty_like(x, dtype=None, device=None, requires_grad=False):
-    """A tensor with `x`'s shape, and its dtype and device unless given, whose values are
-    to be overwritten (see empty).
+def empty_like(prototype, dtype=None, *, device=None, requires_grad=False):
+    """A tensor with `prototype`'s shape, and its dtype and device unless given, whose
+    values are to be overwritten (see empty).
 
     >>> import numpy as np, tapegrad as tg
     >>> tg.empty_like(tg.ones(2, dtype=np.float32)).dtype
     dtype('float32')
     """
-    if not isinstance(x, TensorBase):
-        x = asarray(x)
+    x = prototype if isinstance(prototype, TensorBase) else asarray(prototype)
     dev = get_device(device) if device is not None else x.device
     dt = x.dtype if dtype is None else np.dtype(dtype)
     return new_tensor(dev.zeros(tuple(x.shape), dt), dev, requires_grad)

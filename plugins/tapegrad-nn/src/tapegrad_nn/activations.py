@@ -211,9 +211,9 @@ def prelu(input, weight):
     """``x`` for x > 0, ``weight * x`` otherwise, with a learnable `weight` of 1 element
     or of C = input.shape[1] elements (one per channel, broadcast over axis 1 as
     PyTorch's; a 0-d or 1-d input takes a 1-element weight only). Derivative at 0 in x:
-    ``weight`` (PyTorch's); in weight: x (0 at 0). A weight of another dtype than the
-    input raises TypeError (as PyTorch)."""
+    ``weight`` (PyTorch's); in weight: x (0 at 0)."""
     x = tg.asarray(input)
+    # A weight tensor of another dtype than the input raises TypeError (as PyTorch).
     check_float_operands("prelu", x, ("weight", weight))
     if isinstance(weight, tg.Tensor):
         w = weight

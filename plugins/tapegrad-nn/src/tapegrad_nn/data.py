@@ -79,9 +79,10 @@ class DataLoader:
             ``shuffle=True`` with it is an error; ``loader.set_epoch(e)`` calls the
             sampler's ``set_epoch(e)`` when it has one (otherwise, as in PyTorch, call
             that yourself before each epoch).
-        num_workers, pin_memory: accepted for code written for PyTorch's DataLoader and
-            kept as attributes; they change nothing (no worker processes, see above;
-            no pinned memory): the batches are the same.
+        num_workers: accepted for code written for PyTorch's DataLoader and kept as an
+            attribute; it changes nothing (no worker processes, see above): the batches
+            are the same.
+        pin_memory: accepted and kept likewise (no pinned memory); changes nothing.
 
     ``len(loader)`` is the number of batches per epoch. As PyTorch's, the loader has
     ``dataset`` (the TensorDataset given, or one over the arrays: ``len(loader.dataset)``
