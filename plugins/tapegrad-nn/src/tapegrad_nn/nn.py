@@ -8,7 +8,8 @@ A :class:`Module` registers what is assigned to it: a leaf tensor with
 
 Layers follow PyTorch's names and signatures (``Linear(in_features, out_features)``,
 ``Dropout(p)``, ``Softmax(dim)``, ``Flatten(start_dim, end_dim)``); dtypes follow NumPy:
-parameters are float64 unless a layer is given ``dtype=`` (``tg.float32``).
+parameters are float64 (``tg.get_default_dtype()``, which ``tg.set_default_dtype``
+changes) unless a layer is given ``dtype=`` (``tg.float32``).
 ``tg.nn.functional`` is PyTorch's ``F`` (``F.cross_entropy is tg.cross_entropy``).
 
 >>> import tapegrad as tg
