@@ -257,3 +257,63 @@ def test_plain_numpy_ops_keep_numpys_promotion():
     assert (x32 * 2.0).dtype == F32
     np.testing.assert_allclose(tg.matmul(x32, w64).numpy(),
                                x32.numpy().astype(np.float64) @ w64.numpy())
+
+
+TORCH_CASES = ["linear", "conv2d", "layer_norm", "batch_norm", "sdpa"]
+
+
+@pytest.mark.needs_torch
+@pytest.mark.parametrize("case", TORCH_CASES)
+def test_pytorch_refuses_the_same_mixed_dtype_calls(case):
+    # The rule is PyTorch's: each call that tapegrad refuses, torch refuses too (with
+    # RuntimeError), and the same-dtype call works in both.
+    torch = pytest.importorskip("torch")
+    TF = torch.nn.functional
+
+    def calls(lib, make):
+        x32, w64 = make(_r(2, 3, 4, 4), np.float32), make(_r(5, 3, 2, 2, seed=1), np.float64)
+        if case == "linear":
+            return lambda: lib.linear(make(_r(4, 3), np.float32), make(_r(2, 3), np.float64))
+        if case == "conv2d":
+            return lambda: lib.conv2d(x32, w64)
+        if case == "layer_norm":
+            return lambda: lib.layer_norm(x32, (4,), make(_r(4), np.float64))
+        if case == "batch_norm":
+            return lambda: lib.batch_norm(x32, make(np.zeros(3), np.float64),
+                                          make(np.ones(3), np.float64), training=False)
+        return lambda: lib.scaled_dot_product_attention(
+            make(_r(2, 3, 4), np.float32), make(_r(2, 5, 4), np.float64),
+            make(_r(2, 5, 4), np.float32))
+
+    with pytest.raises(RuntimeError):
+        calls(TF, lambda a, dt: torch.tensor(np.asarray(a, dt)))()
+    with pytest.raises(TypeError):
+        calls(F, lambda a, dt: tg.tensor(np.asarray(a, dt)))()
+
+
+@pytest.mark.needs_torch
+def test_default_dtype_matches_torch_for_python_data():
+    torch = pytest.importorskip("torch")
+    before_tg, before_torch = tg.get_default_dtype(), torch.get_default_dtype()
+    try:
+        for tg_dt, torch_dt in ((np.float32, torch.float32), (np.float64, torch.float64)):
+            tg.set_default_dtype(tg_dt)
+            torch.set_default_dtype(torch_dt)
+            for make_tg, make_torch in (
+                    (lambda: tg.tensor([1.5, 2.0]), lambda: torch.tensor([1.5, 2.0])),
+                    (lambda: tg.zeros(2, 3), lambda: torch.zeros(2, 3)),
+                    (lambda: tg.full((2,), 0.5), lambda: torch.full((2,), 0.5)),
+                    (lambda: tg.full((2,), 7), lambda: torch.full((2,), 7)),
+                    (lambda: tg.arange(0.0, 1.0, 0.1), lambda: torch.arange(0.0, 1.0, 0.1)),
+                    (lambda: tg.arange(5), lambda: torch.arange(5)),
+                    (lambda: tg.linspace(0, 1, 5), lambda: torch.linspace(0, 1, 5)),
+                    (lambda: tg.tensor(np.ones(2)), lambda: torch.tensor(np.ones(2))),
+                    (lambda: tg.nn.Linear(3, 2).weight, lambda: torch.nn.Linear(3, 2).weight)):
+                a, b = make_tg(), make_torch()
+                assert str(a.dtype) == str(b.dtype).replace("torch.", ""), (a, b)
+                assert a.shape == tuple(b.shape)
+            np.testing.assert_allclose(tg.arange(0.0, 1.0, 0.1).numpy(),
+                                       torch.arange(0.0, 1.0, 0.1).numpy(), rtol=1e-6)
+    finally:
+        tg.set_default_dtype(before_tg)
+        torch.set_default_dtype(before_torch)
