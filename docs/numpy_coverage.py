@@ -80,11 +80,11 @@ GROUPS = [
                   shares_memory size typename""".split()}),
     ("no derivative", "Arrays made from shapes, lengths and index grids",
      "No array input to differentiate: they build an array from a shape, a length or a "
-     "function of integer indices (`empty`'s values are undefined; the windows `bartlett`, "
-     "`blackman`, `hamming` and `hanning` are functions of an integer length). `tg.zeros`, "
-     "`tg.ones`, `tg.full`, `tg.eye`, `tg.arange` and `tg.linspace` make tensors; for the "
-     "rest, `tg.tensor(np.<function>(...))`.",
-     {"numpy": """bartlett blackman empty empty_like fromfunction hamming hanning identity
+     "function of integer indices (the windows `bartlett`, `blackman`, `hamming` and "
+     "`hanning` are functions of an integer length). `tg.zeros`, `tg.ones`, `tg.empty`, "
+     "`tg.full`, `tg.eye`, `tg.arange` and `tg.linspace` make tensors; for the rest, "
+     "`tg.tensor(np.<function>(...))`.",
+     {"numpy": """bartlett blackman fromfunction hamming hanning identity
                   mgrid ogrid tri""".split()}),
     ("no derivative", "Index expressions",
      "They build index tuples (slices), not arrays; their result indexes a tensor as it "

@@ -16,7 +16,21 @@ import numpy as _np
 
 from . import _engine, _plugins, random
 from ._compile import CompiledFunction, CompileWarning, compile, compile_guard  # noqa: A004 (tg.compile, like torch.compile)
-from ._creation import arange, asarray, eye, full, full_like, linspace, ones, tensor, zeros
+from ._creation import (
+    arange,
+    asarray,
+    empty,
+    empty_like,
+    eye,
+    full,
+    full_like,
+    get_default_dtype,
+    linspace,
+    ones,
+    set_default_dtype,
+    tensor,
+    zeros,
+)
 from ._engine import (
     Device,
     Node,

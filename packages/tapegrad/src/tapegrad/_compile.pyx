@@ -554,7 +554,11 @@ class _Recorder:
 
     @_recording_thread_only
     def guard(self, value_fn):
-        self.guards.append((value_fn, value_fn()))
+        # NOTE: creation functions guard tg.get_default_dtype on every call that uses it:
+        # the same function with the same value is checked once (a repeat adds nothing).
+        value = value_fn()
+        if not any(fn is value_fn and not _guard_changed(value, v) for fn, v in self.guards):
+            self.guards.append((value_fn, value))
 
     @_recording_thread_only
     def eager(self, reason):

@@ -15,6 +15,7 @@ True
 import numpy as np
 
 from . import _engine
+from ._creation import default_float_dtype
 from ._engine import get_device, get_tracer, new_tensor
 
 
@@ -26,7 +27,7 @@ def _shape(shape):
 
 def _draw(kind, shape, dtype, device, requires_grad, **params):
     dev = get_device(device)
-    dtype = np.dtype(dtype)
+    dtype = default_float_dtype() if dtype is None else np.dtype(dtype)
     if dtype.kind != "f":
         raise TypeError(f"random.{kind}: dtype must be a floating-point type, got {dtype}")
     shape = _shape(shape)
@@ -38,8 +39,9 @@ def _draw(kind, shape, dtype, device, requires_grad, **params):
     return new_tensor(arr, dev, requires_grad)
 
 
-def rand(*shape, dtype=np.float64, device=None, requires_grad=False):
-    """Uniform samples in [0, 1): ``tg.random.rand(2, 3)`` or ``rand((2, 3))``.
+def rand(*shape, dtype=None, device=None, requires_grad=False):
+    """Uniform samples in [0, 1): ``tg.random.rand(2, 3)`` or ``rand((2, 3))``, of the
+    default dtype (tg.get_default_dtype()) unless ``dtype=``.
 
     >>> import tapegrad as tg
     >>> tg.random.rand(2, 3).shape
@@ -48,8 +50,9 @@ def rand(*shape, dtype=np.float64, device=None, requires_grad=False):
     return _draw("uniform", shape, dtype, device, requires_grad, low=0.0, high=1.0)
 
 
-def randn(*shape, dtype=np.float64, device=None, requires_grad=False):
-    """Standard normal samples: ``tg.random.randn(4)``.
+def randn(*shape, dtype=None, device=None, requires_grad=False):
+    """Standard normal samples: ``tg.random.randn(4)``, of the default dtype unless
+    ``dtype=``.
 
     >>> import tapegrad as tg
     >>> tg.random.randn(4, dtype=tg.float32).dtype
@@ -58,14 +61,26 @@ def randn(*shape, dtype=np.float64, device=None, requires_grad=False):
     return _draw("normal", shape, dtype, device, requires_grad, loc=0.0, scale=1.0)
 
 
-def uniform(low=0.0, high=1.0, size=(), dtype=np.float64, device=None, requires_grad=False):
-    """Uniform samples in [low, high), as numpy.random.Generator.uniform."""
+def uniform(low=0.0, high=1.0, size=(), dtype=None, device=None, requires_grad=False):
+    """Uniform samples in [low, high), as numpy.random.Generator.uniform (the default
+    dtype unless ``dtype=``).
+
+    >>> import tapegrad as tg
+    >>> tg.random.uniform(-1.0, 1.0, (2, 3)).shape
+    (2, 3)
+    """
     return _draw("uniform", (size,) if isinstance(size, int) else (tuple(size),), dtype,
                  device, requires_grad, low=float(low), high=float(high))
 
 
-def normal(loc=0.0, scale=1.0, size=(), dtype=np.float64, device=None, requires_grad=False):
-    """Normal samples, as numpy.random.Generator.normal."""
+def normal(loc=0.0, scale=1.0, size=(), dtype=None, device=None, requires_grad=False):
+    """Normal samples, as numpy.random.Generator.normal (the default dtype unless
+    ``dtype=``).
+
+    >>> import tapegrad as tg
+    >>> tg.random.normal(0.0, 2.0, 5, dtype=tg.float32).dtype
+    dtype('float32')
+    """
     return _draw("normal", (size,) if isinstance(size, int) else (tuple(size),), dtype,
                  device, requires_grad, loc=float(loc), scale=float(scale))
 
@@ -269,7 +284,7 @@ def bernoulli(p, size=None, dtype=None, device=None):
         _check_values(_check_unit_interval, pv)
     else:
         pv = float(p)
-        shape, dtype = _size(size, "bernoulli"), dtype or np.float64
+        shape, dtype = _size(size, "bernoulli"), dtype or default_float_dtype()
         _check_unit_interval(np.asarray(pv))
     return (rand(shape, dtype=np.float64, device=device) < pv).astype(dtype)
 

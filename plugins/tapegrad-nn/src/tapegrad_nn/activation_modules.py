@@ -19,7 +19,7 @@ import numpy as np
 import tapegrad as tg
 
 from . import activations as A
-from .nn import Module, Parameter
+from .nn import Module, Parameter, _layer_dtype
 
 __all__ = ["GELU", "SiLU", "Mish", "ELU", "SELU", "CELU", "LeakyReLU", "PReLU", "ReLU6",
            "Hardtanh", "Hardsigmoid", "Hardswish", "Softplus", "Softsign", "LogSigmoid",
@@ -93,7 +93,7 @@ Softmin = _activation("Softmin", A.softmin, "``tg.softmin(x, dim)`` (dim default
 class PReLU(Module):
     """``tg.prelu(x, weight)`` with a learnable ``weight`` of ``num_parameters`` entries
     (1, or the number of channels, axis 1 of the input), each initialised to `init`
-    (0.25), as ``torch.nn.PReLU``. ``dtype`` defaults to float64 (NumPy's default).
+    (0.25), as ``torch.nn.PReLU``. ``dtype`` defaults to tg.get_default_dtype().
 
     >>> import tapegrad as tg
     >>> m = tg.nn.PReLU()
@@ -101,15 +101,13 @@ class PReLU(Module):
     [[-1.0, 1.0]]
     """
 
-    def __init__(self, num_parameters=1, init=0.25, *, dtype=np.float64, device=None):
+    def __init__(self, num_parameters=1, init=0.25, *, dtype=None, device=None):
         super().__init__()
         if (isinstance(num_parameters, bool) or not isinstance(num_parameters, numbers.Integral)
                 or num_parameters < 1):
             raise ValueError(f"PReLU: num_parameters must be a positive integer, got "
                              f"{num_parameters!r}")
-        dtype = np.dtype(dtype)
-        if dtype.kind != "f":
-            raise TypeError(f"PReLU: dtype must be a floating-point type, got {dtype}")
+        dtype = _layer_dtype(dtype, "PReLU")
         self.num_parameters, self.init = int(num_parameters), float(init)
         self.weight = Parameter(tg.full((self.num_parameters,), self.init, dtype=dtype,
                                         device=device))

@@ -33,6 +33,8 @@ import numbers
 import numpy as np
 import tapegrad as tg
 
+from ._dtype_check import check_float_operands
+
 # The public names (tg.<name> and tg.nn.functional.<name>).
 NAMES = ("gelu", "silu", "mish", "elu", "selu", "celu", "leaky_relu", "prelu", "relu6",
          "hardtanh", "hardsigmoid", "hardswish", "softplus", "softsign", "logsigmoid",
@@ -211,7 +213,15 @@ def prelu(input, weight):
     PyTorch's; a 0-d or 1-d input takes a 1-element weight only). Derivative at 0 in x:
     ``weight`` (PyTorch's); in weight: x (0 at 0)."""
     x = tg.asarray(input)
-    w = weight if isinstance(weight, tg.Tensor) else tg.asarray(weight, device=x.device)
+    # A weight tensor of another dtype than the input raises TypeError (as PyTorch).
+    check_float_operands("prelu", x, ("weight", weight))
+    if isinstance(weight, tg.Tensor):
+        w = weight
+    else:
+        # NOTE: a Python number or list takes the input's float dtype (a float64 0-d
+        # tensor would promote a float32 input: NumPy 2 treats 0-d arrays as typed).
+        w = tg.asarray(weight, dtype=getattr(weight, "dtype", None) or (
+            x.dtype if x.dtype.kind == "f" else None), device=x.device)
     if w.ndim > 1:
         raise ValueError(f"prelu: weight must be 0-d or 1-d, got shape {w.shape}")
     channels = x.shape[1] if x.ndim >= 2 else 1

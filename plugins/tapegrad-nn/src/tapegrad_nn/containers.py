@@ -13,7 +13,7 @@ import tapegrad as tg
 
 from . import init
 from .functional import bilinear
-from .nn import Module, Parameter, _as_module, _is_parameter, _kind, _position, _state
+from .nn import Module, Parameter, _as_module, _layer_dtype, _is_parameter, _kind, _position, _state
 
 __all__ = ["ParameterList", "ParameterDict", "ModuleDict", "Bilinear"]
 
@@ -233,15 +233,13 @@ class Bilinear(Module):
     """
 
     def __init__(self, in1_features, in2_features, out_features, bias=True, *,
-                 dtype=np.float64, device=None):
+                 dtype=None, device=None):
         super().__init__()
         for name, v in (("in1_features", in1_features), ("in2_features", in2_features),
                         ("out_features", out_features)):
             if isinstance(v, bool) or not isinstance(v, (numbers.Integral, np.integer)) or v < 0:
                 raise ValueError(f"Bilinear: {name} must be a non-negative integer, got {v!r}")
-        dtype = np.dtype(dtype)
-        if dtype.kind != "f":
-            raise TypeError(f"Bilinear: dtype must be a floating-point type, got {dtype}")
+        dtype = _layer_dtype(dtype, "Bilinear")
         self.in1_features, self.in2_features = int(in1_features), int(in2_features)
         self.out_features = int(out_features)
         self.weight = Parameter(tg.zeros((self.out_features, self.in1_features,

@@ -22,7 +22,7 @@ import tapegrad as tg
 
 from . import conv as F
 from . import init
-from .nn import Module, Parameter
+from .nn import Module, Parameter, _layer_dtype
 
 __all__ = ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d"]
 
@@ -66,9 +66,7 @@ class _ConvNd(Module):
         else:
             self.padding = F._ints(layer, "padding", padding, nd, 0)
         self.output_padding = F._ints(layer, "output_padding", output_padding, nd, 0)
-        dtype = np.dtype(np.float64 if dtype is None else dtype)
-        if dtype.kind != "f":
-            raise TypeError(f"{layer}: dtype must be a floating-point type, got {dtype}")
+        dtype = _layer_dtype(dtype, layer)
         if self._transposed:
             shape = (self.in_channels, self.out_channels // self.groups) + self.kernel_size
         else:
@@ -153,7 +151,7 @@ class _ConvTranspose(_ConvNd):
 class Conv1d(_Conv):
     """1-d convolution layer over (N, C, L) inputs: ``tg.conv1d`` with a learned ``weight``
     (out_channels, in_channels/groups, k) and ``bias`` (out_channels,), as ``torch.nn.Conv1d``
-    (``dtype`` defaults to float64; padding_mode 'zeros' only).
+    (``dtype`` defaults to tg.get_default_dtype(); padding_mode 'zeros' only).
 
     >>> import tapegrad as tg
     >>> tg.nn.Conv1d(2, 4, 3, padding="same")(tg.ones((5, 2, 10))).shape

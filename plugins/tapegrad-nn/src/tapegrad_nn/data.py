@@ -79,8 +79,15 @@ class DataLoader:
             ``shuffle=True`` with it is an error; ``loader.set_epoch(e)`` calls the
             sampler's ``set_epoch(e)`` when it has one (otherwise, as in PyTorch, call
             that yourself before each epoch).
+        num_workers: accepted for code written for PyTorch's DataLoader and kept as an
+            attribute; it changes nothing (no worker processes, see above): the batches
+            are the same.
+        pin_memory: accepted and kept likewise (no pinned memory); changes nothing.
 
-    ``len(loader)`` is the number of batches per epoch.
+    ``len(loader)`` is the number of batches per epoch. As PyTorch's, the loader has
+    ``dataset`` (the TensorDataset given, or one over the arrays: ``len(loader.dataset)``
+    is the number of rows), ``batch_size``, ``drop_last``, ``sampler`` (None unless
+    given) and ``num_workers``.
 
     Shuffling uses one ``numpy.random.default_rng(seed)``, advanced by one
     ``permutation(n)`` at the start of each epoch (each ``iter(loader)``). So every epoch
@@ -106,13 +113,22 @@ class DataLoader:
     >>> loader.set_epoch(0)                     # replay epoch 0
     >>> bool((np.concatenate([xb.numpy() for (xb,) in loader]) == epoch0).all())
     True
+    >>> len(loader.dataset), loader.batch_size, loader.drop_last
+    (6, 4, False)
     """
 
     def __init__(self, *arrays, batch_size=1, shuffle=False, drop_last=False, seed=None,
-                 sampler=None):
+                 sampler=None, num_workers=0, pin_memory=False):
+        self._dataset = None
         if len(arrays) == 1 and isinstance(arrays[0], TensorDataset):
+            self._dataset = arrays[0]
             arrays = arrays[0].arrays
         self.arrays = _check_arrays("DataLoader", arrays)
+        if isinstance(num_workers, bool) or not isinstance(num_workers, numbers.Integral) \
+                or num_workers < 0:
+            raise ValueError(f"DataLoader: num_workers must be an int >= 0, got {num_workers!r}")
+        self.num_workers = int(num_workers)
+        self.pin_memory = bool(pin_memory)
         self.sampler = _check_sampler(sampler, shuffle, self.dataset_size)
         if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral):
             raise TypeError(
@@ -133,6 +149,14 @@ class DataLoader:
         self._rng = np.random.default_rng(self.seed)
         self._epoch = 0            # the epoch the next iter() produces
         self._drawn = 0            # permutations drawn from self._rng so far
+
+    @property
+    def dataset(self):
+        """The data set read (PyTorch's ``loader.dataset``): the TensorDataset given, or
+        a TensorDataset over the arrays (sharing them)."""
+        if self._dataset is None:
+            self._dataset = TensorDataset(*self.arrays)
+        return self._dataset
 
     @property
     def dataset_size(self):

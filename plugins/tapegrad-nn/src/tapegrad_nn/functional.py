@@ -41,6 +41,7 @@ import numpy as np
 import tapegrad as tg
 from tapegrad._compile import run_eagerly
 
+from ._dtype_check import check_float_operands
 from . import conv as _conv
 from .conv import conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d  # noqa: F401
 from . import pooling as _pooling
@@ -580,7 +581,13 @@ def linear(x, weight, bias=None):
     >>> y = F.linear(x, tg.ones((4, 3)), tg.zeros(4))
     >>> y.shape, y.grad_fn.name
     ((2, 4), 'linear')
+
+    A float32 input to float64 weights (or the reverse) raises TypeError, as PyTorch
+    refuses it (the op ``tg.linear`` itself keeps NumPy's promotion).
     """
+    if not hasattr(x, "dtype"):
+        x = tg.asarray(x)
+    check_float_operands("linear", x, ("weight", weight), ("bias", bias))
     if bias is None:
         return tg.linear(x, weight)
     return tg.linear(x, weight, bias)
@@ -596,6 +603,8 @@ def bilinear(input1, input2, weight, bias=None):
     (2, 5)
     """
     input1, input2, weight = tg.asarray(input1), tg.asarray(input2), tg.asarray(weight)
+    check_float_operands("bilinear", input1, ("input2", input2), ("weight", weight),
+                         ("bias", bias), input_name="input1")
     if weight.ndim != 3 or input1.shape[-1:] != weight.shape[1:2] or \
             input2.shape[-1:] != weight.shape[2:3] or input1.shape[:-1] != input2.shape[:-1]:
         raise ValueError(f"bilinear: expected weight (out, in1, in2), input1 (..., in1) and "

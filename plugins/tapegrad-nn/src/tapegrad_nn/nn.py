@@ -8,7 +8,8 @@ A :class:`Module` registers what is assigned to it: a leaf tensor with
 
 Layers follow PyTorch's names and signatures (``Linear(in_features, out_features)``,
 ``Dropout(p)``, ``Softmax(dim)``, ``Flatten(start_dim, end_dim)``); dtypes follow NumPy:
-parameters are float64 unless a layer is given ``dtype=`` (``tg.float32``).
+parameters are float64 (``tg.get_default_dtype()``, which ``tg.set_default_dtype``
+changes) unless a layer is given ``dtype=`` (``tg.float32``).
 ``tg.nn.functional`` is PyTorch's ``F`` (``F.cross_entropy is tg.cross_entropy``).
 
 >>> import tapegrad as tg
@@ -36,6 +37,7 @@ import weakref
 import numpy as np
 import tapegrad as tg
 from tapegrad._compile import add_external_guard
+from tapegrad._creation import default_float_dtype
 
 from . import functional
 from . import init, utils  # tg.nn.init, tg.nn.utils
@@ -939,14 +941,23 @@ def _position(index, n, owner):
 # Layers
 # ---------------------------------------------------------------------------------------
 
+def _layer_dtype(dtype, layer):
+    """A layer's dtype= argument: the default floating dtype (tg.get_default_dtype) when
+    None, else a floating dtype (TypeError naming the layer otherwise)."""
+    dtype = default_float_dtype() if dtype is None else np.dtype(dtype)
+    if dtype.kind != "f":
+        raise TypeError(f"{layer}: dtype must be a floating-point type, got {dtype}")
+    return dtype
+
+
 class Linear(Module):
     """``y = x @ weight.T + bias``, with ``weight`` of shape (out_features, in_features)
     and ``bias`` of shape (out_features,), as in PyTorch (so its state dicts line up).
 
     Initialised like PyTorch: every entry of weight and bias uniform in
     [-1/sqrt(in_features), 1/sqrt(in_features)), drawn from ``tg.random`` (weight first),
-    so ``tg.manual_seed`` makes it reproducible. ``dtype`` defaults to float64 (NumPy's
-    default, not PyTorch's float32).
+    so ``tg.manual_seed`` makes it reproducible. ``dtype`` defaults to
+    ``tg.get_default_dtype()`` (float64, NumPy's, unless ``tg.set_default_dtype`` changed it).
 
     >>> import tapegrad as tg
     >>> lin = tg.nn.Linear(3, 2, dtype=tg.float32)
@@ -956,14 +967,12 @@ class Linear(Module):
     (5, 2)
     """
 
-    def __init__(self, in_features, out_features, bias=True, *, dtype=np.float64, device=None):
+    def __init__(self, in_features, out_features, bias=True, *, dtype=None, device=None):
         super().__init__()
         for name, v in (("in_features", in_features), ("out_features", out_features)):
             if isinstance(v, bool) or not isinstance(v, (numbers.Integral, np.integer)) or v < 0:
                 raise ValueError(f"Linear: {name} must be a non-negative integer, got {v!r}")
-        dtype = np.dtype(dtype)
-        if dtype.kind != "f":
-            raise TypeError(f"Linear: dtype must be a floating-point type, got {dtype}")
+        dtype = _layer_dtype(dtype, "Linear")
         self.in_features, self.out_features = int(in_features), int(out_features)
         self.weight = Parameter(tg.zeros((self.out_features, self.in_features), dtype, device))
         if bias:

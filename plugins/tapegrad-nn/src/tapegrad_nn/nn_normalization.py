@@ -19,7 +19,7 @@ import numpy as np
 import tapegrad as tg
 
 from . import normalization as N
-from .nn import Module, Parameter
+from .nn import Module, Parameter, _layer_dtype
 
 __all__ = ["LayerNorm", "RMSNorm", "GroupNorm", "BatchNorm1d", "BatchNorm2d",
            "InstanceNorm1d", "InstanceNorm2d"]
@@ -31,11 +31,7 @@ def _count(v, what, layer):
     return int(v)
 
 
-def _float_dtype(dtype, layer):
-    dtype = np.dtype(dtype)
-    if dtype.kind != "f":
-        raise TypeError(f"{layer}: dtype must be a floating-point type, got {dtype}")
-    return dtype
+_float_dtype = _layer_dtype      # None: tg.get_default_dtype()
 
 
 class _Affine(Module):
@@ -81,7 +77,7 @@ class LayerNorm(_Affine):
     """
 
     def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True, *,
-                 dtype=np.float64, device=None):
+                 dtype=None, device=None):
         super().__init__()
         self.normalized_shape = N._shape_tuple(normalized_shape, "LayerNorm")
         self.eps = float(eps)
@@ -114,7 +110,7 @@ class RMSNorm(_Affine):
     """
 
     def __init__(self, normalized_shape, eps=None, elementwise_affine=True, *,
-                 dtype=np.float64, device=None):
+                 dtype=None, device=None):
         super().__init__()
         self.normalized_shape = N._shape_tuple(normalized_shape, "RMSNorm")
         self.eps = None if eps is None else float(eps)
@@ -152,7 +148,7 @@ class GroupNorm(_Affine):
     """
 
     def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, *,
-                 dtype=np.float64, device=None):
+                 dtype=None, device=None):
         super().__init__()
         self.num_groups = _count(num_groups, "num_groups", "GroupNorm")
         self.num_channels = _count(num_channels, "num_channels", "GroupNorm")
@@ -250,7 +246,7 @@ class _NormBase(_Affine):
 
 class _BatchNorm(_NormBase):
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True,
-                 track_running_stats=True, *, dtype=np.float64, device=None):
+                 track_running_stats=True, *, dtype=None, device=None):
         super().__init__(num_features, eps, momentum, affine, track_running_stats, dtype,
                          device)
 
@@ -270,7 +266,7 @@ class BatchNorm1d(_BatchNorm):
     """Batch normalisation of (N, C) or (N, C, L) inputs per channel (PyTorch's
     ``BatchNorm1d``): ``train()`` normalises with the batch's statistics and updates the
     running buffers in place (``momentum=None``: cumulative average); ``eval()`` uses the
-    running statistics. ``dtype`` defaults to float64, as ``Linear``.
+    running statistics. ``dtype`` defaults to tg.get_default_dtype(), as ``Linear``.
 
     >>> import tapegrad as tg
     >>> bn = tg.nn.BatchNorm1d(2, momentum=0.5)
@@ -298,7 +294,7 @@ class BatchNorm2d(_BatchNorm):
 
 class _InstanceNorm(_NormBase):
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=False,
-                 track_running_stats=False, *, dtype=np.float64, device=None):
+                 track_running_stats=False, *, dtype=None, device=None):
         super().__init__(num_features, eps, momentum, affine, track_running_stats, dtype,
                          device)
 

@@ -34,6 +34,8 @@ import numbers
 import numpy as np
 import tapegrad as tg
 
+from ._dtype_check import check_float_operands
+
 __all__ = ["layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm",
            "normalize"]
 
@@ -248,6 +250,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     [[-1.0, 1.0], [-1.0, 1.0]]
     """
     x = _as_tensor(input)
+    check_float_operands("layer_norm", x, ("weight", weight), ("bias", bias))
     shape = _shape_tuple(normalized_shape, "layer_norm")
     _check_trailing(x, shape, "layer_norm")
     _check_param(weight, shape, "weight", "layer_norm")
@@ -265,6 +268,7 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     [0.848528, 1.131371]
     """
     x = _as_tensor(input)
+    check_float_operands("rms_norm", x, ("weight", weight))
     shape = _shape_tuple(normalized_shape, "rms_norm")
     _check_trailing(x, shape, "rms_norm")
     _check_param(weight, shape, "weight", "rms_norm")
@@ -286,6 +290,7 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     (2, 4, 3)
     """
     x = _as_tensor(input)
+    check_float_operands("group_norm", x, ("weight", weight), ("bias", bias))
     if x.ndim < 2:
         raise ValueError(f"group_norm: expected an input of shape (N, C, *), got "
                          f"{tuple(x.shape)}")
@@ -336,6 +341,8 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     ([1.0, 2.0], [1.5, 4.5])
     """
     x = _as_tensor(input)
+    check_float_operands("batch_norm", x, ("running_mean", running_mean),
+                         ("running_var", running_var), ("weight", weight), ("bias", bias))
     if x.ndim < 2:
         raise ValueError(f"batch_norm: expected an input of shape (N, C, *), got "
                          f"{tuple(x.shape)}")
@@ -380,6 +387,8 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
     (2, 3, 4)
     """
     x = _as_tensor(input)
+    check_float_operands("instance_norm", x, ("running_mean", running_mean),
+                         ("running_var", running_var), ("weight", weight), ("bias", bias))
     if x.ndim < 3:
         raise ValueError(f"instance_norm: expected an input of shape (N, C, L, ...), got "
                          f"{tuple(x.shape)}")

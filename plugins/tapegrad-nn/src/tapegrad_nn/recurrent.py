@@ -28,7 +28,7 @@ import numpy as np
 import tapegrad as tg
 
 from . import functional
-from .nn import Module, Parameter
+from .nn import Module, Parameter, _layer_dtype
 
 __all__ = ["RNNCell", "LSTMCell", "GRUCell", "RNN", "LSTM", "GRU"]
 
@@ -42,10 +42,7 @@ def _positive(layer, name, v, minimum=1):
 
 
 def _float_dtype(layer, dtype):
-    dtype = np.dtype(np.float64 if dtype is None else dtype)
-    if dtype.kind != "f":
-        raise TypeError(f"{layer}: dtype must be a floating-point type, got {dtype}")
-    return dtype
+    return _layer_dtype(dtype, layer)          # None: tg.get_default_dtype()
 
 
 def _mode(layer, nonlinearity):

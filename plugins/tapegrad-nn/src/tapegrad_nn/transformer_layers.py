@@ -20,7 +20,7 @@ import tapegrad as tg
 
 from . import attention as A
 from . import functional as F
-from .nn import Dropout, Linear, Module, ModuleList, Parameter
+from .nn import Dropout, Linear, Module, ModuleList, Parameter, _layer_dtype
 from .nn_normalization import LayerNorm
 
 __all__ = ["Embedding", "Dropout1d", "Dropout2d", "MultiheadAttention",
@@ -34,11 +34,7 @@ def _positive_int(v, what, layer):
     return int(v)
 
 
-def _float_dtype(dtype, layer):
-    dtype = np.dtype(np.float64 if dtype is None else dtype)
-    if dtype.kind != "f":
-        raise TypeError(f"{layer}: dtype must be a floating-point type, got {dtype}")
-    return dtype
+_float_dtype = _layer_dtype      # None: tg.get_default_dtype()
 
 
 def _xavier_uniform(shape, dtype, device):
@@ -62,7 +58,7 @@ class Embedding(Module):
 
     def __init__(self, num_embeddings, embedding_dim, padding_idx=None, max_norm=None,
                  norm_type=2.0, scale_grad_by_freq=False, sparse=False, _weight=None,
-                 _freeze=False, *, dtype=np.float64, device=None):
+                 _freeze=False, *, dtype=None, device=None):
         super().__init__()
         self.num_embeddings = _positive_int(num_embeddings, "num_embeddings", "Embedding")
         self.embedding_dim = _positive_int(embedding_dim, "embedding_dim", "Embedding")
@@ -156,7 +152,7 @@ class MultiheadAttention(Module):
 
     def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False,
                  add_zero_attn=False, kdim=None, vdim=None, batch_first=False, *,
-                 dtype=np.float64, device=None):
+                 dtype=None, device=None):
         super().__init__()
         name = "MultiheadAttention"
         self.embed_dim = _positive_int(embed_dim, "embed_dim", name)
@@ -311,7 +307,7 @@ class TransformerEncoderLayer(Module):
 
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
                  layer_norm_eps=1e-5, batch_first=False, norm_first=False, bias=True, *,
-                 dtype=np.float64, device=None):
+                 dtype=None, device=None):
         super().__init__()
         kw = {"dtype": dtype, "device": device}
         self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
@@ -375,7 +371,7 @@ class TransformerDecoderLayer(Module):
 
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
                  layer_norm_eps=1e-5, batch_first=False, norm_first=False, bias=True, *,
-                 dtype=np.float64, device=None):
+                 dtype=None, device=None):
         super().__init__()
         kw = {"dtype": dtype, "device": device}
         self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
