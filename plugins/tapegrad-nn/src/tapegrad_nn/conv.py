@@ -40,7 +40,7 @@ import numbers
 
 import numpy as np
 import tapegrad as tg
-from numpy.lib.stride_tricks import sliding_window_view
+from numpy.lib.stride_tricks import as_strided
 
 __all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "register"]
 
@@ -55,64 +55,134 @@ def _out_size(size, k, stride, padding, dilation):
                  for s, kk, st, (lo, hi), d in zip(size, k, stride, padding, dilation))
 
 
-def _im2col(x, ksize, stride, padding, dilation, groups, batch_first):
-    """The one im2col buffer of x (N, C, *S) and the output shape L. batch_first: cols
-    (N, G, C/G * prod(K), prod(L)), else (G, C/G * prod(K), N * prod(L))."""
+def _padded(x, padding, channels_last):
+    """x (N, C, *S) zero-padded by `padding` ((lo, hi) pairs, each >= 0), contiguous:
+    (N, *Sp, C) if channels_last else (N, C, *Sp). One allocation and one copy (np.pad
+    costs twice as much on these small arrays)."""
+    nd = x.ndim - 2
+    size = x.shape[2:]
+    src = np.moveaxis(x, 1, -1) if channels_last else x
+    if not any(lo or hi for lo, hi in padding):
+        return np.ascontiguousarray(src)
+    padded = tuple(s + lo + hi for s, (lo, hi) in zip(size, padding))
+    inner = tuple(slice(lo, lo + s) for s, (lo, _) in zip(size, padding))
+    if channels_last:
+        xp = np.zeros((x.shape[0],) + padded + (x.shape[1],), x.dtype)
+        xp[(slice(None),) + inner] = src
+    else:
+        xp = np.zeros(x.shape[:2] + padded, x.dtype)
+        xp[(slice(None), slice(None)) + inner] = src
+    return xp
+
+
+def _im2col(x, ksize, stride, padding, dilation, groups):
+    """The im2col matrix of x (N, C, *S), (G, N*L, prod(K)*C/G) with rows the output
+    positions (n, *l) and columns the window entries (*k, c) in that order, and the output
+    shape L. The matrix is one buffer, possibly a transposed view (BLAS takes either)."""
     nd = len(ksize)
-    if any(lo or hi for lo, hi in padding):
-        x = np.pad(x, ((0, 0), (0, 0)) + tuple(padding))
-    extent = tuple(d * (k - 1) + 1 for k, d in zip(ksize, dilation))
-    v = sliding_window_view(x, extent, axis=tuple(range(2, 2 + nd)))  # (N, C, *., *extent)
-    v = v[(slice(None), slice(None)) + tuple(slice(None, None, s) for s in stride)
-          + tuple(slice(None, None, d) for d in dilation)]          # (N, C, *L, *K), a view
-    n, c, out = v.shape[0], v.shape[1], v.shape[2:2 + nd]
-    v = v.reshape((n, groups, c // groups) + v.shape[2:])           # (N, G, C/G, *L, *K)
-    # NOTE: the output positions L go last, so that the copy's inner loop runs along
-    # the input's contiguous last axis (a layout with K last copies 4x slower).
+    n, c = x.shape[:2]
+    cg = c // groups
+    out = _out_size(x.shape[2:], ksize, stride, padding, dilation)
+    # NOTE: the copy's speed depends on its innermost contiguous run. Channels-last, a
+    # window row (kw, c) is one run of kw*C/G entries (dilation 1); channels-first, an
+    # output row of L's last axis is (stride 1). Take the layout whose run is longer
+    # (for C/G = 1, e.g. a first layer on grey images, channels-last would copy runs of 3).
+    run_last = cg * ksize[-1] if dilation[-1] == 1 else cg
+    run_first = out[-1] if stride[-1] == 1 else 1
+    channels_last = run_last >= run_first
+    xp = _padded(x, padding, channels_last)
+    s = xp.strides
+    if channels_last:                                                # xp (N, *Sp, C)
+        sp = s[1:1 + nd]
+        v = as_strided(xp, (n,) + out + tuple(ksize) + (groups, cg),
+                       (s[0],) + tuple(a * b for a, b in zip(sp, stride))
+                       + tuple(a * b for a, b in zip(sp, dilation)) + (cg * s[-1], s[-1]),
+                       writeable=False)                              # (N, *L, *K, G, C/G)
+        cols = np.ascontiguousarray(np.moveaxis(v, 1 + 2 * nd, 0))   # (G, N, *L, *K, C/G)
+        return cols.reshape(groups, n * math.prod(out), -1), out
+    sp = s[2:]                                                       # xp (N, C, *Sp)
+    v = as_strided(xp, (n, groups, cg) + out + tuple(ksize),
+                   (s[0], cg * s[1], s[1]) + tuple(a * b for a, b in zip(sp, stride))
+                   + tuple(a * b for a, b in zip(sp, dilation)),
+                   writeable=False)                                  # (N, G, C/G, *L, *K)
     k_axes, l_axes = tuple(range(3 + nd, 3 + 2 * nd)), tuple(range(3, 3 + nd))
-    if batch_first:
-        cols = np.ascontiguousarray(v.transpose((0, 1, 2) + k_axes + l_axes))
-        return cols.reshape(n, groups, -1, math.prod(out)), out
-    cols = np.ascontiguousarray(v.transpose((1, 2) + k_axes + (0,) + l_axes))
-    return cols.reshape(groups, -1, n * math.prod(out)), out
+    cols = np.ascontiguousarray(v.transpose((1,) + k_axes + (2, 0) + l_axes))  # (G, *K, C/G, N, *L)
+    return cols.reshape(groups, -1, n * math.prod(out)).transpose(0, 2, 1), out
+
+
+def _weight_matrix(w, groups):
+    """w (O, C/G, *K) as (G, prod(K)*C/G, O/G), rows (*k, c) as _im2col's columns."""
+    o, cg, nd = w.shape[0], w.shape[1], w.ndim - 2
+    wg = w.reshape((groups, o // groups, cg) + w.shape[2:])
+    return np.ascontiguousarray(wg.transpose((0,) + tuple(range(3, 3 + nd)) + (2, 1))).reshape(
+        groups, -1, o // groups)
+
+
+def _grad_rows(g, groups):
+    """g (N, O, *L) as (G, N*L, O/G): channels last, rows the output positions."""
+    n, o = g.shape[:2]
+    gg = g.reshape((n, groups, o // groups) + g.shape[2:])
+    return np.ascontiguousarray(np.moveaxis(gg, (1, 2), (0, -1))).reshape(groups, -1, o // groups)
 
 
 def _conv_kernel(x, w, *, stride, padding, dilation, groups):
-    cols, out = _im2col(x, w.shape[2:], stride, padding, dilation, groups, True)
-    y = np.matmul(w.reshape(groups, w.shape[0] // groups, -1), cols)   # (N, G, O/G, L)
-    return y.reshape((x.shape[0], w.shape[0]) + out)
+    cols, out = _im2col(x, w.shape[2:], stride, padding, dilation, groups)
+    y = np.matmul(cols, _weight_matrix(w, groups))                   # (G, N*L, O/G)
+    del cols
+    n, nd = x.shape[0], len(out)
+    y = y.reshape((groups, n) + out + (-1,))                         # (G, N, *L, O/G)
+    y = y.transpose((1, 0, 2 + nd) + tuple(range(2, 2 + nd)))        # (N, G, O/G, *L)
+    return np.ascontiguousarray(y).reshape((n, w.shape[0]) + out)
 
 
 def _conv_weight_kernel(x, g, *, ksize, stride, padding, dilation, groups):
-    cols, out = _im2col(x, ksize, stride, padding, dilation, groups, False)
-    if out != g.shape[2:]:
+    if _out_size(x.shape[2:], ksize, stride, padding, dilation) != g.shape[2:]:
         raise ValueError(f"_conv_weight: g's spatial shape {g.shape[2:]} is not the "
-                         f"convolution's output shape {out}")
-    n, o = g.shape[:2]
-    rows = g.reshape(n, groups, o // groups, -1).transpose(1, 2, 0, 3).reshape(groups, o // groups, -1)
-    gw = np.matmul(rows, cols.transpose(0, 2, 1))                      # (G, O/G, C/G * K)
-    return gw.reshape((o, x.shape[1] // groups) + tuple(ksize))
+                         f"convolution's output shape "
+                         f"{_out_size(x.shape[2:], ksize, stride, padding, dilation)}")
+    cols, _ = _im2col(x, ksize, stride, padding, dilation, groups)
+    gw = np.matmul(_grad_rows(g, groups).transpose(0, 2, 1), cols)   # (G, O/G, *K * C/G)
+    del cols
+    o, cg, nd = g.shape[1], x.shape[1] // groups, len(ksize)
+    gw = gw.reshape((groups, o // groups) + tuple(ksize) + (cg,))
+    gw = gw.transpose((0, 1, 2 + nd) + tuple(range(2, 2 + nd)))      # (G, O/G, C/G, *K)
+    return np.ascontiguousarray(gw).reshape((o, cg) + tuple(ksize))
 
 
 def _conv_transpose_kernel(y, w, *, size, stride, padding, dilation, groups):
     n, o, out = y.shape[0], y.shape[1], y.shape[2:]
-    k, cg = w.shape[2:], w.shape[1]
+    k, cg, nd = w.shape[2:], w.shape[1], len(out)
     if _out_size(size, k, stride, padding, dilation) != out:
         raise ValueError(f"_conv_transpose: size {tuple(size)} does not convolve back to the "
                          f"input's spatial shape {out}")
-    wt = w.reshape(groups, o // groups, -1).transpose(0, 2, 1)        # (G, C/G * K, O/G)
-    cols = np.matmul(wt, y.reshape(n, groups, o // groups, -1))         # (N, G, C/G * K, L)
-    cols = cols.reshape((n, groups, cg) + k + out)
+    full = tuple((d * (kk - 1) - lo, d * (kk - 1) - hi) for kk, d, (lo, hi) in zip(k, dilation, padding))
+    if all(st == 1 for st in stride) and all(lo >= 0 and hi >= 0 for lo, hi in full):
+        # Stride 1: the adjoint is the full correlation of y, padded by the kernel's extent
+        # less the forward padding, with the flipped kernel, channels swapped within each
+        # group: one im2col of y and one GEMM, no scatter.
+        wf = w.reshape((groups, o // groups, cg) + k).swapaxes(1, 2).reshape((groups * cg, o // groups) + k)
+        wf = wf[(slice(None), slice(None)) + (slice(None, None, -1),) * nd]
+        return _conv_kernel(y, wf, stride=stride, padding=full, dilation=dilation, groups=groups)
+    # Otherwise (stride > 1, or padding beyond the kernel's extent): one GEMM per kernel
+    # offset k, (N*L, O/G) @ (O/G, C/G), added into the padded input where offset k of
+    # each window lands (col2im by slice-adds). The buffers are input-gradient sized: no
+    # im2col buffer at all.
+    rows = _grad_rows(y, groups)                                      # (G, N*L, O/G)
+    wm = _weight_matrix(w, groups).reshape((groups, math.prod(k), cg, o // groups))
     padded = tuple(s + lo + hi for s, (lo, hi) in zip(size, padding))
-    xp = np.zeros((n, groups, cg) + padded, dtype=cols.dtype)
-    # col2im: window offset `idx` of output position l lands at l*stride + idx*dilation.
-    for idx in np.ndindex(*k):
+    xp = np.zeros((groups, n) + padded + (cg,), dtype=np.result_type(y, w))
+    part = np.empty((groups, rows.shape[1], cg), dtype=xp.dtype)
+    for flat, idx in enumerate(np.ndindex(*k)):
+        np.matmul(rows, wm[:, flat].transpose(0, 2, 1), out=part)
+        # window offset `idx` of output position l lands at l*stride + idx*dilation.
         target = tuple(slice(i * d, i * d + (l - 1) * s + 1, s)
                        for i, d, l, s in zip(idx, dilation, out, stride))
-        xp[(slice(None),) * 3 + target] += cols[(slice(None),) * 3 + idx]
-    del cols                                 # freed before the cropped copy is made
+        xp[(slice(None), slice(None)) + target] += part.reshape((groups, n) + out + (cg,))
+    del part
     crop = tuple(slice(lo, lo + s) for s, (lo, _) in zip(size, padding))
-    return np.ascontiguousarray(xp[(slice(None),) * 3 + crop]).reshape((n, groups * cg) + tuple(size))
+    x = xp[(slice(None), slice(None)) + crop]                        # (G, N, *S, C/G)
+    x = x.transpose((1, 0, 2 + nd) + tuple(range(2, 2 + nd)))        # (N, G, C/G, *S)
+    return np.ascontiguousarray(x).reshape((n, groups * cg) + tuple(size))
 
 
 # ---------------------------------------------------------------------------------------
