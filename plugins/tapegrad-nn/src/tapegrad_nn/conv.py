@@ -17,11 +17,23 @@ Parameters are per spatial axis: ``stride``, ``dilation`` (tuples of ints) and `
 can pad one more after than before, as PyTorch does). Bias is added by the public functions
 with one broadcast add.
 
-CPU kernels: im2col with ``sliding_window_view`` on the padded input, copied once into a
-(groups, N*L, C/groups*K) matrix, then one batched BLAS matmul; the transposed op does
-the matmul first and scatters (col2im, one strided add per kernel offset). Each kernel
-holds at most one im2col-sized buffer, and a rule calls the ops one after the other, so a
-backward never holds two.
+CPU kernels (all in the input's dtype: float32 stays float32 in BLAS):
+
+- ``_conv``: im2col as one copy of a strided view of the zero-padded input into a
+  (groups, N*L, prod(K)*C/groups) matrix, then one GEMM against the weight as a
+  (prod(K)*C/groups, O/groups) matrix (for groups=1 a single BLAS call). The copy is
+  channels-last (the input is moved to (N, *S, C) first, so a window row is one run of
+  kW*C/groups entries) unless an output row is the longer run (C/groups = 1: grey images);
+- ``_conv_weight``: the same im2col of x, recomputed rather than saved by the forward
+  (saving it would keep a prod(K)-times-the-activation buffer per layer alive between
+  forward and backward), then one GEMM with g as (O/groups, N*L);
+- ``_conv_transpose``: at stride 1 (the input gradient of every stride-1 convolution) the
+  full correlation of y with the flipped kernel, i.e. ``_conv``'s kernel: one im2col of y
+  and one GEMM, no scatter. Otherwise one GEMM per kernel offset, each slice-added into
+  the padded input where that offset of every window lands (col2im without np.add.at).
+
+Each kernel holds at most one im2col-sized buffer, and a rule calls the ops one after the
+other, so a backward never holds two.
 
 >>> import tapegrad as tg
 >>> x = tg.ones((1, 1, 4, 4), requires_grad=True)
@@ -75,10 +87,11 @@ def _padded(x, padding, channels_last):
     return xp
 
 
-def _im2col(x, ksize, stride, padding, dilation, groups):
+def _im2col(x, ksize, stride, padding, dilation, groups, channels_last=None):
     """The im2col matrix of x (N, C, *S), (G, N*L, prod(K)*C/G) with rows the output
     positions (n, *l) and columns the window entries (*k, c) in that order, and the output
-    shape L. The matrix is one buffer, possibly a transposed view (BLAS takes either)."""
+    shape L. The matrix is one buffer, possibly a transposed view (BLAS takes either).
+    channels_last: the copy's layout (None: the faster one, see below; tests force each)."""
     nd = len(ksize)
     n, c = x.shape[:2]
     cg = c // groups
@@ -87,9 +100,10 @@ def _im2col(x, ksize, stride, padding, dilation, groups):
     # window row (kw, c) is one run of kw*C/G entries (dilation 1); channels-first, an
     # output row of L's last axis is (stride 1). Take the layout whose run is longer
     # (for C/G = 1, e.g. a first layer on grey images, channels-last would copy runs of 3).
-    run_last = cg * ksize[-1] if dilation[-1] == 1 else cg
-    run_first = out[-1] if stride[-1] == 1 else 1
-    channels_last = run_last >= run_first
+    if channels_last is None:
+        run_last = cg * ksize[-1] if dilation[-1] == 1 else cg
+        run_first = out[-1] if stride[-1] == 1 else 1
+        channels_last = run_last >= run_first
     xp = _padded(x, padding, channels_last)
     s = xp.strides
     if channels_last:                                                # xp (N, *Sp, C)
@@ -149,24 +163,42 @@ def _conv_weight_kernel(x, g, *, ksize, stride, padding, dilation, groups):
     return np.ascontiguousarray(gw).reshape((o, cg) + tuple(ksize))
 
 
+def _full_padding(k, padding, dilation):
+    """The padding of the full correlation that is _conv's adjoint at stride 1: the
+    kernel's extent less the forward padding (negative: the forward padding exceeds it)."""
+    return tuple((d * (kk - 1) - lo, d * (kk - 1) - hi) for kk, d, (lo, hi) in zip(k, dilation, padding))
+
+
 def _conv_transpose_kernel(y, w, *, size, stride, padding, dilation, groups):
-    n, o, out = y.shape[0], y.shape[1], y.shape[2:]
-    k, cg, nd = w.shape[2:], w.shape[1], len(out)
+    out, k = y.shape[2:], w.shape[2:]
     if _out_size(size, k, stride, padding, dilation) != out:
         raise ValueError(f"_conv_transpose: size {tuple(size)} does not convolve back to the "
                          f"input's spatial shape {out}")
-    full = tuple((d * (kk - 1) - lo, d * (kk - 1) - hi) for kk, d, (lo, hi) in zip(k, dilation, padding))
+    full = _full_padding(k, padding, dilation)
     if all(st == 1 for st in stride) and all(lo >= 0 and hi >= 0 for lo, hi in full):
-        # Stride 1: the adjoint is the full correlation of y, padded by the kernel's extent
-        # less the forward padding, with the flipped kernel, channels swapped within each
-        # group: one im2col of y and one GEMM, no scatter.
-        wf = w.reshape((groups, o // groups, cg) + k).swapaxes(1, 2).reshape((groups * cg, o // groups) + k)
-        wf = wf[(slice(None), slice(None)) + (slice(None, None, -1),) * nd]
-        return _conv_kernel(y, wf, stride=stride, padding=full, dilation=dilation, groups=groups)
-    # Otherwise (stride > 1, or padding beyond the kernel's extent): one GEMM per kernel
-    # offset k, (N*L, O/G) @ (O/G, C/G), added into the padded input where offset k of
-    # each window lands (col2im by slice-adds). The buffers are input-gradient sized: no
-    # im2col buffer at all.
+        return _adjoint_by_full_correlation(y, w, padding=padding, dilation=dilation, groups=groups)
+    return _adjoint_by_col2im(y, w, size=size, stride=stride, padding=padding, dilation=dilation,
+                              groups=groups)
+
+
+def _adjoint_by_full_correlation(y, w, *, padding, dilation, groups):
+    """_conv_transpose at stride 1: the full correlation of y, padded by the kernel's extent
+    less the forward padding, with the flipped kernel, channels swapped within each group.
+    One im2col of y (N*S rows of prod(K)*O/G: one buffer) and one GEMM, no scatter."""
+    o, cg, k = w.shape[0], w.shape[1], w.shape[2:]
+    wf = w.reshape((groups, o // groups, cg) + k).swapaxes(1, 2).reshape((groups * cg, o // groups) + k)
+    wf = wf[(slice(None), slice(None)) + (slice(None, None, -1),) * len(k)]
+    return _conv_kernel(y, wf, stride=(1,) * len(k), padding=_full_padding(k, padding, dilation),
+                        dilation=dilation, groups=groups)
+
+
+def _adjoint_by_col2im(y, w, *, size, stride, padding, dilation, groups):
+    """_conv_transpose in general (stride > 1, or padding beyond the kernel's extent): one
+    GEMM per kernel offset k, (N*L, O/G) @ (O/G, C/G), slice-added into the padded input
+    where offset k of each window lands (col2im). Its buffers are input-gradient sized:
+    no im2col buffer at all."""
+    n, o, out = y.shape[0], y.shape[1], y.shape[2:]
+    k, cg, nd = w.shape[2:], w.shape[1], len(out)
     rows = _grad_rows(y, groups)                                      # (G, N*L, O/G)
     wm = _weight_matrix(w, groups).reshape((groups, math.prod(k), cg, o // groups))
     padded = tuple(s + lo + hi for s, (lo, hi) in zip(size, padding))
