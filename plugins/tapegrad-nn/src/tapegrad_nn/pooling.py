@@ -4,17 +4,22 @@
 ``torch.nn.functional``'s names, argument order and semantics (NCL / NCHW inputs, or
 unbatched CL / CHW).
 
-Four ops have their own kernels; everything else is composed of them and of plain ops:
+Six ops have their own kernels; everything else is composed of them and of plain ops:
 
 - ``_unfold(x, *, ksize, stride, padding, dilation)``: the windows of x (N, C, *S) padded
   with zeros, (N, C, *K, *L) (im2col); ``_fold`` (N, C, *K, *L) -> (N, C, *size) sums the
   windows back (col2im). Both are linear and each is the other's adjoint, so each one's
   rule is the other op and every order of derivative is exact.
 - ``_max_pool_indices`` / ``_adaptive_max_pool_indices``: the flat (per plane) index of
-  each window's maximum, an integer tensor, not differentiable. The pooled values are
-  ``take_along_axis(x, indices)``, so the gradient goes to the argmax of each window; on
-  ties to the first maximum in window order (row-major), as PyTorch; NaN counts as the
-  maximum, as PyTorch.
+  each window's maximum, an integer tensor, not differentiable: on ties the first maximum
+  in window order (row-major), NaN counting as the maximum, and never a position of the
+  padding (an all -inf window gives its first entry inside the input), as PyTorch. The
+  kernel makes one pass per window offset over strided views (a running maximum, then the
+  first offset that hits), not an argmax over a short last axis.
+- ``_pool_gather(x, idx)`` / ``_pool_scatter(g, idx, size=S)``: the pooled values at those
+  indices, and its adjoint (zeros with g added at them); each is the other's gradient.
+  ``overlap=False`` (windows that share no entry, as MaxPool2d(2)) makes the scatter a
+  plain write; overlapping windows sum with ``np.add.at`` on one flat index.
 
 Average pooling is ``_unfold`` summed over the window and divided by the divisor (its
 gradient: a scaled ``_fold``); adaptive average pooling and linear/bilinear interpolation
