@@ -372,6 +372,17 @@ def _ref_padded_conv(x, w, stride, pads, dilation, groups):
     return ref_conv(xp, w, stride=stride, padding=0, dilation=dilation, groups=groups)
 
 
+@pytest.fixture(params=["whole batch", "one image"])
+def chunking(request, monkeypatch):
+    """The kernels' batch chunks: one for the whole batch, or one per image (several
+    chunks, as on a batch larger than the cache)."""
+    if request.param == "one image":
+        monkeypatch.setattr(conv_module, "_CHUNK_BYTES", [1])
+    else:
+        monkeypatch.setattr(conv_module, "_CHUNK_BYTES", [1 << 40])
+    return request.param
+
+
 @pytest.mark.parametrize("xs,ws,stride,pads,dilation,groups", PATH_CASES)
 @pytest.mark.parametrize("channels_last", [True, False])
 def test_both_im2col_layouts_give_the_loop_reference(xs, ws, stride, pads, dilation, groups,
@@ -398,13 +409,25 @@ def _ref_adjoint(y, w, size, stride, pads, dilation, groups):
 
 @pytest.mark.parametrize("xs,ws,stride,pads,dilation,groups", PATH_CASES)
 def test_both_input_gradient_algorithms_give_the_reference_adjoint(xs, ws, stride, pads,
-                                                                   dilation, groups):
+                                                                   dilation, groups, chunking):
     x, w = randn(*xs), randn(*ws)
     y = randn(*_ref_padded_conv(x, w, stride, pads, dilation, groups).shape)
     expected = _ref_adjoint(y, w, xs[2:], stride, pads, dilation, groups)
     p = _conv_params(stride, pads, dilation, groups)
     got = conv_module._conv_transpose_kernel(y, w, size=xs[2:], **p)
     np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-12)
+    # and the other two kernels, chunked the same way
+    np.testing.assert_allclose(conv_module._conv_kernel(x, w, **p),
+                               _ref_padded_conv(x, w, stride, pads, dilation, groups),
+                               rtol=1e-10, atol=1e-12)
+    gw = conv_module._conv_weight_kernel(x, y, ksize=ws[2:], **p)
+    eps = 1e-6                  # <conv(x, w), y> is linear in w: central differences are exact
+    for i in [(0, 0) + (0,) * (len(ws) - 2), tuple(n - 1 for n in ws)]:
+        dw = np.zeros_like(w)
+        dw[i] = eps
+        num = np.sum((_ref_padded_conv(x, w + dw, stride, pads, dilation, groups)
+                      - _ref_padded_conv(x, w - dw, stride, pads, dilation, groups)) * y) / (2 * eps)
+        assert math.isclose(gw[i], num, rel_tol=1e-7, abs_tol=1e-9)
     np.testing.assert_allclose(conv_module._adjoint_by_col2im(y, w, size=xs[2:], **p), expected,
                                rtol=1e-10, atol=1e-12)
     full = conv_module._full_padding(ws[2:], pads, dilation)
@@ -421,7 +444,7 @@ def test_both_input_gradient_algorithms_give_the_reference_adjoint(xs, ws, strid
     ("conv2d", (1, 2, 3, 3), (2, 2, 2, 2), dict(padding=2)),            # col2im at stride 1
     ("conv1d", (2, 2, 6), (2, 2, 4), dict(padding="same", dilation=2)),  # asymmetric full correlation
 ])
-def test_each_kernel_path_passes_first_and_second_order_gradcheck(fn, xs, ws, kw):
+def test_each_kernel_path_passes_first_and_second_order_gradcheck(fn, xs, ws, kw, chunking):
     x, w, b = (tg.tensor(randn(*s), requires_grad=True) for s in (xs, ws, (ws[0],)))
     f = getattr(tg, fn)
     assert tg.gradcheck(lambda x, w, b: f(x, w, b, **kw), (x, w, b))
@@ -536,14 +559,14 @@ def test_float32_w7_layers_match_torch(xs, ws):
                                    atol=1e-5 * scale)
 
 
-def test_backward_holds_at_most_one_im2col_buffer():
+def _backward_peak(n, c, o, hw):
+    """Bytes a conv2d backward (input and weight gradient) allocates at its peak, and the
+    size of one whole-batch im2col buffer (float64)."""
     import tracemalloc
-    n, c, o, hw = 4, 8, 8, 16
     x = tg.tensor(randn(n, c, hw, hw), requires_grad=True)
     w = tg.tensor(randn(o, c, 3, 3), requires_grad=True)
     y = tg.conv2d(x, w, padding=1)
     g = tg.tensor(randn(*y.shape))
-    buffer = n * c * 9 * hw * hw * 8                  # one im2col buffer, in bytes
     tracemalloc.start()
     try:
         tracemalloc.reset_peak()
@@ -552,6 +575,19 @@ def test_backward_holds_at_most_one_im2col_buffer():
         peak = tracemalloc.get_traced_memory()[1] - base
     finally:
         tracemalloc.stop()
-    # One buffer plus padded copies and the gradients themselves (each ~1/9 of it); two
-    # buffers alive at once would be 2x.
+    return peak, n * c * 9 * hw * hw * 8
+
+
+def test_backward_holds_at_most_one_im2col_buffer(monkeypatch):
+    # One chunk for the whole batch: one buffer plus padded copies and the gradients
+    # themselves (each ~1/9 of it); two buffers alive at once would be 2x.
+    monkeypatch.setattr(conv_module, "_CHUNK_BYTES", [1 << 40])
+    peak, buffer = _backward_peak(4, 8, 8, 16)
     assert buffer < peak < 1.6 * buffer, (peak, buffer)
+
+
+def test_batch_chunks_bound_the_backward_memory():
+    # The default chunks: a batch whose im2col would be 9x the input holds ~one chunk of it
+    # (plus the gradients, each 1/9 of the whole buffer).
+    peak, buffer = _backward_peak(32, 8, 8, 16)
+    assert peak < 0.5 * buffer, (peak, buffer)

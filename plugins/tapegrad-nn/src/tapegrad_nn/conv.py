@@ -139,24 +139,50 @@ def _grad_rows(g, groups):
     return np.ascontiguousarray(np.moveaxis(gg, (1, 2), (0, -1))).reshape(groups, -1, o // groups)
 
 
+# NOTE: the kernels run over the batch in chunks whose im2col buffer is about this size,
+# so that the buffer stays in cache between its copy and its GEMM (a whole-batch buffer of
+# a small CNN is several MB: written to memory, then read back). Chunks also bound the
+# memory to one chunk's buffer.
+_CHUNK_BYTES = [1 << 19]
+
+
+def _batch_chunks(x, ksize, groups, out):
+    """Slices of the batch axis whose im2col buffers hold about _CHUNK_BYTES each."""
+    n = x.shape[0]
+    per_image = math.prod(out) * math.prod(ksize) * x.shape[1] * x.itemsize
+    step = max(1, min(n, _CHUNK_BYTES[0] // max(per_image, 1)))
+    return [slice(i, min(i + step, n)) for i in range(0, n, step)]
+
+
 def _conv_kernel(x, w, *, stride, padding, dilation, groups):
-    cols, out = _im2col(x, w.shape[2:], stride, padding, dilation, groups)
-    y = np.matmul(cols, _weight_matrix(w, groups))                   # (G, N*L, O/G)
-    del cols
-    n, nd = x.shape[0], len(out)
+    n, k = x.shape[0], w.shape[2:]
+    out = _out_size(x.shape[2:], k, stride, padding, dilation)
+    wm = _weight_matrix(w, groups)                                   # (G, *K * C/G, O/G)
+    length = math.prod(out)
+    y = np.empty((groups, n * length, wm.shape[2]), np.result_type(x, w))
+    for part in _batch_chunks(x, k, groups, out):
+        cols, _ = _im2col(x[part], k, stride, padding, dilation, groups)
+        np.matmul(cols, wm, out=y[:, part.start * length:part.stop * length])
+        del cols
+    nd = len(out)
     y = y.reshape((groups, n) + out + (-1,))                         # (G, N, *L, O/G)
     y = y.transpose((1, 0, 2 + nd) + tuple(range(2, 2 + nd)))        # (N, G, O/G, *L)
     return np.ascontiguousarray(y).reshape((n, w.shape[0]) + out)
 
 
 def _conv_weight_kernel(x, g, *, ksize, stride, padding, dilation, groups):
-    if _out_size(x.shape[2:], ksize, stride, padding, dilation) != g.shape[2:]:
+    out = _out_size(x.shape[2:], ksize, stride, padding, dilation)
+    if out != g.shape[2:]:
         raise ValueError(f"_conv_weight: g's spatial shape {g.shape[2:]} is not the "
-                         f"convolution's output shape "
-                         f"{_out_size(x.shape[2:], ksize, stride, padding, dilation)}")
-    cols, _ = _im2col(x, ksize, stride, padding, dilation, groups)
-    gw = np.matmul(_grad_rows(g, groups).transpose(0, 2, 1), cols)   # (G, O/G, *K * C/G)
-    del cols
+                         f"convolution's output shape {out}")
+    rows = _grad_rows(g, groups).transpose(0, 2, 1)                  # (G, O/G, N*L)
+    length = math.prod(out)
+    gw = None
+    for part in _batch_chunks(x, ksize, groups, out):
+        cols, _ = _im2col(x[part], ksize, stride, padding, dilation, groups)
+        term = np.matmul(rows[:, :, part.start * length:part.stop * length], cols)
+        gw = term if gw is None else np.add(gw, term, out=gw)        # (G, O/G, *K * C/G)
+        del cols
     o, cg, nd = g.shape[1], x.shape[1] // groups, len(ksize)
     gw = gw.reshape((groups, o // groups) + tuple(ksize) + (cg,))
     gw = gw.transpose((0, 1, 2 + nd) + tuple(range(2, 2 + nd)))      # (G, O/G, C/G, *K)
