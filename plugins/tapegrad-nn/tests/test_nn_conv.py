@@ -451,6 +451,19 @@ def test_each_kernel_path_passes_first_and_second_order_gradcheck(fn, xs, ws, kw
     assert tg.gradgradcheck(lambda x, w: f(x, w, **kw), (x, w))
 
 
+@pytest.mark.parametrize("kw,ws", [(dict(padding=1), (3, 2, 3, 3)), (dict(stride=2), (3, 2, 3, 3)),
+                                   (dict(padding=1, groups=2), (4, 1, 3, 3))])
+def test_an_empty_batch_gives_empty_outputs_and_zero_weight_gradients(kw, ws):
+    # N = 0 (each kernel path, and no batch chunk at all): the weight gradient is an empty
+    # sum, zero, as in PyTorch.
+    x, w = tg.tensor(np.zeros((0, 2, 5, 5)), requires_grad=True), tg.tensor(randn(*ws), requires_grad=True)
+    y = tg.conv2d(x, w, **kw)
+    assert y.shape == (0, ws[0]) + ref_conv(np.zeros((1, 2, 5, 5)), randn(*ws), **kw).shape[2:]
+    y.sum().backward()
+    assert x.grad.shape == x.shape
+    np.testing.assert_array_equal(w.grad.numpy(), np.zeros(ws))
+
+
 def test_docstring_examples():
     run_doctests(conv_module)
     run_doctests(conv_layers)

@@ -159,6 +159,15 @@ def test_padding_never_wins_a_window_whose_maximum_is_minus_inf():
     np.testing.assert_array_equal(x.grad.numpy(), [[[[1, 2, 0], [3, 4, 0], [0, 0, 0]]]])
 
 
+@pytest.mark.parametrize("k,s", [(2, None), (3, 1)])
+def test_max_pool_of_an_empty_batch_is_empty_with_an_empty_gradient(k, s):
+    x = tg.tensor(np.zeros((0, 2, 6, 6)), requires_grad=True)
+    y = tg.max_pool2d(x, k, s)
+    assert y.shape == (0, 2) + ref_max_pool2d(np.zeros((1, 2, 6, 6)), k, s)[0].shape[2:]
+    y.sum().backward()
+    assert x.grad.shape == x.shape
+
+
 @pytest.mark.parametrize("k,s,p,d,overlap", [(2, None, 0, 1, False), ((2, 3), (3, 3), 1, 1, False),
                                              (3, 1, 1, 1, True), (2, 2, 0, 2, True)])
 def test_max_pool_backward_sums_where_windows_share_an_entry(k, s, p, d, overlap):

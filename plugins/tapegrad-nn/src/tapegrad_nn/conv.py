@@ -113,7 +113,7 @@ def _im2col(x, ksize, stride, padding, dilation, groups, channels_last=None):
                        + tuple(a * b for a, b in zip(sp, dilation)) + (cg * s[-1], s[-1]),
                        writeable=False)                              # (N, *L, *K, G, C/G)
         cols = np.ascontiguousarray(np.moveaxis(v, 1 + 2 * nd, 0))   # (G, N, *L, *K, C/G)
-        return cols.reshape(groups, n * math.prod(out), -1), out
+        return cols.reshape(groups, n * math.prod(out), math.prod(ksize) * cg), out
     sp = s[2:]                                                       # xp (N, C, *Sp)
     v = as_strided(xp, (n, groups, cg) + out + tuple(ksize),
                    (s[0], cg * s[1], s[1]) + tuple(a * b for a, b in zip(sp, stride))
@@ -121,7 +121,7 @@ def _im2col(x, ksize, stride, padding, dilation, groups, channels_last=None):
                    writeable=False)                                  # (N, G, C/G, *L, *K)
     k_axes, l_axes = tuple(range(3 + nd, 3 + 2 * nd)), tuple(range(3, 3 + nd))
     cols = np.ascontiguousarray(v.transpose((1,) + k_axes + (2, 0) + l_axes))  # (G, *K, C/G, N, *L)
-    return cols.reshape(groups, -1, n * math.prod(out)).transpose(0, 2, 1), out
+    return cols.reshape(groups, math.prod(ksize) * cg, n * math.prod(out)).transpose(0, 2, 1), out
 
 
 def _weight_matrix(w, groups):
@@ -129,14 +129,16 @@ def _weight_matrix(w, groups):
     o, cg, nd = w.shape[0], w.shape[1], w.ndim - 2
     wg = w.reshape((groups, o // groups, cg) + w.shape[2:])
     return np.ascontiguousarray(wg.transpose((0,) + tuple(range(3, 3 + nd)) + (2, 1))).reshape(
-        groups, -1, o // groups)
+        groups, math.prod(w.shape[2:]) * cg, o // groups)
 
 
 def _grad_rows(g, groups):
     """g (N, O, *L) as (G, N*L, O/G): channels last, rows the output positions."""
     n, o = g.shape[:2]
     gg = g.reshape((n, groups, o // groups) + g.shape[2:])
-    return np.ascontiguousarray(np.moveaxis(gg, (1, 2), (0, -1))).reshape(groups, -1, o // groups)
+    # NOTE: explicit sizes, not -1: an empty batch has no size to infer
+    return np.ascontiguousarray(np.moveaxis(gg, (1, 2), (0, -1))).reshape(
+        groups, n * math.prod(g.shape[2:]), o // groups)
 
 
 # NOTE: the kernels run over the batch in chunks whose im2col buffer is about this size,
@@ -165,7 +167,7 @@ def _conv_kernel(x, w, *, stride, padding, dilation, groups):
         np.matmul(cols, wm, out=y[:, part.start * length:part.stop * length])
         del cols
     nd = len(out)
-    y = y.reshape((groups, n) + out + (-1,))                         # (G, N, *L, O/G)
+    y = y.reshape((groups, n) + out + (wm.shape[2],))                # (G, N, *L, O/G)
     y = y.transpose((1, 0, 2 + nd) + tuple(range(2, 2 + nd)))        # (N, G, O/G, *L)
     return np.ascontiguousarray(y).reshape((n, w.shape[0]) + out)
 
@@ -184,6 +186,8 @@ def _conv_weight_kernel(x, g, *, ksize, stride, padding, dilation, groups):
         gw = term if gw is None else np.add(gw, term, out=gw)        # (G, O/G, *K * C/G)
         del cols
     o, cg, nd = g.shape[1], x.shape[1] // groups, len(ksize)
+    if gw is None:                                                   # an empty batch
+        gw = np.zeros((groups, o // groups, math.prod(ksize) * cg), np.result_type(x, g))
     gw = gw.reshape((groups, o // groups) + tuple(ksize) + (cg,))
     gw = gw.transpose((0, 1, 2 + nd) + tuple(range(2, 2 + nd)))      # (G, O/G, C/G, *K)
     return np.ascontiguousarray(gw).reshape((o, cg) + tuple(ksize))

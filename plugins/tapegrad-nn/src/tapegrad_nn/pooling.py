@@ -158,7 +158,8 @@ def _flat_index(idx, plane):
     """Per-plane indices idx (N, C, *L) as indices into the whole (N, C, plane) array,
     flattened (fancy indexing with one flat index is 2x faster than take/put_along_axis)."""
     n, c = idx.shape[:2]
-    return (idx.reshape(n * c, -1) + (np.arange(n * c) * plane)[:, None]).reshape(-1)
+    rows = idx.reshape(n * c, math.prod(idx.shape[2:]))             # not -1: N may be 0
+    return (rows + (np.arange(n * c) * plane)[:, None]).reshape(-1)
 
 
 def _pool_gather_kernel(x, idx, *, overlap):
