@@ -377,9 +377,9 @@ def chunking(request, monkeypatch):
     """The kernels' batch chunks: one for the whole batch, or one per image (several
     chunks, as on a batch larger than the cache)."""
     if request.param == "one image":
-        monkeypatch.setattr(conv_module, "_CHUNK_BYTES", [1])
+        monkeypatch.setattr(conv_module, "_CHUNK_BYTES", 1)
     else:
-        monkeypatch.setattr(conv_module, "_CHUNK_BYTES", [1 << 40])
+        monkeypatch.setattr(conv_module, "_CHUNK_BYTES", 1 << 40)
     return request.param
 
 
@@ -594,7 +594,7 @@ def _backward_peak(n, c, o, hw):
 def test_backward_holds_at_most_one_im2col_buffer(monkeypatch):
     # One chunk for the whole batch: one buffer plus padded copies and the gradients
     # themselves (each ~1/9 of it); two buffers alive at once would be 2x.
-    monkeypatch.setattr(conv_module, "_CHUNK_BYTES", [1 << 40])
+    monkeypatch.setattr(conv_module, "_CHUNK_BYTES", 1 << 40)
     peak, buffer = _backward_peak(4, 8, 8, 16)
     assert buffer < peak < 1.6 * buffer, (peak, buffer)
 

@@ -145,14 +145,14 @@ def _grad_rows(g, groups):
 # so that the buffer stays in cache between its copy and its GEMM (a whole-batch buffer of
 # a small CNN is several MB: written to memory, then read back). Chunks also bound the
 # memory to one chunk's buffer.
-_CHUNK_BYTES = [1 << 19]
+_CHUNK_BYTES = 1 << 19
 
 
 def _batch_chunks(x, ksize, groups, out):
     """Slices of the batch axis whose im2col buffers hold about _CHUNK_BYTES each."""
     n = x.shape[0]
     per_image = math.prod(out) * math.prod(ksize) * x.shape[1] * x.itemsize
-    step = max(1, min(n, _CHUNK_BYTES[0] // max(per_image, 1)))
+    step = max(1, min(n, _CHUNK_BYTES // max(per_image, 1)))
     return [slice(i, min(i + step, n)) for i in range(0, n, step)]
 
 
