@@ -347,6 +347,123 @@ def test_layer_repr():
         "Conv2d(3, 16, kernel_size=(3, 3), stride=(2, 2), padding=(1, 1), bias=False)"
 
 
+# ---------------------------------------------------------------------------------------
+# The kernels' paths: each im2col layout and each input-gradient algorithm, forced on the
+# same inputs, against the loop reference (the kernels choose one by shape; see conv.py)
+# ---------------------------------------------------------------------------------------
+
+PATH_CASES = [  # x shape, w shape, stride, (lo, hi) padding per axis, dilation, groups
+    ((2, 3, 5, 4), (4, 3, 3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1), 1),     # W7's layers
+    ((1, 4, 5, 6), (6, 2, 2, 3), (1, 1), ((0, 1), (2, 1)), (2, 1), 2),     # asymmetric, dilated, groups
+    ((2, 1, 6, 5), (3, 1, 3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1), 1),     # C = 1
+    ((1, 2, 7, 6), (3, 2, 3, 2), (2, 3), ((1, 0), (2, 1)), (1, 2), 1),     # strided
+    ((1, 2, 4, 4), (2, 2, 2, 2), (1, 1), ((3, 2), (0, 2)), (1, 1), 1),     # padding beyond the kernel
+    ((1, 3, 7), (3, 1, 3), (1,), ((2, 2),), (2,), 3),                      # depthwise 1-d
+]
+
+
+def _conv_params(stride, pads, dilation, groups):
+    return dict(stride=stride, padding=pads, dilation=dilation, groups=groups)
+
+
+def _ref_padded_conv(x, w, stride, pads, dilation, groups):
+    """ref_conv with (lo, hi) padding pairs: pad first, then a valid convolution."""
+    xp = np.pad(x, [(0, 0), (0, 0)] + list(pads))
+    return ref_conv(xp, w, stride=stride, padding=0, dilation=dilation, groups=groups)
+
+
+@pytest.fixture(params=["whole batch", "one image"])
+def chunking(request, monkeypatch):
+    """The kernels' batch chunks: one for the whole batch, or one per image (several
+    chunks, as on a batch larger than the cache)."""
+    if request.param == "one image":
+        monkeypatch.setattr(conv_module, "_CHUNK_BYTES", 1)
+    else:
+        monkeypatch.setattr(conv_module, "_CHUNK_BYTES", 1 << 40)
+    return request.param
+
+
+@pytest.mark.parametrize("xs,ws,stride,pads,dilation,groups", PATH_CASES)
+@pytest.mark.parametrize("channels_last", [True, False])
+def test_both_im2col_layouts_give_the_loop_reference(xs, ws, stride, pads, dilation, groups,
+                                                     channels_last):
+    x, w = randn(*xs), randn(*ws)
+    cols, out = conv_module._im2col(x, ws[2:], stride, pads, dilation, groups, channels_last)
+    y = np.matmul(cols, conv_module._weight_matrix(w, groups))          # (G, N*L, O/G)
+    y = y.reshape((groups, xs[0]) + out + (-1,))
+    y = np.moveaxis(y, -1, 1).reshape((groups * y.shape[-1], xs[0]) + out).swapaxes(0, 1)
+    np.testing.assert_allclose(y, _ref_padded_conv(x, w, stride, pads, dilation, groups),
+                               rtol=1e-10, atol=1e-12)
+
+
+def _ref_adjoint(y, w, size, stride, pads, dilation, groups):
+    """J^T y for J the (linear) map x -> conv(x, w), column by column from the reference."""
+    n, c = y.shape[0], w.shape[1] * groups
+    gx = np.zeros((n, c) + tuple(size))
+    for i in np.ndindex(*gx.shape):
+        e = np.zeros_like(gx)
+        e[i] = 1.0
+        gx[i] = np.sum(_ref_padded_conv(e, w, stride, pads, dilation, groups) * y)
+    return gx
+
+
+@pytest.mark.parametrize("xs,ws,stride,pads,dilation,groups", PATH_CASES)
+def test_both_input_gradient_algorithms_give_the_reference_adjoint(xs, ws, stride, pads,
+                                                                   dilation, groups, chunking):
+    x, w = randn(*xs), randn(*ws)
+    y = randn(*_ref_padded_conv(x, w, stride, pads, dilation, groups).shape)
+    expected = _ref_adjoint(y, w, xs[2:], stride, pads, dilation, groups)
+    p = _conv_params(stride, pads, dilation, groups)
+    got = conv_module._conv_transpose_kernel(y, w, size=xs[2:], **p)
+    np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-12)
+    # and the other two kernels, chunked the same way
+    np.testing.assert_allclose(conv_module._conv_kernel(x, w, **p),
+                               _ref_padded_conv(x, w, stride, pads, dilation, groups),
+                               rtol=1e-10, atol=1e-12)
+    gw = conv_module._conv_weight_kernel(x, y, ksize=ws[2:], **p)
+    eps = 1e-6                  # <conv(x, w), y> is linear in w: central differences are exact
+    for i in [(0, 0) + (0,) * (len(ws) - 2), tuple(n - 1 for n in ws)]:
+        dw = np.zeros_like(w)
+        dw[i] = eps
+        num = np.sum((_ref_padded_conv(x, w + dw, stride, pads, dilation, groups)
+                      - _ref_padded_conv(x, w - dw, stride, pads, dilation, groups)) * y) / (2 * eps)
+        assert math.isclose(gw[i], num, rel_tol=1e-7, abs_tol=1e-9)
+    np.testing.assert_allclose(conv_module._adjoint_by_col2im(y, w, size=xs[2:], **p), expected,
+                               rtol=1e-10, atol=1e-12)
+    full = conv_module._full_padding(ws[2:], pads, dilation)
+    if all(st == 1 for st in stride) and all(lo >= 0 and hi >= 0 for lo, hi in full):
+        got = conv_module._adjoint_by_full_correlation(y, w, padding=pads, dilation=dilation,
+                                                       groups=groups)
+        np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("fn,xs,ws,kw", [
+    ("conv2d", (2, 3, 5, 4), (4, 3, 3, 3), dict(padding=1)),           # full correlation, channels-last
+    ("conv2d", (1, 2, 5, 5), (4, 1, 3, 3), dict(padding=1, groups=2)),  # channels-first im2col
+    ("conv2d", (1, 2, 6, 5), (3, 2, 3, 2), dict(stride=2, padding=1)),  # col2im
+    ("conv2d", (1, 2, 3, 3), (2, 2, 2, 2), dict(padding=2)),            # col2im at stride 1
+    ("conv1d", (2, 2, 6), (2, 2, 4), dict(padding="same", dilation=2)),  # asymmetric full correlation
+])
+def test_each_kernel_path_passes_first_and_second_order_gradcheck(fn, xs, ws, kw, chunking):
+    x, w, b = (tg.tensor(randn(*s), requires_grad=True) for s in (xs, ws, (ws[0],)))
+    f = getattr(tg, fn)
+    assert tg.gradcheck(lambda x, w, b: f(x, w, b, **kw), (x, w, b))
+    assert tg.gradgradcheck(lambda x, w: f(x, w, **kw), (x, w))
+
+
+@pytest.mark.parametrize("kw,ws", [(dict(padding=1), (3, 2, 3, 3)), (dict(stride=2), (3, 2, 3, 3)),
+                                   (dict(padding=1, groups=2), (4, 1, 3, 3))])
+def test_an_empty_batch_gives_empty_outputs_and_zero_weight_gradients(kw, ws):
+    # N = 0 (each kernel path, and no batch chunk at all): the weight gradient is an empty
+    # sum, zero, as in PyTorch.
+    x, w = tg.tensor(np.zeros((0, 2, 5, 5)), requires_grad=True), tg.tensor(randn(*ws), requires_grad=True)
+    y = tg.conv2d(x, w, **kw)
+    assert y.shape == (0, ws[0]) + ref_conv(np.zeros((1, 2, 5, 5)), randn(*ws), **kw).shape[2:]
+    y.sum().backward()
+    assert x.grad.shape == x.shape
+    np.testing.assert_array_equal(w.grad.numpy(), np.zeros(ws))
+
+
 def test_docstring_examples():
     run_doctests(conv_module)
     run_doctests(conv_layers)
@@ -362,6 +479,13 @@ TORCH_CASES = CONV_CASES + TRANSPOSE_CASES + [
     ("conv3d", (1, 3, 6, 5, 4), (6, 1, 2, 2, 3), dict(stride=2, dilation=(1, 2, 1), groups=3)),
     ("conv_transpose2d", (2, 6, 4, 5), (6, 2, 3, 3), dict(stride=(2, 3), padding=1,
                                                           output_padding=(1, 2), groups=3, dilation=2)),
+    # the kernels' paths (see test_both_input_gradient_algorithms_give_the_reference_adjoint)
+    ("conv2d", (2, 2, 5, 7), (3, 2, 2, 2), dict(padding=3)),             # col2im at stride 1
+    ("conv2d", (2, 1, 9, 7), (4, 1, 3, 3), dict(padding=1)),             # C = 1: channels-first
+    ("conv2d", (2, 4, 7, 9), (4, 1, 3, 3), dict(padding="same", groups=4)),
+    ("conv1d", (2, 3, 11), (4, 3, 4), dict(padding="same", dilation=3)),  # asymmetric full corr.
+    ("conv2d", (3, 5, 7, 6), (6, 5, 3, 3), dict(stride=2, dilation=2, padding=2)),
+    ("conv_transpose2d", (2, 4, 5, 6), (4, 3, 3, 3), dict(padding=1)),   # stride 1: full corr.
 ]
 
 
@@ -424,14 +548,38 @@ def test_a_torch_state_dict_loads_and_gives_torch_outputs(make):
     assert np.abs(make(tg.nn).weight.numpy()).max() <= 1 / math.sqrt(fan_in)
 
 
-def test_backward_holds_at_most_one_im2col_buffer():
+@pytest.mark.needs_torch
+@pytest.mark.parametrize("xs,ws", [((64, 1, 8, 8), (16, 1, 3, 3)), ((64, 16, 8, 8), (32, 16, 3, 3)),
+                                   ((64, 32, 4, 4), (64, 32, 3, 3))])
+def test_float32_w7_layers_match_torch(xs, ws):
+    # W7's three layers in float32 (BLAS sgemm, no float64 detour): torch's float32 result
+    # within float32 rounding of sums of a few hundred products.
+    torch = pytest.importorskip("torch")
+    x, w, b = (randn(*s).astype(np.float32) for s in (xs, ws, (ws[0],)))
+    xt, wt, bt = (tg.tensor(a, requires_grad=True) for a in (x, w, b))
+    y = tg.conv2d(xt, wt, bt, padding=1)
+    assert y.dtype == np.float32
+    g = randn(*y.shape).astype(np.float32)
+    y.backward(g)
+    xr, wr, br = (torch.tensor(a, requires_grad=True) for a in (x, w, b))
+    yr = torch.nn.functional.conv2d(xr, wr, br, padding=1)
+    yr.backward(torch.tensor(g))
+    np.testing.assert_allclose(y.numpy(), yr.detach().numpy(), rtol=1e-4, atol=1e-4)
+    for mine, theirs in ((xt, xr), (wt, wr), (bt, br)):
+        assert mine.grad.dtype == np.float32
+        scale = np.abs(theirs.grad.numpy()).max()
+        np.testing.assert_allclose(mine.grad.numpy(), theirs.grad.numpy(), rtol=1e-4,
+                                   atol=1e-5 * scale)
+
+
+def _backward_peak(n, c, o, hw):
+    """Bytes a conv2d backward (input and weight gradient) allocates at its peak, and the
+    size of one whole-batch im2col buffer (float64)."""
     import tracemalloc
-    n, c, o, hw = 4, 8, 8, 16
     x = tg.tensor(randn(n, c, hw, hw), requires_grad=True)
     w = tg.tensor(randn(o, c, 3, 3), requires_grad=True)
     y = tg.conv2d(x, w, padding=1)
     g = tg.tensor(randn(*y.shape))
-    buffer = n * c * 9 * hw * hw * 8                  # one im2col buffer, in bytes
     tracemalloc.start()
     try:
         tracemalloc.reset_peak()
@@ -440,6 +588,19 @@ def test_backward_holds_at_most_one_im2col_buffer():
         peak = tracemalloc.get_traced_memory()[1] - base
     finally:
         tracemalloc.stop()
-    # One buffer plus padded copies and the gradients themselves (each ~1/9 of it); two
-    # buffers alive at once would be 2x.
+    return peak, n * c * 9 * hw * hw * 8
+
+
+def test_backward_holds_at_most_one_im2col_buffer(monkeypatch):
+    # One chunk for the whole batch: one buffer plus padded copies and the gradients
+    # themselves (each ~1/9 of it); two buffers alive at once would be 2x.
+    monkeypatch.setattr(conv_module, "_CHUNK_BYTES", 1 << 40)
+    peak, buffer = _backward_peak(4, 8, 8, 16)
     assert buffer < peak < 1.6 * buffer, (peak, buffer)
+
+
+def test_batch_chunks_bound_the_backward_memory():
+    # The default chunks: a batch whose im2col would be 9x the input holds ~one chunk of it
+    # (plus the gradients, each 1/9 of the whole buffer).
+    peak, buffer = _backward_peak(32, 8, 8, 16)
+    assert peak < 0.5 * buffer, (peak, buffer)

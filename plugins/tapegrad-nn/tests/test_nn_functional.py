@@ -32,6 +32,7 @@ FUNCTIONS += tuple(n for n in tapegrad_nn.activations.NAMES if n not in OPS)
 FUNCTIONS += tapegrad_nn.losses.NAMES
 FUNCTIONS += ("embedding", "masked_fill", "scaled_dot_product_attention")  # attention
 OPS += ("_unfold", "_fold", "_max_pool_indices", "_adaptive_max_pool_indices")  # pooling
+OPS += ("_pool_gather", "_pool_scatter")  # max pooling's gather and its adjoint
 FUNCTIONS += tapegrad_nn.pooling.NAMES
 
 

@@ -146,6 +146,46 @@ def test_max_pool_propagates_nan_as_pytorch():
     np.testing.assert_array_equal(np.isnan(tg.max_pool1d(x, 2).numpy()), [[[True, False]]])
 
 
+def test_padding_never_wins_a_window_whose_maximum_is_minus_inf():
+    # PyTorch: the argmax of an all -inf window is its first entry inside the input, never
+    # a position of the (-inf) padding before it; its gradient goes there.
+    x = tg.tensor(np.full((1, 1, 3, 3), -np.inf), requires_grad=True)
+    y, idx = tg.max_pool2d(x, 3, 2, 1, return_indices=True)
+    # windows start at rows/cols -1 and 1: their first in-input entries are (0, 0), (0, 1),
+    # (1, 0), (1, 1) in flat index h * 3 + w
+    np.testing.assert_array_equal(idx.numpy(), [[[[0, 1], [3, 4]]]])
+    assert np.all(y.numpy() == -np.inf)
+    y.backward(tg.tensor([[[[1., 2.], [3., 4.]]]]))
+    np.testing.assert_array_equal(x.grad.numpy(), [[[[1, 2, 0], [3, 4, 0], [0, 0, 0]]]])
+
+
+@pytest.mark.parametrize("k,s", [(2, None), (3, 1)])
+def test_max_pool_of_an_empty_batch_is_empty_with_an_empty_gradient(k, s):
+    x = tg.tensor(np.zeros((0, 2, 6, 6)), requires_grad=True)
+    y = tg.max_pool2d(x, k, s)
+    assert y.shape == (0, 2) + ref_max_pool2d(np.zeros((1, 2, 6, 6)), k, s)[0].shape[2:]
+    y.sum().backward()
+    assert x.grad.shape == x.shape
+
+
+@pytest.mark.parametrize("k,s,p,d,overlap", [(2, None, 0, 1, False), ((2, 3), (3, 3), 1, 1, False),
+                                             (3, 1, 1, 1, True), (2, 2, 0, 2, True)])
+def test_max_pool_backward_sums_where_windows_share_an_entry(k, s, p, d, overlap):
+    # The gradient of each input entry is the sum of g over the windows whose argmax it is
+    # (a loop over windows); disjoint windows take the write path, others the summing one.
+    x = np.floor(RNG.uniform(0, 4, (2, 2, 7, 8)))      # ties and shared maxima
+    xt = tg.tensor(x, requires_grad=True)
+    y, idx = tg.max_pool2d(xt, k, s, p, d, return_indices=True)
+    g = RNG.standard_normal(y.shape)
+    y.backward(tg.tensor(g))
+    expected = np.zeros_like(x).reshape(2, 2, -1)
+    for b, c, *pos in itertools.product(*map(range, y.shape)):
+        expected[b, c, idx.numpy()[(b, c, *pos)]] += g[(b, c, *pos)]
+    np.testing.assert_allclose(xt.grad.numpy(), expected.reshape(x.shape), rtol=1e-14)
+    stride = pair(s if s is not None else k)
+    assert overlap == any(st < dd * (kk - 1) + 1 for kk, st, dd in zip(pair(k), stride, pair(d)))
+
+
 @pytest.mark.parametrize("case", [dict(k=2), dict(k=3, s=2, p=1),
                                   dict(k=3, s=2, p=1, include=False),
                                   dict(k=(3, 2), s=(2, 3), p=(1, 1), ceil=True),
@@ -249,6 +289,8 @@ def test_bilinear_without_align_corners_equals_the_half_pixel_formula():
 
 @pytest.mark.parametrize("fn,args,kw", [
     ("max_pool2d", (3, 2, 1, 2), dict(ceil_mode=True)),
+    ("max_pool2d", (2,), {}),                             # disjoint windows: the write path
+    ("max_pool2d", ((2, 3), 1, (1, 0)), {}),              # overlapping: the summing path
     ("avg_pool2d", ((3, 2), (2, 3), (1, 1), True, False), {}),
     ("adaptive_max_pool2d", ((3, 2),), {}),
     ("interpolate", (), dict(size=(3, 9), mode="bilinear", align_corners=True)),

@@ -59,6 +59,38 @@ def test_max_pool_ties_and_unbatched_match_torch():
     compare("max_pool1d", x, 2, ceil_mode=True, return_indices=True)
 
 
+@pytest.mark.parametrize("kw", [dict(kernel_size=3, stride=2, padding=1),
+                                dict(kernel_size=2, stride=1, padding=1, ceil_mode=True),
+                                dict(kernel_size=(3, 2), stride=(1, 2), padding=(1, 1), dilation=2)])
+def test_max_pool_with_inf_and_nan_matches_torch(kw):
+    # -inf entries next to the padding (whose windows' maximum is -inf), and NaNs.
+    x = distinct(2, 2, 7, 6)
+    x[0, 0, :3] = -np.inf
+    x[0, 1] = -np.inf
+    x[1, 0, 2, 3] = np.nan
+    x[1, 1, 0, 0] = x[1, 1, 4, 5] = np.nan
+    compare("max_pool2d", x, return_indices=True, **kw)
+
+
+@pytest.mark.parametrize("shape", [(64, 32, 8, 8), (64, 64, 4, 4), (3, 5, 9, 7)])
+def test_float32_max_pool2d_2_matches_torch(shape):
+    # W7's pools (and an odd size, whose last row and column floor mode drops), float32.
+    torch = pytest.importorskip("torch")
+    x = distinct(*shape).astype(np.float32)
+    xt = tg.tensor(x, requires_grad=True)
+    y, idx = tg.max_pool2d(xt, 2, return_indices=True)
+    xr = torch.tensor(x, requires_grad=True)
+    yr, idxr = torch.nn.functional.max_pool2d(xr, 2, return_indices=True)
+    assert y.dtype == np.float32
+    np.testing.assert_array_equal(y.numpy(), yr.detach().numpy())
+    np.testing.assert_array_equal(idx.numpy(), idxr.numpy())
+    g = RNG.standard_normal(y.shape).astype(np.float32)
+    y.backward(tg.tensor(g))
+    yr.backward(torch.tensor(g))
+    assert xt.grad.dtype == np.float32
+    np.testing.assert_array_equal(xt.grad.numpy(), xr.grad.numpy())
+
+
 @pytest.mark.parametrize("kw", [dict(kernel_size=k, stride=s, padding=p, ceil_mode=c,
                                      count_include_pad=ci)
                                 for k, s, p, c, ci in itertools.product(

@@ -17,11 +17,23 @@ Parameters are per spatial axis: ``stride``, ``dilation`` (tuples of ints) and `
 can pad one more after than before, as PyTorch does). Bias is added by the public functions
 with one broadcast add.
 
-CPU kernels: im2col with ``sliding_window_view`` on the padded input, copied once into a
-(groups, N*L, C/groups*K) matrix, then one batched BLAS matmul; the transposed op does
-the matmul first and scatters (col2im, one strided add per kernel offset). Each kernel
-holds at most one im2col-sized buffer, and a rule calls the ops one after the other, so a
-backward never holds two.
+CPU kernels (all in the input's dtype: float32 stays float32 in BLAS):
+
+- ``_conv``: im2col as one copy of a strided view of the zero-padded input into a
+  (groups, N*L, prod(K)*C/groups) matrix, then one GEMM against the weight as a
+  (prod(K)*C/groups, O/groups) matrix (for groups=1 a single BLAS call). The copy is
+  channels-last (the input is moved to (N, *S, C) first, so a window row is one run of
+  kW*C/groups entries) unless an output row is the longer run (C/groups = 1: grey images);
+- ``_conv_weight``: the same im2col of x, recomputed rather than saved by the forward
+  (saving it would keep a prod(K)-times-the-activation buffer per layer alive between
+  forward and backward), then one GEMM with g as (O/groups, N*L);
+- ``_conv_transpose``: at stride 1 (the input gradient of every stride-1 convolution) the
+  full correlation of y with the flipped kernel, i.e. ``_conv``'s kernel: one im2col of y
+  and one GEMM, no scatter. Otherwise one GEMM per kernel offset, each slice-added into
+  the padded input where that offset of every window lands (col2im without np.add.at).
+
+Each kernel holds at most one im2col-sized buffer, and a rule calls the ops one after the
+other, so a backward never holds two.
 
 >>> import tapegrad as tg
 >>> x = tg.ones((1, 1, 4, 4), requires_grad=True)
@@ -40,7 +52,7 @@ import numbers
 
 import numpy as np
 import tapegrad as tg
-from numpy.lib.stride_tricks import sliding_window_view
+from numpy.lib.stride_tricks import as_strided
 
 __all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "register"]
 
@@ -55,64 +67,184 @@ def _out_size(size, k, stride, padding, dilation):
                  for s, kk, st, (lo, hi), d in zip(size, k, stride, padding, dilation))
 
 
-def _im2col(x, ksize, stride, padding, dilation, groups, batch_first):
-    """The one im2col buffer of x (N, C, *S) and the output shape L. batch_first: cols
-    (N, G, C/G * prod(K), prod(L)), else (G, C/G * prod(K), N * prod(L))."""
+def _padded(x, padding, channels_last):
+    """x (N, C, *S) zero-padded by `padding` ((lo, hi) pairs, each >= 0), contiguous:
+    (N, *Sp, C) if channels_last else (N, C, *Sp). One allocation and one copy (np.pad
+    costs twice as much on these small arrays)."""
+    nd = x.ndim - 2
+    size = x.shape[2:]
+    src = np.moveaxis(x, 1, -1) if channels_last else x
+    if not any(lo or hi for lo, hi in padding):
+        return np.ascontiguousarray(src)
+    padded = tuple(s + lo + hi for s, (lo, hi) in zip(size, padding))
+    inner = tuple(slice(lo, lo + s) for s, (lo, _) in zip(size, padding))
+    if channels_last:
+        xp = np.zeros((x.shape[0],) + padded + (x.shape[1],), x.dtype)
+        xp[(slice(None),) + inner] = src
+    else:
+        xp = np.zeros(x.shape[:2] + padded, x.dtype)
+        xp[(slice(None), slice(None)) + inner] = src
+    return xp
+
+
+def _im2col(x, ksize, stride, padding, dilation, groups, channels_last=None):
+    """The im2col matrix of x (N, C, *S), (G, N*L, prod(K)*C/G) with rows the output
+    positions (n, *l) and columns the window entries (*k, c) in that order, and the output
+    shape L. The matrix is one buffer, possibly a transposed view (BLAS takes either).
+    channels_last: the copy's layout (None: the faster one, see below; tests force each)."""
     nd = len(ksize)
-    if any(lo or hi for lo, hi in padding):
-        x = np.pad(x, ((0, 0), (0, 0)) + tuple(padding))
-    extent = tuple(d * (k - 1) + 1 for k, d in zip(ksize, dilation))
-    v = sliding_window_view(x, extent, axis=tuple(range(2, 2 + nd)))  # (N, C, *., *extent)
-    v = v[(slice(None), slice(None)) + tuple(slice(None, None, s) for s in stride)
-          + tuple(slice(None, None, d) for d in dilation)]          # (N, C, *L, *K), a view
-    n, c, out = v.shape[0], v.shape[1], v.shape[2:2 + nd]
-    v = v.reshape((n, groups, c // groups) + v.shape[2:])           # (N, G, C/G, *L, *K)
-    # NOTE: the output positions L go last, so that the copy's inner loop runs along
-    # the input's contiguous last axis (a layout with K last copies 4x slower).
+    n, c = x.shape[:2]
+    cg = c // groups
+    out = _out_size(x.shape[2:], ksize, stride, padding, dilation)
+    # NOTE: the copy's speed depends on its innermost contiguous run. Channels-last, a
+    # window row (kw, c) is one run of kw*C/G entries (dilation 1); channels-first, an
+    # output row of L's last axis is (stride 1). Take the layout whose run is longer
+    # (for C/G = 1, e.g. a first layer on grey images, channels-last would copy runs of 3).
+    if channels_last is None:
+        run_last = cg * ksize[-1] if dilation[-1] == 1 else cg
+        run_first = out[-1] if stride[-1] == 1 else 1
+        channels_last = run_last >= run_first
+    xp = _padded(x, padding, channels_last)
+    s = xp.strides
+    if channels_last:                                                # xp (N, *Sp, C)
+        sp = s[1:1 + nd]
+        v = as_strided(xp, (n,) + out + tuple(ksize) + (groups, cg),
+                       (s[0],) + tuple(a * b for a, b in zip(sp, stride))
+                       + tuple(a * b for a, b in zip(sp, dilation)) + (cg * s[-1], s[-1]),
+                       writeable=False)                              # (N, *L, *K, G, C/G)
+        cols = np.ascontiguousarray(np.moveaxis(v, 1 + 2 * nd, 0))   # (G, N, *L, *K, C/G)
+        return cols.reshape(groups, n * math.prod(out), math.prod(ksize) * cg), out
+    sp = s[2:]                                                       # xp (N, C, *Sp)
+    v = as_strided(xp, (n, groups, cg) + out + tuple(ksize),
+                   (s[0], cg * s[1], s[1]) + tuple(a * b for a, b in zip(sp, stride))
+                   + tuple(a * b for a, b in zip(sp, dilation)),
+                   writeable=False)                                  # (N, G, C/G, *L, *K)
     k_axes, l_axes = tuple(range(3 + nd, 3 + 2 * nd)), tuple(range(3, 3 + nd))
-    if batch_first:
-        cols = np.ascontiguousarray(v.transpose((0, 1, 2) + k_axes + l_axes))
-        return cols.reshape(n, groups, -1, math.prod(out)), out
-    cols = np.ascontiguousarray(v.transpose((1, 2) + k_axes + (0,) + l_axes))
-    return cols.reshape(groups, -1, n * math.prod(out)), out
+    cols = np.ascontiguousarray(v.transpose((1,) + k_axes + (2, 0) + l_axes))  # (G, *K, C/G, N, *L)
+    return cols.reshape(groups, math.prod(ksize) * cg, n * math.prod(out)).transpose(0, 2, 1), out
+
+
+def _weight_matrix(w, groups):
+    """w (O, C/G, *K) as (G, prod(K)*C/G, O/G), rows (*k, c) as _im2col's columns."""
+    o, cg, nd = w.shape[0], w.shape[1], w.ndim - 2
+    wg = w.reshape((groups, o // groups, cg) + w.shape[2:])
+    return np.ascontiguousarray(wg.transpose((0,) + tuple(range(3, 3 + nd)) + (2, 1))).reshape(
+        groups, math.prod(w.shape[2:]) * cg, o // groups)
+
+
+def _grad_rows(g, groups):
+    """g (N, O, *L) as (G, N*L, O/G): channels last, rows the output positions."""
+    n, o = g.shape[:2]
+    gg = g.reshape((n, groups, o // groups) + g.shape[2:])
+    # NOTE: explicit sizes, not -1: an empty batch has no size to infer
+    return np.ascontiguousarray(np.moveaxis(gg, (1, 2), (0, -1))).reshape(
+        groups, n * math.prod(g.shape[2:]), o // groups)
+
+
+# NOTE: the kernels run over the batch in chunks whose im2col buffer is about this size,
+# so that the buffer stays in cache between its copy and its GEMM (a whole-batch buffer of
+# a small CNN is several MB: written to memory, then read back). Chunks also bound the
+# memory to one chunk's buffer.
+_CHUNK_BYTES = 1 << 19
+
+
+def _batch_chunks(x, ksize, groups, out):
+    """Slices of the batch axis whose im2col buffers hold about _CHUNK_BYTES each."""
+    n = x.shape[0]
+    per_image = math.prod(out) * math.prod(ksize) * x.shape[1] * x.itemsize
+    step = max(1, min(n, _CHUNK_BYTES // max(per_image, 1)))
+    return [slice(i, min(i + step, n)) for i in range(0, n, step)]
 
 
 def _conv_kernel(x, w, *, stride, padding, dilation, groups):
-    cols, out = _im2col(x, w.shape[2:], stride, padding, dilation, groups, True)
-    y = np.matmul(w.reshape(groups, w.shape[0] // groups, -1), cols)   # (N, G, O/G, L)
-    return y.reshape((x.shape[0], w.shape[0]) + out)
+    n, k = x.shape[0], w.shape[2:]
+    out = _out_size(x.shape[2:], k, stride, padding, dilation)
+    wm = _weight_matrix(w, groups)                                   # (G, *K * C/G, O/G)
+    length = math.prod(out)
+    y = np.empty((groups, n * length, wm.shape[2]), np.result_type(x, w))
+    for part in _batch_chunks(x, k, groups, out):
+        cols, _ = _im2col(x[part], k, stride, padding, dilation, groups)
+        np.matmul(cols, wm, out=y[:, part.start * length:part.stop * length])
+        del cols
+    nd = len(out)
+    y = y.reshape((groups, n) + out + (wm.shape[2],))                # (G, N, *L, O/G)
+    y = y.transpose((1, 0, 2 + nd) + tuple(range(2, 2 + nd)))        # (N, G, O/G, *L)
+    return np.ascontiguousarray(y).reshape((n, w.shape[0]) + out)
 
 
 def _conv_weight_kernel(x, g, *, ksize, stride, padding, dilation, groups):
-    cols, out = _im2col(x, ksize, stride, padding, dilation, groups, False)
+    out = _out_size(x.shape[2:], ksize, stride, padding, dilation)
     if out != g.shape[2:]:
         raise ValueError(f"_conv_weight: g's spatial shape {g.shape[2:]} is not the "
                          f"convolution's output shape {out}")
-    n, o = g.shape[:2]
-    rows = g.reshape(n, groups, o // groups, -1).transpose(1, 2, 0, 3).reshape(groups, o // groups, -1)
-    gw = np.matmul(rows, cols.transpose(0, 2, 1))                      # (G, O/G, C/G * K)
-    return gw.reshape((o, x.shape[1] // groups) + tuple(ksize))
+    rows = _grad_rows(g, groups).transpose(0, 2, 1)                  # (G, O/G, N*L)
+    length = math.prod(out)
+    gw = None
+    for part in _batch_chunks(x, ksize, groups, out):
+        cols, _ = _im2col(x[part], ksize, stride, padding, dilation, groups)
+        term = np.matmul(rows[:, :, part.start * length:part.stop * length], cols)
+        gw = term if gw is None else np.add(gw, term, out=gw)        # (G, O/G, *K * C/G)
+        del cols
+    o, cg, nd = g.shape[1], x.shape[1] // groups, len(ksize)
+    if gw is None:                                                   # an empty batch
+        gw = np.zeros((groups, o // groups, math.prod(ksize) * cg), np.result_type(x, g))
+    gw = gw.reshape((groups, o // groups) + tuple(ksize) + (cg,))
+    gw = gw.transpose((0, 1, 2 + nd) + tuple(range(2, 2 + nd)))      # (G, O/G, C/G, *K)
+    return np.ascontiguousarray(gw).reshape((o, cg) + tuple(ksize))
+
+
+def _full_padding(k, padding, dilation):
+    """The padding of the full correlation that is _conv's adjoint at stride 1: the
+    kernel's extent less the forward padding (negative: the forward padding exceeds it)."""
+    return tuple((d * (kk - 1) - lo, d * (kk - 1) - hi) for kk, d, (lo, hi) in zip(k, dilation, padding))
 
 
 def _conv_transpose_kernel(y, w, *, size, stride, padding, dilation, groups):
-    n, o, out = y.shape[0], y.shape[1], y.shape[2:]
-    k, cg = w.shape[2:], w.shape[1]
+    out, k = y.shape[2:], w.shape[2:]
     if _out_size(size, k, stride, padding, dilation) != out:
         raise ValueError(f"_conv_transpose: size {tuple(size)} does not convolve back to the "
                          f"input's spatial shape {out}")
-    wt = w.reshape(groups, o // groups, -1).transpose(0, 2, 1)        # (G, C/G * K, O/G)
-    cols = np.matmul(wt, y.reshape(n, groups, o // groups, -1))         # (N, G, C/G * K, L)
-    cols = cols.reshape((n, groups, cg) + k + out)
+    full = _full_padding(k, padding, dilation)
+    if all(st == 1 for st in stride) and all(lo >= 0 and hi >= 0 for lo, hi in full):
+        return _adjoint_by_full_correlation(y, w, padding=padding, dilation=dilation, groups=groups)
+    return _adjoint_by_col2im(y, w, size=size, stride=stride, padding=padding, dilation=dilation,
+                              groups=groups)
+
+
+def _adjoint_by_full_correlation(y, w, *, padding, dilation, groups):
+    """_conv_transpose at stride 1: the full correlation of y, padded by the kernel's extent
+    less the forward padding, with the flipped kernel, channels swapped within each group.
+    One im2col of y (N*S rows of prod(K)*O/G: one buffer) and one GEMM, no scatter."""
+    o, cg, k = w.shape[0], w.shape[1], w.shape[2:]
+    wf = w.reshape((groups, o // groups, cg) + k).swapaxes(1, 2).reshape((groups * cg, o // groups) + k)
+    wf = wf[(slice(None), slice(None)) + (slice(None, None, -1),) * len(k)]
+    return _conv_kernel(y, wf, stride=(1,) * len(k), padding=_full_padding(k, padding, dilation),
+                        dilation=dilation, groups=groups)
+
+
+def _adjoint_by_col2im(y, w, *, size, stride, padding, dilation, groups):
+    """_conv_transpose in general (stride > 1, or padding beyond the kernel's extent): one
+    GEMM per kernel offset k, (N*L, O/G) @ (O/G, C/G), slice-added into the padded input
+    where offset k of each window lands (col2im). Its buffers are input-gradient sized:
+    no im2col buffer at all."""
+    n, o, out = y.shape[0], y.shape[1], y.shape[2:]
+    k, cg, nd = w.shape[2:], w.shape[1], len(out)
+    rows = _grad_rows(y, groups)                                      # (G, N*L, O/G)
+    wm = _weight_matrix(w, groups).reshape((groups, math.prod(k), cg, o // groups))
     padded = tuple(s + lo + hi for s, (lo, hi) in zip(size, padding))
-    xp = np.zeros((n, groups, cg) + padded, dtype=cols.dtype)
-    # col2im: window offset `idx` of output position l lands at l*stride + idx*dilation.
-    for idx in np.ndindex(*k):
+    xp = np.zeros((groups, n) + padded + (cg,), dtype=np.result_type(y, w))
+    part = np.empty((groups, rows.shape[1], cg), dtype=xp.dtype)
+    for flat, idx in enumerate(np.ndindex(*k)):
+        np.matmul(rows, wm[:, flat].transpose(0, 2, 1), out=part)
+        # window offset `idx` of output position l lands at l*stride + idx*dilation.
         target = tuple(slice(i * d, i * d + (l - 1) * s + 1, s)
                        for i, d, l, s in zip(idx, dilation, out, stride))
-        xp[(slice(None),) * 3 + target] += cols[(slice(None),) * 3 + idx]
-    del cols                                 # freed before the cropped copy is made
+        xp[(slice(None), slice(None)) + target] += part.reshape((groups, n) + out + (cg,))
+    del part
     crop = tuple(slice(lo, lo + s) for s, (lo, _) in zip(size, padding))
-    return np.ascontiguousarray(xp[(slice(None),) * 3 + crop]).reshape((n, groups * cg) + tuple(size))
+    x = xp[(slice(None), slice(None)) + crop]                        # (G, N, *S, C/G)
+    x = x.transpose((1, 0, 2 + nd) + tuple(range(2, 2 + nd)))        # (N, G, C/G, *S)
+    return np.ascontiguousarray(x).reshape((n, groups * cg) + tuple(size))
 
 
 # ---------------------------------------------------------------------------------------
