@@ -982,6 +982,12 @@ class Linear(Module):
             init.uniform_(self.bias, -bound, bound)
 
     def forward(self, x):
+        # The layer's own check, so that the error names Linear(...) and both widths (the
+        # op's error only names `linear`).
+        shape = x.shape if hasattr(x, "shape") else np.shape(x)
+        if tuple(shape[-1:]) != (self.in_features,):
+            raise ValueError(f"{self!r}: expected input with in_features={self.in_features} "
+                             f"(the last axis) but got input of shape {tuple(shape)}")
         return functional.linear(x, self.weight, self.bias)
 
     def extra_repr(self):
