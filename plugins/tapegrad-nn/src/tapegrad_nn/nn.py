@@ -986,8 +986,10 @@ class Linear(Module):
         # op's error only names `linear`).
         shape = x.shape if hasattr(x, "shape") else np.shape(x)
         if tuple(shape[-1:]) != (self.in_features,):
-            raise ValueError(f"{self!r}: expected input with in_features={self.in_features} "
-                             f"(the last axis) but got input of shape {tuple(shape)}")
+            got = shape[-1] if len(shape) else "a 0-d input"
+            raise ValueError(f"{self!r}: linear: input of shape {tuple(shape)} does not fit "
+                             f"weight of shape {tuple(self.weight.shape)}: expected "
+                             f"in_features={self.in_features} on the last axis, got {got}")
         return functional.linear(x, self.weight, self.bias)
 
     def extra_repr(self):
