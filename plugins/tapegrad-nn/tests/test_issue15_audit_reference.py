@@ -399,3 +399,58 @@ def test_adam_decoupled_weight_decay_is_adamws_rule_and_round_trips(tmp_path):
     legacy["state"] = {k: v for k, v in legacy["state"].items() if k in (0, "0")}
     fresh.load_state_dict(legacy)
     assert fresh.param_groups[0]["decoupled_weight_decay"] is True
+
+
+# --- docs/nn.md's "PyTorch -> tapegrad" table -------------------------------------------
+
+def test_the_docs_table_spellings_exist_and_the_missing_names_are_missing():
+    import tapegrad.nn.functional as Fn
+    present = [tg.manual_seed, tg.random.manual_seed, tg.random.get_state, tg.random.set_state,
+               tg.random.rand, tg.random.randn, tg.random.rand_like, tg.random.randn_like,
+               tg.random.randint_like, tg.random.randint, tg.random.permutation,
+               tg.random.multinomial, tg.random.categorical, tg.random.bernoulli,
+               tg.random.normal, tg.random.uniform, tg.concatenate, tg.save, tg.load,
+               tg.data.TensorDataset, tg.data.DataLoader, tg.checkpoint,
+               tg.checkpoint_sequential, tg.checkpoint.Every, tg.pad, Fn.interpolate,
+               Fn.kl_div, tg.log_sigmoid, tg.logsigmoid, Fn.logsigmoid, Fn.one_hot,
+               Fn.dropout, Fn.dropout1d, Fn.dropout2d, tg.nn.TransformerEncoder,
+               tg.nn.TransformerDecoder, tg.nn.Module.register_buffer, tg.Tensor.register_hook,
+               tg.nn.utils.clip_grad_norm_, tg.nn.init.normal_, tg.nn.init.xavier_uniform_,
+               tg.optim.lr_scheduler.LambdaLR, tg.moveaxis]
+    assert all(callable(f) for f in present)
+    # The table's rows that map a torch spelling onto another tapegrad one, run.
+    x = tg.random.randn(1, 2, 4, 4)
+    y, idx = Fn.max_pool2d(x, 2, return_indices=True)
+    assert idx.dtype == np.int64 and y.shape == idx.shape == (1, 2, 2, 2)
+    padded = tg.pad(x, ((0, 0), (0, 0), (1, 2), (3, 4)), mode="edge")   # F.pad(x, (3, 4, 1, 2))
+    assert padded.shape == (1, 2, 7, 11)
+    np.testing.assert_allclose(tg.nn.Softmax(dim=-3)(x).numpy().sum(axis=1), 1.0)
+    lin = tg.nn.Linear(2, 2).to(tg.float16)
+    assert lin.weight.dtype == np.float16
+    assert tg.random.categorical(tg.zeros((3, 4))).shape == (3, 1)
+    w = tg.tensor([1.0], requires_grad=True)
+    opt = tg.optim.SGD([w], lr=1.0)
+    sched = tg.optim.lr_scheduler.LambdaLR(opt, lambda e: 0.5 ** e)   # MultiplicativeLR(0.5)
+    for _ in range(3):
+        opt.step(), sched.step()
+    assert sched.get_last_lr() == [0.125]
+    missing = {tg.nn: ["LazyLinear", "BatchNorm3d", "MaxPool3d", "AvgPool3d", "ConvTranspose3d",
+                       "InstanceNorm3d", "Dropout3d", "AdaptiveMaxPool1d", "EmbeddingBag",
+                       "CTCLoss", "MultiMarginLoss", "MultiLabelMarginLoss", "SoftMarginLoss",
+                       "MultiLabelSoftMarginLoss", "TripletMarginWithDistanceLoss", "RReLU",
+                       "Threshold", "Hardshrink", "Softshrink", "LocalResponseNorm",
+                       "LPPool2d", "MaxUnpool2d", "FractionalMaxPool2d", "AlphaDropout",
+                       "SyncBatchNorm", "Transformer", "ZeroPad2d", "ReflectionPad2d",
+                       "Softmax2d", "UpsamplingBilinear2d", "UpsamplingNearest2d", "Buffer"],
+               Fn: ["grid_sample", "affine_grid", "gumbel_softmax", "pdist", "pad",
+                    "max_pool2d_with_indices", "upsample_bilinear", "upsample_nearest"],
+               tg.optim: ["ASGD", "Rprop", "SparseAdam", "Adafactor", "swa_utils"],
+               tg.optim.lr_scheduler: ["CyclicLR", "MultiplicativeLR"],
+               tg.nn.utils: ["clip_grad_norm", "weight_norm", "spectral_norm"],
+               tg.nn.init: ["normal", "xavier_uniform"]}
+    present_now = [f"{ns.__name__}.{n}" for ns, names in missing.items() for n in names
+                   if hasattr(ns, n)]
+    assert present_now == [], f"now exists: update docs/nn.md's table ({present_now})"
+    for kw in ("maximize", "foreach", "fused", "differentiable"):
+        with pytest.raises(TypeError):
+            tg.optim.Adam([w], **{kw: False})

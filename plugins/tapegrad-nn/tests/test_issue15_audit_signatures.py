@@ -29,7 +29,7 @@ KNOWN = {
     "nn.TransformerEncoderLayer: default of activation is 'relu', torch's is relu",
     "nn.TransformerDecoderLayer: default of activation is 'relu', torch's is relu",
     "nn.ModuleList: default of modules is (), torch's is None",
-    # gaps left open (see the issue-15 audit in docs/nn.md): a call that uses them raises a
+    # gaps left open (docs/nn.md, "PyTorch -> tapegrad"): a call that uses them raises a
     # TypeError for the unknown keyword, never a silent difference.
     "nn.BatchNorm1d: lacks bias",
     "nn.BatchNorm2d: lacks bias",
