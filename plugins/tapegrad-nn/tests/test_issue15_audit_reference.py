@@ -353,6 +353,38 @@ def test_loss_modules_bind_positional_arguments_in_torchs_order():
         nn.HuberLoss(beta=1.0)
 
 
+def test_bce_with_logits_loss_weights_equal_the_numpy_formula_and_pass_finite_differences():
+    x0, t0 = RNG.standard_normal((4, 3)) * 30, RNG.uniform(0, 1, (4, 3))   # |x| up to ~90
+    weight, pos_weight = RNG.uniform(0.5, 2.0, (4, 3)), np.array([1.0, 2.0, 0.5])
+    softplus_neg = np.logaddexp(0.0, -x0)                                 # log(1 + e^-x)
+    want = weight * ((1 - t0) * x0 + (1 + (pos_weight - 1) * t0) * softplus_neg)
+    loss = tg.nn.BCEWithLogitsLoss(tg.tensor(weight), pos_weight=tg.tensor(pos_weight),
+                                   reduction="none")
+    assert list(loss.state_dict()) == ["weight", "pos_weight"]
+    np.testing.assert_allclose(loss(tg.tensor(x0), tg.tensor(t0)).numpy(), want, rtol=1e-12)
+    mean = tg.nn.BCEWithLogitsLoss(pos_weight=tg.tensor(pos_weight))
+    np.testing.assert_allclose(
+        mean(tg.tensor(x0), tg.tensor(t0)).item(),
+        ((1 - t0) * x0 + (1 + (pos_weight - 1) * t0) * softplus_neg).mean(), rtol=1e-12)
+    # Without weights: the fused op, and the same numbers as the composition with ones.
+    plain = tg.nn.BCEWithLogitsLoss()(tg.tensor(x0), tg.tensor(t0)).item()
+    ones = tg.nn.BCEWithLogitsLoss(pos_weight=tg.ones(3))(tg.tensor(x0), tg.tensor(t0)).item()
+    assert np.isclose(plain, ones, rtol=1e-12)
+    x = tg.tensor(RNG.standard_normal((4, 3)), requires_grad=True)
+    t = tg.tensor(t0, requires_grad=True)
+    assert tgt.gradcheck(lambda a, b: loss(a, b), (x, t))
+    assert tgt.gradgradcheck(lambda a, b: loss(a, b), (x, t))
+    x32 = tg.tensor(x0.astype(np.float32), requires_grad=True)
+    y32 = loss(x32, tg.tensor(t0.astype(np.float32)))
+    y32.sum().backward()
+    assert y32.dtype == np.float32 and x32.grad.dtype == np.float32
+    with pytest.raises(ValueError, match=r"BCEWithLogitsLoss: target shape \(3,\) must "
+                                         r"equal input shape \(4, 3\)"):
+        loss(x, tg.zeros(3))
+    with pytest.raises(TypeError, match="size_average"):
+        tg.nn.BCEWithLogitsLoss(size_average=True)
+
+
 def _adamw_numpy(p, grads, lr, betas, eps, weight_decay):
     m, v = np.zeros_like(p), np.zeros_like(p)
     for t, g in enumerate(grads, 1):

@@ -36,8 +36,6 @@ KNOWN = {
     "nn.GroupNorm: lacks bias",
     "nn.InstanceNorm1d: lacks bias",
     "nn.InstanceNorm2d: lacks bias",
-    "nn.BCEWithLogitsLoss: lacks weight",
-    "nn.BCEWithLogitsLoss: lacks pos_weight",
     "F.mse_loss: lacks weight",
     # SGD's lr stays required (torch 2.x defaults it to 1e-3); forgetting it raises.
     "optim.SGD: default of lr is <required parameter>, torch's is 0.001",

@@ -142,6 +142,10 @@ CASES = [
     ("CrossEntropyLoss", (), {"reduction": "none"}, lambda: [randn(5, 3), probabilities(5, 3)]),
     ("BCELoss", (), {}, lambda: [probabilities(3, 4), probabilities(3, 4)]),
     ("BCEWithLogitsLoss", (), {}, lambda: [randn(3, 4), probabilities(3, 4)]),
+    ("BCEWithLogitsLoss", (), {"pos_weight": "W:weight"},
+     lambda: [randn(4, 3), probabilities(4, 3)]),
+    ("BCEWithLogitsLoss", ("W:weight",), {"pos_weight": "W:weight", "reduction": "sum"},
+     lambda: [randn(4, 3), probabilities(4, 3)]),
     ("KLDivLoss", (), {"reduction": "batchmean", "log_target": True},
      lambda: [randn(3, 4), randn(3, 4)]),
     ("KLDivLoss", (), {}, lambda: [randn(3, 4), probabilities(3, 4)]),
@@ -181,7 +185,8 @@ def _rebuild(tree, leaves):
 def _build(namespace, name, args, kwargs, class_weight):
     def resolve(a):
         return class_weight if isinstance(a, str) and a.startswith("W:") else a
-    return getattr(namespace, name)(*map(resolve, args), **kwargs)
+    return getattr(namespace, name)(*map(resolve, args),
+                                    **{k: resolve(v) for k, v in kwargs.items()})
 
 
 @pytest.mark.parametrize("name,args,kwargs,make_inputs", CASES,
