@@ -267,3 +267,47 @@ def test_transformer_encoder_and_decoder_stacks_load_torch_state_dicts_and_match
         (g_out * tg.tensor(c)).sum().backward()
         for t, g in zip(t_in, g_in):
             np.testing.assert_allclose(g.grad.numpy(), t.grad.numpy(), rtol=1e-7, atol=1e-9)
+
+
+# Layers big enough that each parameter's spread is a sharp statistic (>= 2,000 entries
+# for every random parameter): tapegrad's initial values must follow the same
+# distribution as torch's default initialisation (same bound, same standard deviation).
+INIT_CASES = [
+    ("Linear", (200, 100)), ("Bilinear", (40, 30, 20)), ("Conv1d", (32, 64, 5)),
+    ("Conv2d", (16, 32, 3, 1, 0, 1, 2)), ("Conv3d", (8, 16, 3)),
+    ("ConvTranspose1d", (64, 32, 5)), ("ConvTranspose2d", (32, 16, 3, 1, 0, 0, 2)),
+    ("Embedding", (100, 40)), ("MultiheadAttention", (64, 4)),
+    ("TransformerEncoderLayer", (64, 4, 128)), ("TransformerDecoderLayer", (64, 4, 128)),
+    ("RNN", (64, 64)), ("LSTM", (32, 48, 2)), ("GRU", (32, 48, 1, True, False, 0.0, True)),
+    ("RNNCell", (64, 64)), ("LSTMCell", (32, 48)), ("GRUCell", (32, 48)),
+    ("PReLU", (64,)), ("LayerNorm", (64,)), ("RMSNorm", (64,)), ("GroupNorm", (4, 64)),
+    ("BatchNorm2d", (64,)), ("InstanceNorm1d", (64, 1e-5, 0.1, True)),
+]
+
+
+@pytest.mark.parametrize("name,args", INIT_CASES, ids=[c[0] for c in INIT_CASES])
+def test_default_initialisation_follows_torchs_distribution(name, args):
+    torch = pytest.importorskip("torch")
+
+    def draws(namespace, seed, n):
+        """Each parameter's values over n fresh layers (a small bias needs many)."""
+        namespace.manual_seed(seed) if namespace is torch else tg.manual_seed(seed)
+        layers = [getattr(namespace.nn, name)(*args) for _ in range(n)]
+        names = [k for k, _ in layers[0].named_parameters()]
+        return {k: np.concatenate([np.asarray(
+            dict(m.named_parameters())[k].detach().double().numpy() if namespace is torch
+            else dict(m.named_parameters())[k].numpy()).ravel() for m in layers])
+            for k in names}
+
+    ref, mine = draws(torch, 0, 20), draws(tg, 0, 20)
+    assert list(mine) == list(ref)
+    for n, want in ref.items():
+        got = mine[n]
+        if want.std() == 0:                          # constants (norm weights, zero biases)
+            np.testing.assert_array_equal(got, want, err_msg=n)
+            continue
+        assert want.size >= 320, n
+        # The bound of a uniform init, or a normal's spread: std and max |p| agree.
+        assert abs(got.std() / want.std() - 1) < 0.1, (n, got.std(), want.std())
+        assert abs(np.abs(got).max() / np.abs(want).max() - 1) < 0.25, n
+        assert abs(got.mean()) < 5 * want.std() / np.sqrt(want.size), n
