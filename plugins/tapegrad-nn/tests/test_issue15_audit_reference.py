@@ -263,8 +263,9 @@ SHAPE_ERRORS = [
     (lambda: tg.nn.ConvTranspose2d(3, 4, 3), (2, 5, 9, 9),
      r"ConvTranspose2d\(3, 4.*in_channels=3.*\(2, 5, 9, 9\)"),
     (lambda: tg.nn.Linear(3, 2), (4, 5),
-     r"Linear\(in_features=3, out_features=2, bias=True\): linear: input of shape \(4, 5\) "
-     r"does not fit weight of shape \(2, 3\): expected in_features=3 on the last axis, got 5"),
+     r"^linear: x \(4, 5\) and weight \(2, 3\) do not fit: Linear\(in_features=3, "
+     r"out_features=2, bias=True\) expects in_features=3 on the last axis of its input, "
+     r"got 5$"),
     (lambda: tg.nn.Bilinear(3, 4, 2), [(2, 5), (2, 4)],
      r"Bilinear\(in1_features=3.*expected inputs \(\.\.\., 3\) and \(\.\.\., 4\), got "
      r"\(2, 5\) and \(2, 4\)"),

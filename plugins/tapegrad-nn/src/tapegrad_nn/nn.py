@@ -983,13 +983,13 @@ class Linear(Module):
 
     def forward(self, x):
         # The layer's own check, so that the error names Linear(...) and both widths (the
-        # op's error only names `linear`).
+        # op's error only names `linear`); it starts as the op's does.
         shape = x.shape if hasattr(x, "shape") else np.shape(x)
         if tuple(shape[-1:]) != (self.in_features,):
             got = shape[-1] if len(shape) else "a 0-d input"
-            raise ValueError(f"{self!r}: linear: input of shape {tuple(shape)} does not fit "
-                             f"weight of shape {tuple(self.weight.shape)}: expected "
-                             f"in_features={self.in_features} on the last axis, got {got}")
+            raise ValueError(f"linear: x {tuple(shape)} and weight {tuple(self.weight.shape)} "
+                             f"do not fit: {self!r} expects in_features={self.in_features} "
+                             f"on the last axis of its input, got {got}")
         return functional.linear(x, self.weight, self.bias)
 
     def extra_repr(self):
@@ -1187,6 +1187,14 @@ class BCEWithLogitsLoss(_Loss):
         if size_average is not None or reduce is not None:
             raise TypeError("BCEWithLogitsLoss: size_average= and reduce= are deprecated in "
                             "PyTorch and not supported; use reduction='mean' | 'sum' | 'none'")
+        if isinstance(weight, str):
+            # NOTE: tapegrad's earlier BCEWithLogitsLoss(reduction) (a weight is never a
+            # string, so the torch order weight-first loses nothing by accepting it).
+            if reduction != "mean":
+                raise TypeError(f"BCEWithLogitsLoss: got a reduction twice ({weight!r} as the "
+                                f"first argument, which is torch's weight, and "
+                                f"reduction={reduction!r})")
+            weight, reduction = None, weight
         super().__init__(reduction)
         self.register_buffer("weight", None if weight is None else tg.asarray(weight))
         self.register_buffer("pos_weight",
