@@ -118,6 +118,11 @@ class PReLU(Module):
             self.weight[...] = self.init
 
     def forward(self, input):
+        shape = input.shape if hasattr(input, "shape") else np.shape(input)
+        if self.num_parameters != 1 and (len(shape) < 2 or shape[1] != self.num_parameters):
+            raise ValueError(f"PReLU(num_parameters={self.num_parameters}): expected input "
+                             f"with {self.num_parameters} channels (axis 1), got input of "
+                             f"shape {tuple(shape)}")
         return A.prelu(input, self.weight)
 
     def extra_repr(self):

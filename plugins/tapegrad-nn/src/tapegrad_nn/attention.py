@@ -198,19 +198,29 @@ def _channel_dropout(x, p, training, batched_ndim, op):
     return x * tg.where(keep, 1.0 / (1.0 - p), 0.0).astype(x.dtype)
 
 
-def dropout1d(input, p=0.5, training=True):
+def _out_of_place(name, inplace):
+    # NOTE: refused, not ignored: a port whose F.dropout2d(x, inplace=True) result is
+    # unused would otherwise silently train without dropout.
+    if inplace:
+        raise ValueError(f"{name}: inplace=True is not supported (tapegrad computes out of "
+                         f"place); write x = F.{name}(x, p, training)")
+
+
+def dropout1d(input, p=0.5, training=True, inplace=False):
     """Zero whole channels: each (n, c) channel of an (N, C, L) (or unbatched (C, L))
     input is zeroed with probability `p`, the others scaled by 1/(1-p); identity when not
     `training` (torch's F.dropout1d). The mask comes from ``tg.random.rand``."""
+    _out_of_place("dropout1d", inplace)
     return _channel_dropout(input, p, training, 3, "dropout1d")
 
 
-def dropout2d(input, p=0.5, training=True):
+def dropout2d(input, p=0.5, training=True, inplace=False):
     """Zero whole channels of an (N, C, H, W) (or unbatched (C, H, W)... see below) input
     with probability `p`, scaling the rest by 1/(1-p); identity when not `training`.
 
     NOTE: as torch's F.dropout2d, a 3-D input is taken as (N, C, L) (channel-wise 1-D
     dropout) with a warning, not as an unbatched (C, H, W)."""
+    _out_of_place("dropout2d", inplace)
     x = tg.asarray(input)
     if x.ndim == 3:
         warnings.warn("dropout2d: received a 3-D input; as PyTorch, it is treated as (N, C, "

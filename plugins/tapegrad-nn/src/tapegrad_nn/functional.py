@@ -614,11 +614,13 @@ def bilinear(input1, input2, weight, bias=None):
     return y if bias is None else y + bias
 
 
-def dropout(x, p=0.5, training=True):
+def dropout(input, p=0.5, training=True, inplace=False):
     """Inverted dropout: each element is zeroed with probability `p` and the others are
     scaled by ``1 / (1 - p)``, so the expectation is unchanged; identity when
     ``training`` is False or p == 0. The mask comes from ``tg.random.rand`` on x's device
-    (reproducible under ``tg.manual_seed``).
+    (reproducible under ``tg.manual_seed``). ``torch.nn.functional.dropout``'s signature;
+    ``inplace=True`` is refused (the result is always a new tensor: a port that relied on
+    the input being overwritten would silently keep the undropped values).
 
     >>> import tapegrad as tg
     >>> import tapegrad_nn.functional as F
@@ -630,7 +632,10 @@ def dropout(x, p=0.5, training=True):
     """
     if isinstance(p, bool) or not isinstance(p, numbers.Real) or not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout: p must be a probability in [0, 1], got {p!r}")
-    x = tg.asarray(x)
+    if inplace:
+        raise ValueError("dropout: inplace=True is not supported (tapegrad computes out of "
+                         "place); write x = F.dropout(x, p, training)")
+    x = tg.asarray(input)
     if not training or p == 0.0:
         return x
     if x.dtype.kind != "f":

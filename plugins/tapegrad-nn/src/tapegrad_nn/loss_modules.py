@@ -14,6 +14,8 @@ A class ``weight`` is a buffer (in ``state_dict``, as PyTorch's).
 
 from __future__ import annotations
 
+import inspect
+
 import tapegrad as tg
 
 from . import losses as L
@@ -50,24 +52,37 @@ class NLLLoss(_WeightedLoss):
         return L.nll_loss(input, target, self.weight, self.ignore_index, self.reduction)
 
 
-def _simple(name, fn, doc, *args):
-    """A loss module whose forward is ``fn(*inputs, *(self.<arg>...), reduction=...)``."""
-    names = tuple(a for a, _ in args)
+_LEGACY = (("size_average", None), ("reduce", None))
 
-    def __init__(self, *pos, size_average=None, reduce=None, reduction="mean", **kw):
-        _no_legacy(name, size_average, reduce)
-        _Loss.__init__(self, reduction)
-        if len(pos) > len(names):
-            raise TypeError(f"{name} takes at most {len(names)} positional arguments "
-                            f"({', '.join(names) or 'none'}) before the keywords")
-        values = dict(args)
-        values.update(zip(names, pos))
-        for k, v in kw.items():
-            if k not in values:
-                raise TypeError(f"{name} got an unexpected argument {k!r}")
-            values[k] = v
-        for k, v in values.items():
-            setattr(self, k, v)
+
+def _simple(name, fn, doc, arguments, *, keyword_only=False):
+    """A loss module whose forward is ``fn(*inputs, *(self.<arg>...), reduction=...)``.
+
+    ``arguments`` is torch.nn's constructor signature, in torch's order, as (name,
+    default) pairs including ``size_average`` / ``reduce`` / ``reduction`` where torch has
+    them: positional arguments bind exactly as in PyTorch (torch's ``HuberLoss(reduction,
+    delta)`` puts reduction first, ``SmoothL1Loss``'s beta comes after the legacy pair),
+    so a positional call never means something else here than there."""
+    kind = (inspect.Parameter.KEYWORD_ONLY if keyword_only
+            else inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    signature = inspect.Signature(
+        [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+        + [inspect.Parameter(a, kind, default=d) for a, d in arguments])
+    names = tuple(a for a, _ in arguments if a not in ("size_average", "reduce", "reduction"))
+
+    def __init__(self, *pos, **kw):
+        try:
+            bound = signature.bind(self, *pos, **kw)
+        except TypeError as err:
+            raise TypeError(f"{name}{str(signature).replace('(self, ', '(')}: {err}") from None
+        bound.apply_defaults()
+        values = bound.arguments
+        _no_legacy(name, values.get("size_average"), values.get("reduce"))
+        _Loss.__init__(self, values["reduction"])
+        for k in names:
+            setattr(self, k, values[k])
+
+    __init__.__signature__ = signature
 
     def forward(self, *inputs):
         return fn(*inputs, reduction=self.reduction, **{k: getattr(self, k) for k in names})
@@ -81,29 +96,35 @@ def _simple(name, fn, doc, *args):
                                  "__module__": __name__})
 
 
-L1Loss = _simple("L1Loss", L.l1_loss, "``tg.l1_loss(input, target, reduction)``.")
+_REDUCTION = ("reduction", "mean")
+L1Loss = _simple("L1Loss", L.l1_loss, "``tg.l1_loss(input, target, reduction)``.",
+                 (*_LEGACY, _REDUCTION))
 SmoothL1Loss = _simple("SmoothL1Loss", L.smooth_l1_loss,
-                       "``tg.smooth_l1_loss(input, target, reduction, beta)``.", ("beta", 1.0))
+                       "``tg.smooth_l1_loss(input, target, reduction, beta)``.",
+                       (*_LEGACY, _REDUCTION, ("beta", 1.0)))
 HuberLoss = _simple("HuberLoss", L.huber_loss,
-                    "``tg.huber_loss(input, target, reduction, delta)``.", ("delta", 1.0))
+                    "``tg.huber_loss(input, target, reduction, delta)``.",
+                    (_REDUCTION, ("delta", 1.0)))
 PoissonNLLLoss = _simple("PoissonNLLLoss", L.poisson_nll_loss,
                          "``tg.poisson_nll_loss(input, target, log_input, full, eps)``.",
-                         ("log_input", True), ("full", False), ("eps", 1e-8))
+                         (("log_input", True), ("full", False), ("size_average", None),
+                          ("eps", 1e-8), ("reduce", None), _REDUCTION))
 GaussianNLLLoss = _simple("GaussianNLLLoss", L.gaussian_nll_loss,
                           "``tg.gaussian_nll_loss(input, target, var, full, eps)``.",
-                          ("full", False), ("eps", 1e-6))
+                          (("full", False), ("eps", 1e-6), _REDUCTION), keyword_only=True)
 CosineEmbeddingLoss = _simple("CosineEmbeddingLoss", L.cosine_embedding_loss,
                               "``tg.cosine_embedding_loss(x1, x2, y, margin)``.",
-                              ("margin", 0.0))
+                              (("margin", 0.0), *_LEGACY, _REDUCTION))
 MarginRankingLoss = _simple("MarginRankingLoss", L.margin_ranking_loss,
-                            "``tg.margin_ranking_loss(x1, x2, y, margin)``.", ("margin", 0.0))
+                            "``tg.margin_ranking_loss(x1, x2, y, margin)``.",
+                            (("margin", 0.0), *_LEGACY, _REDUCTION))
 HingeEmbeddingLoss = _simple("HingeEmbeddingLoss", L.hinge_embedding_loss,
                              "``tg.hinge_embedding_loss(input, target, margin)``.",
-                             ("margin", 1.0))
+                             (("margin", 1.0), *_LEGACY, _REDUCTION))
 TripletMarginLoss = _simple("TripletMarginLoss", L.triplet_margin_loss,
                             "``tg.triplet_margin_loss(anchor, positive, negative, margin, p, "
-                            "eps, swap)``.", ("margin", 1.0), ("p", 2.0), ("eps", 1e-6),
-                            ("swap", False))
+                            "eps, swap)``.", (("margin", 1.0), ("p", 2.0), ("eps", 1e-6),
+                                              ("swap", False), *_LEGACY, _REDUCTION))
 
 
 class KLDivLoss(Module):

@@ -991,6 +991,14 @@ class Linear(Module):
             init.uniform_(self.bias, -bound, bound)
 
     def forward(self, x):
+        # The layer's own check, so that the error names Linear(...) and both widths (the
+        # op's error only names `linear`); it starts as the op's does.
+        shape = x.shape if hasattr(x, "shape") else np.shape(x)
+        if tuple(shape[-1:]) != (self.in_features,):
+            got = shape[-1] if len(shape) else "a 0-d input"
+            raise ValueError(f"linear: x {tuple(shape)} and weight {tuple(self.weight.shape)} "
+                             f"do not fit: {self!r} expects in_features={self.in_features} "
+                             f"on the last axis of its input, got {got}")
         return functional.linear(x, self.weight, self.bias)
 
     def extra_repr(self):
@@ -1167,10 +1175,61 @@ class MSELoss(_Loss):
 
 
 class BCEWithLogitsLoss(_Loss):
-    """``tg.binary_cross_entropy_with_logits(logits, target, reduction=...)``."""
+    """``tg.binary_cross_entropy_with_logits(logits, target, reduction=...)``, with
+    torch.nn's ``weight`` (a rescaling of each element's loss, broadcast to the input) and
+    ``pos_weight`` (the weight of the positive term, broadcast along the last axis: one
+    per class); both are buffers, as PyTorch's. The loss of one element is PyTorch's::
+
+        (1 - t) * x + (1 + (pos_weight - 1) * t) * softplus(-x)      (times weight)
+
+    with ``softplus(-x) = -logsigmoid(x)`` computed stably. Without either weight it is
+    the fused op.
+
+    >>> import tapegrad as tg
+    >>> loss = tg.nn.BCEWithLogitsLoss(pos_weight=tg.tensor([3.0]))
+    >>> round(loss(tg.zeros(2), tg.tensor([1.0, 0.0])).item(), 6)     # (3 + 1) ln 2 / 2
+    1.386294
+    """
+
+    def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean",
+                 pos_weight=None):
+        if size_average is not None or reduce is not None:
+            raise TypeError("BCEWithLogitsLoss: size_average= and reduce= are deprecated in "
+                            "PyTorch and not supported; use reduction='mean' | 'sum' | 'none'")
+        if isinstance(weight, str):
+            # NOTE: tapegrad's earlier BCEWithLogitsLoss(reduction) (a weight is never a
+            # string, so the torch order weight-first loses nothing by accepting it).
+            if reduction != "mean":
+                raise TypeError(f"BCEWithLogitsLoss: got a reduction twice ({weight!r} as the "
+                                f"first argument, which is torch's weight, and "
+                                f"reduction={reduction!r})")
+            weight, reduction = None, weight
+        super().__init__(reduction)
+        self.register_buffer("weight", None if weight is None else tg.asarray(weight))
+        self.register_buffer("pos_weight",
+                             None if pos_weight is None else tg.asarray(pos_weight))
 
     def forward(self, input, target):
-        return tg.binary_cross_entropy_with_logits(input, target, reduction=self.reduction)
+        if self.weight is None and self.pos_weight is None:
+            return tg.binary_cross_entropy_with_logits(input, target, reduction=self.reduction)
+        x = tg.asarray(input)
+        t = tg.asarray(target)
+        if x.shape != t.shape:
+            raise ValueError(f"BCEWithLogitsLoss: target shape {t.shape} must equal input "
+                             f"shape {x.shape}")
+        # NOTE: the weights take the input's dtype (as binary_cross_entropy's weight does),
+        # so that a float64 buffer does not promote a float32 loss.
+        softplus_neg = -tg.logsigmoid(x)
+        if self.pos_weight is None:
+            loss = (1.0 - t) * x + softplus_neg
+        else:
+            pos_weight = self.pos_weight.astype(x.dtype)
+            loss = (1.0 - t) * x + (1.0 + (pos_weight - 1.0) * t) * softplus_neg
+        if self.weight is not None:
+            loss = loss * self.weight.astype(x.dtype)
+        if self.reduction == "mean":
+            return loss.mean()
+        return loss.sum() if self.reduction == "sum" else loss
 
 
 # The convolution layers live in their own module (they subclass Module, defined above).

@@ -553,6 +553,9 @@ class Adam(Optimizer):
         amsgrad: use the running maximum of ``v`` (Reddi et al., 2018).
         capturable: keep the step count in a tensor, so that ``tg.compile`` can replay
             the step (see above).
+        decoupled_weight_decay: decay the parameter itself (``p *= 1 - lr *
+            weight_decay``) instead of adding ``weight_decay * p`` to the gradient: AdamW's
+            rule, as PyTorch's keyword of the same name.
 
     >>> import tapegrad as tg
     >>> w = tg.tensor([1.0, -2.0], requires_grad=True)
@@ -565,12 +568,11 @@ class Adam(Optimizer):
     1
     """
 
-    _decoupled = False
-
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
-                 amsgrad=False, *, capturable=False):
+                 amsgrad=False, *, capturable=False, decoupled_weight_decay=False):
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
-                        amsgrad=amsgrad, capturable=capturable)
+                        amsgrad=amsgrad, capturable=capturable,
+                        decoupled_weight_decay=decoupled_weight_decay)
         super().__init__(params, defaults)
 
     def _check(self, hyper, where):
@@ -579,6 +581,12 @@ class Adam(Optimizer):
         self._betas(hyper, where)
         self._bool(hyper, "amsgrad")
         self._bool(hyper, "capturable")
+        # NOTE: a state dict saved before this option existed lacks the key; AdamW's
+        # groups are decoupled whatever the dict says (PyTorch forces it too).
+        hyper.setdefault("decoupled_weight_decay", isinstance(self, AdamW))
+        self._bool(hyper, "decoupled_weight_decay")
+        if isinstance(self, AdamW):
+            hyper["decoupled_weight_decay"] = True
         return hyper
 
     def step(self, closure=None):
@@ -591,6 +599,7 @@ class Adam(Optimizer):
                 eps = float(group["eps"])
                 weight_decay = float(group["weight_decay"])
                 amsgrad, capturable = group["amsgrad"], group["capturable"]
+                decoupled = group["decoupled_weight_decay"]
                 for p, g in self._params_with_grad(group):
                     state = self.state.setdefault(p, {})
                     if not state:
@@ -603,7 +612,7 @@ class Adam(Optimizer):
                     step = state["step"] = _step_count(state["step"], capturable, p)
                     m, v = state["exp_avg"], state["exp_avg_sq"]
                     if weight_decay != 0:
-                        if self._decoupled:
+                        if decoupled:
                             p.mul_(1.0 - lr * weight_decay)
                         else:
                             g = g + p * weight_decay
@@ -657,12 +666,10 @@ class AdamW(Adam):
     tensor([ 0.85, -1.8 ], requires_grad=True)
     """
 
-    _decoupled = True
-
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
                  amsgrad=False, *, capturable=False):
         super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
-                         amsgrad=amsgrad, capturable=capturable)
+                         amsgrad=amsgrad, capturable=capturable, decoupled_weight_decay=True)
 
 
 # NOTE: at the end: these modules import Optimizer from here.

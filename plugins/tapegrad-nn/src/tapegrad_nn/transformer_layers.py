@@ -296,6 +296,17 @@ def _clones(layer, n, owner):
                                                                          owner))])
 
 
+def _check_width(layer, t, what):
+    """The error names the layer and its d_model (MultiheadAttention's or LayerNorm's own
+    error, raised further in, would name only the sub-layer)."""
+    d_model = layer.linear1.in_features
+    if t.ndim not in (2, 3) or t.shape[-1] != d_model:
+        raise ValueError(f"{type(layer).__name__}(d_model={d_model}, "
+                         f"nhead={layer.self_attn.num_heads}): {what} must be (S, N, {d_model}), "
+                         f"(N, S, {d_model}) with batch_first, or (S, {d_model}), got shape "
+                         f"{t.shape}")
+
+
 class TransformerEncoderLayer(Module):
     """torch.nn.TransformerEncoderLayer: self-attention (``self_attn``, a
     MultiheadAttention) and a feed-forward block (``linear1`` -> activation -> dropout ->
@@ -323,6 +334,7 @@ class TransformerEncoderLayer(Module):
 
     def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
         x = tg.asarray(src)
+        _check_width(self, x, "src")
         if self.norm_first:
             x = x + self._sa_block(self.norm1(x), src_mask, src_key_padding_mask, is_causal)
             return x + self._ff_block(self.norm2(x))
@@ -391,6 +403,8 @@ class TransformerDecoderLayer(Module):
     def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
                 memory_key_padding_mask=None, tgt_is_causal=False, memory_is_causal=False):
         x, mem = tg.asarray(tgt), tg.asarray(memory)
+        _check_width(self, x, "tgt")
+        _check_width(self, mem, "memory")
         if self.norm_first:
             x = x + self._sa_block(self.norm1(x), tgt_mask, tgt_key_padding_mask,
                                    tgt_is_causal)
