@@ -1,0 +1,280 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""Fused replay: runs of elementwise ufunc kernels executed as one step (see _fuse.pxd).
+
+NOTE: why this is bit-identical to eager. A ufunc call on float arrays of one dtype picks,
+by type resolution, the loop of ``ufunc.types`` whose signature is that dtype throughout
+(checked against ``ufunc.resolve_dtypes`` when a kernel is first built), and calls the
+function ``ufunc.functions[i]`` with ``ufunc.data[i]`` on (pointers, count, strides).
+That is the public legacy inner-loop interface of ``PyUFuncObject``: a fused step calls
+the very same function on the very same numbers with the same strides (a broadcast
+scalar with stride 0, as NumPy passes it), only in blocks of BLOCK elements instead of
+one call over the whole array. NumPy's SIMD loops compute each element independently of
+where a call starts (BLOCK is a multiple of every vector width), so the bits agree; the
+tests in tests/test_compile_fused.py check every fusible ufunc in float32 and float64,
+on sizes around BLOCK and on NaN/inf. What eager does besides the loop is kept too:
+floating-point flags are checked after the step, and a flag that ``np.geterr()`` does not
+ignore makes the caller run the original steps, which warn (or raise) as eager does.
+"""
+
+import numpy as np
+
+cimport numpy as cnp
+from libc.stdlib cimport malloc, free
+
+cnp.import_array()
+
+cdef extern from "<fenv.h>" nogil:
+    ctypedef struct fexcept_t:
+        pass
+    int FE_DIVBYZERO, FE_INVALID, FE_OVERFLOW, FE_UNDERFLOW, FE_ALL_EXCEPT
+    int feclearexcept(int)
+    int fetestexcept(int)
+    int fegetexceptflag(fexcept_t *, int)
+    int fesetexceptflag(const fexcept_t *, int)
+
+# The ufuncs a fused step may call: elementwise, one result, no state, with float loops
+# that the tests check bit for bit against the ufunc call (tests/test_compile_fused.py).
+FUSIBLE = frozenset([
+    np.add, np.subtract, np.multiply, np.divide, np.negative, np.positive, np.square,
+    np.sqrt, np.cbrt, np.reciprocal, np.absolute, np.fabs, np.sign, np.exp, np.exp2,
+    np.expm1, np.log, np.log2, np.log10, np.log1p, np.sin, np.cos, np.tan, np.arcsin,
+    np.arccos, np.arctan, np.sinh, np.cosh, np.tanh, np.arcsinh, np.arccosh, np.arctanh,
+    np.deg2rad, np.rad2deg, np.maximum, np.minimum, np.fmax, np.fmin, np.power,
+    np.arctan2, np.hypot, np.copysign, np.floor, np.ceil, np.trunc, np.rint,
+    np.logaddexp, np.logaddexp2, np.fmod, np.heaviside,
+])
+
+FUSIBLE_TYPES = frozenset([cnp.NPY_FLOAT32, cnp.NPY_FLOAT64])
+
+cdef dict _loops = {}            # (ufunc, typenum) -> loop index, or -1 (not usable)
+
+cdef dict _FLAG_NAMES = {"divide": FE_DIVBYZERO, "over": FE_OVERFLOW,
+                         "under": FE_UNDERFLOW, "invalid": FE_INVALID}
+
+
+cpdef int loop_index(object ufunc, int typenum) except -2:
+    """The index in ufunc.types of the loop a call on `typenum` arrays runs, or -1 when
+    no loop of that exact signature is what NumPy would pick (then it is not fused)."""
+    key = (ufunc, typenum)
+    found = _loops.get(key)
+    if found is not None:
+        return found
+    cdef cnp.ufunc uf = <cnp.ufunc>ufunc
+    cdef int i, k, index = -1
+    if uf.nout == 1 and 1 <= uf.nin <= 2 and uf.nargs == uf.nin + 1:
+        for i in range(uf.ntypes):
+            for k in range(uf.nargs):
+                if <int><unsigned char>uf.types[i * uf.nargs + k] != typenum:
+                    break
+            else:
+                if uf.functions[i] != NULL:
+                    index = i
+                break
+    if index >= 0:
+        # NOTE: the first exact match is what the legacy type resolver picks; confirm it
+        # with NumPy's own resolution (a promoter or a newer loop would say otherwise).
+        dt = cnp.PyArray_DescrFromType(typenum)
+        try:
+            resolved = ufunc.resolve_dtypes((dt,) * uf.nin + (None,))
+        except Exception:
+            resolved = None
+        if resolved is None or resolved != (dt,) * uf.nargs:
+            index = -1
+    _loops[key] = index
+    return index
+
+
+cdef class FusedKernel:
+    """One fused step: build with `ops` = [(ufunc, (input slot, ...), output slot)], in
+    program order, all on dtype `typenum` with results of shape `out_shape`; `in_sizes`
+    maps each slot read from outside the run to its element count (out size or 1);
+    `escaping` is the set of slots written here that are read after the step."""
+
+    def __cinit__(self):
+        self.in_size = NULL
+        self.op_loop = NULL
+        self.op_data = NULL
+        self.op_nargs = NULL
+        self.op_regs = NULL
+        self.out_dims = NULL
+
+    def __dealloc__(self):
+        free(self.in_size)
+        free(self.op_loop)
+        free(self.op_data)
+        free(self.op_nargs)
+        free(self.op_regs)
+        free(self.out_dims)
+
+    def __init__(self, list ops, int typenum, tuple out_shape, dict in_sizes, escaping):
+        cdef Py_ssize_t i, k, n = len(ops)
+        cdef cnp.ufunc uf
+        cdef int index
+        self.typenum = typenum
+        self.itemsize = cnp.PyArray_DescrFromType(typenum).itemsize
+        self.out_shape = out_shape
+        self.out_ndim = len(out_shape)
+        self.out_dims = <cnp.npy_intp*>malloc(max(1, self.out_ndim) * sizeof(cnp.npy_intp))
+        self.size = 1
+        for i in range(self.out_ndim):
+            self.out_dims[i] = out_shape[i]
+            self.size *= out_shape[i]
+        self.nops = n
+        self.op_loop = <inner_loop*>malloc(max(1, n) * sizeof(inner_loop))
+        self.op_data = <void**>malloc(max(1, n) * sizeof(void*))
+        self.op_nargs = <int*>malloc(max(1, n) * sizeof(int))
+        self.op_regs = <int*>malloc(max(1, 3 * n) * sizeof(int))
+        # Registers: inputs first, then outputs, then scratch (numbered after, below).
+        in_slots, out_slots = [], []
+        reg_of = {}
+        for _, args, _ in ops:
+            for s in args:
+                if s not in reg_of and s in in_sizes:
+                    reg_of[s] = len(in_slots)
+                    in_slots.append(s)
+        nin = len(in_slots)
+        for _, _, s in ops:
+            if s in escaping:
+                reg_of[s] = nin + len(out_slots)
+                out_slots.append(s)
+        self.nin_regs, self.nout_regs = nin, len(out_slots)
+        self.in_size = <cnp.npy_intp*>malloc(max(1, nin) * sizeof(cnp.npy_intp))
+        for i in range(nin):
+            self.in_size[i] = in_sizes[in_slots[i]]
+        # Scratch registers by liveness: a value only this step reads lives in a block
+        # buffer from the op that makes it to its last reader, then the buffer is reused.
+        # (An op's result never shares a buffer with its own operands: kept apart, the
+        # loop sees the same non-overlapping operands as eager.)
+        last = {}
+        for i, (_, args, s) in enumerate(ops):
+            for a in args:
+                last[a] = i
+            last.setdefault(s, i)
+        free_scratch, nscratch = [], 0
+        base = nin + len(out_slots)
+        names = []
+        for i, (ufunc, args, s) in enumerate(ops):
+            uf = <cnp.ufunc>ufunc
+            index = loop_index(ufunc, typenum)
+            if index < 0 or uf.nin != len(args):
+                raise ValueError(f"not fusible: {ufunc.__name__} on type {typenum}")
+            self.op_loop[i] = <inner_loop>uf.functions[index]
+            self.op_data[i] = uf.data[index]
+            self.op_nargs[i] = uf.nin + 1
+            for k in range(uf.nin):
+                self.op_regs[3 * i + k] = reg_of[args[k]]
+            if s not in reg_of:
+                if free_scratch:
+                    reg_of[s] = free_scratch.pop()
+                else:
+                    reg_of[s] = base + nscratch
+                    nscratch += 1
+            self.op_regs[3 * i + uf.nin] = reg_of[s]
+            for a in set(args):
+                if last.get(a) == i and reg_of[a] >= base:
+                    free_scratch.append(reg_of[a])
+            if last.get(s) == i and reg_of[s] >= base:   # a result nothing reads
+                free_scratch.append(reg_of[s])
+            names.append(ufunc.__name__)
+        self.nscratch = nscratch
+        self.in_slots, self.out_slots = tuple(in_slots), tuple(out_slots)
+        self.names = tuple(names)
+        self.ufuncs = tuple(u for u, _, _ in ops)
+
+    def describe(self):
+        return f"{len(self.names)} ops: {','.join(self.names)}"
+
+    cdef int run(self, list slots) except -1:
+        """Run the step on `slots`; 1 when done, 0 when the caller must run the original
+        steps instead (an input it cannot read as recorded, or a flag to report)."""
+        cdef Py_ssize_t nreg = self.nin_regs + self.nout_regs + self.nscratch
+        cdef Py_ssize_t i, k, op, chunk = self.size if self.size < BLOCK else BLOCK
+        cdef cnp.npy_intp count, offset, nblock
+        cdef cnp.ndarray arr
+        cdef char *args[3]
+        cdef cnp.npy_intp steps[3]
+        cdef int reg, flags, ok = 1
+        cdef int *regs
+        cdef fexcept_t saved
+        cdef char **base = <char**>malloc(nreg * sizeof(char*))
+        cdef cnp.npy_intp *stride = <cnp.npy_intp*>malloc(nreg * sizeof(cnp.npy_intp))
+        cdef cnp.npy_intp *advance = <cnp.npy_intp*>malloc(nreg * sizeof(cnp.npy_intp))
+        cdef char *scratch = <char*>malloc(max(1, self.nscratch * chunk * self.itemsize))
+        cdef list outs
+        try:
+            if base == NULL or stride == NULL or advance == NULL or scratch == NULL:
+                raise MemoryError()
+            for i in range(self.nin_regs):
+                obj = slots[<Py_ssize_t>self.in_slots[i]]
+                if type(obj) is not np.ndarray:
+                    return 0
+                arr = <cnp.ndarray>obj
+                if cnp.PyArray_TYPE(arr) != self.typenum or \
+                        cnp.PyArray_SIZE(arr) != self.in_size[i] or \
+                        not cnp.PyArray_ISALIGNED(arr):
+                    return 0
+                if self.in_size[i] == 1 and self.size > 1:
+                    stride[i] = 0                       # a broadcast scalar
+                elif cnp.PyArray_IS_C_CONTIGUOUS(arr):
+                    stride[i] = self.itemsize
+                elif cnp.PyArray_NDIM(arr) == 1 and cnp.PyArray_STRIDES(arr)[0] >= 0:
+                    # NOTE: one axis, a forward stride (x[::2], broadcast_to's stride 0):
+                    # NumPy passes that stride to the loop. A negative one it may flip, and
+                    # several axes it iterates in another order: those run unfused.
+                    stride[i] = cnp.PyArray_STRIDES(arr)[0]
+                else:
+                    return 0
+                base[i] = <char*>cnp.PyArray_DATA(arr)
+                advance[i] = stride[i] * BLOCK
+            outs = [None] * self.nout_regs
+            for i in range(self.nout_regs):
+                arr = cnp.PyArray_EMPTY(self.out_ndim, self.out_dims, self.typenum, 0)
+                outs[i] = arr
+                k = self.nin_regs + i
+                base[k] = <char*>cnp.PyArray_DATA(arr)
+                stride[k] = self.itemsize
+                advance[k] = self.itemsize * BLOCK
+            for i in range(self.nscratch):
+                k = self.nin_regs + self.nout_regs + i
+                base[k] = scratch + i * chunk * self.itemsize
+                stride[k] = self.itemsize
+                advance[k] = 0
+            fegetexceptflag(&saved, FE_ALL_EXCEPT)
+            feclearexcept(FE_ALL_EXCEPT)
+            offset = 0
+            nblock = 0
+            with nogil:
+                while offset < self.size:
+                    count = self.size - offset
+                    if count > BLOCK:
+                        count = BLOCK
+                    for op in range(self.nops):
+                        regs = &self.op_regs[3 * op]
+                        for k in range(self.op_nargs[op]):
+                            reg = regs[k]
+                            args[k] = base[reg] + nblock * advance[reg]
+                            steps[k] = stride[reg]
+                        self.op_loop[op](args, &count, steps, self.op_data[op])
+                    offset += count
+                    nblock += 1
+            flags = fetestexcept(FE_DIVBYZERO | FE_OVERFLOW | FE_UNDERFLOW | FE_INVALID)
+            fesetexceptflag(&saved, FE_ALL_EXCEPT)
+            if flags and _reported(flags):
+                return 0
+            for i in range(self.nout_regs):
+                slots[<Py_ssize_t>self.out_slots[i]] = outs[i]
+            return 1
+        finally:
+            free(base)
+            free(stride)
+            free(advance)
+            free(scratch)
+
+
+cdef bint _reported(int flags) except -1:
+    """Whether np.geterr() does anything (warn, raise, call, ...) for one of `flags`."""
+    modes = np.geterr()
+    for name, flag in _FLAG_NAMES.items():
+        if flags & <int>flag and modes[name] != "ignore":
+            return True
+    return False
