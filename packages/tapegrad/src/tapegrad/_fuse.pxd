@@ -43,5 +43,7 @@ cdef class FusedKernel:
     cdef int *op_nargs               # per op: nin + 1
     cdef int *op_regs                # per op, 3 entries: input registers, then the result's
     cdef readonly object ufuncs      # the ufunc objects (kept alive: we hold their loops)
+    cdef readonly Py_ssize_t runs    # runs done fused, and runs handed back to the caller
+    cdef readonly Py_ssize_t fallbacks  # (diagnostics for tests; not exact across threads)
 
     cdef int run(self, list slots) except -1

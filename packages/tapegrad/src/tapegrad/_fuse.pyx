@@ -125,15 +125,20 @@ cdef class FusedKernel:
         self.op_nargs = <int*>malloc(max(1, n) * sizeof(int))
         self.op_regs = <int*>malloc(max(1, 3 * n) * sizeof(int))
         # Registers: inputs first, then outputs, then scratch (numbered after, below).
-        in_slots, out_slots = [], []
-        reg_of = {}
-        for _, args, _ in ops:
-            for s in args:
-                if s not in reg_of and s in in_sizes:
-                    reg_of[s] = len(in_slots)
-                    in_slots.append(s)
+        cdef list in_slots = [], out_slots = [], names = [], free_scratch = []
+        cdef dict reg_of = {}, last = {}, loops = {}
+        cdef tuple op, args
+        cdef Py_ssize_t nin, base, nscratch = 0, nargs
+        for i in range(n):
+            op = <tuple>ops[i]
+            for a in <tuple>op[1]:
+                last[a] = i
+                if a not in reg_of and a in in_sizes:
+                    reg_of[a] = len(in_slots)
+                    in_slots.append(a)
         nin = len(in_slots)
-        for _, _, s in ops:
+        for i in range(n):
+            s = (<tuple>ops[i])[2]
             if s in escaping:
                 reg_of[s] = nin + len(out_slots)
                 out_slots.append(s)
@@ -145,23 +150,21 @@ cdef class FusedKernel:
         # buffer from the op that makes it to its last reader, then the buffer is reused.
         # (An op's result never shares a buffer with its own operands: kept apart, the
         # loop sees the same non-overlapping operands as eager.)
-        last = {}
-        for i, (_, args, s) in enumerate(ops):
-            for a in args:
-                last[a] = i
-            last.setdefault(s, i)
-        free_scratch, nscratch = [], 0
         base = nin + len(out_slots)
-        names = []
-        for i, (ufunc, args, s) in enumerate(ops):
+        for i in range(n):
+            op = <tuple>ops[i]
+            ufunc, args, s = op
             uf = <cnp.ufunc>ufunc
-            index = loop_index(ufunc, typenum)
-            if index < 0 or uf.nin != len(args):
+            index = loops.get(ufunc, -2)
+            if index == -2:
+                index = loops[ufunc] = loop_index(ufunc, typenum)
+            nargs = len(args)
+            if index < 0 or uf.nin != nargs:
                 raise ValueError(f"not fusible: {ufunc.__name__} on type {typenum}")
             self.op_loop[i] = <inner_loop>uf.functions[index]
             self.op_data[i] = uf.data[index]
-            self.op_nargs[i] = uf.nin + 1
-            for k in range(uf.nin):
+            self.op_nargs[i] = nargs + 1
+            for k in range(nargs):
                 self.op_regs[3 * i + k] = reg_of[args[k]]
             if s not in reg_of:
                 if free_scratch:
@@ -169,20 +172,26 @@ cdef class FusedKernel:
                 else:
                     reg_of[s] = base + nscratch
                     nscratch += 1
-            self.op_regs[3 * i + uf.nin] = reg_of[s]
-            for a in set(args):
-                if last.get(a) == i and reg_of[a] >= base:
+            self.op_regs[3 * i + nargs] = reg_of[s]
+            for k in range(nargs):
+                a = args[k]
+                if last[a] == i and reg_of[a] >= base and (k == 0 or args[0] != a):
                     free_scratch.append(reg_of[a])
-            if last.get(s) == i and reg_of[s] >= base:   # a result nothing reads
+            if s not in last and reg_of[s] >= base:     # a result nothing here reads
                 free_scratch.append(reg_of[s])
             names.append(ufunc.__name__)
         self.nscratch = nscratch
         self.in_slots, self.out_slots = tuple(in_slots), tuple(out_slots)
         self.names = tuple(names)
-        self.ufuncs = tuple(u for u, _, _ in ops)
+        self.ufuncs = tuple(set([(<tuple>op)[0] for op in ops]))
 
     def describe(self):
-        return f"{len(self.names)} ops: {','.join(self.names)}"
+        shown = ",".join(self.names[:8]) + (",..." if len(self.names) > 8 else "")
+        return f"{len(self.names)} ops: {shown}"
+
+    def try_run(self, list slots):
+        """run() from Python (tests): True when it ran fused, False when it handed back."""
+        return self.run(slots) == 1
 
     cdef int run(self, list slots) except -1:
         """Run the step on `slots`; 1 when done, 0 when the caller must run the original
@@ -201,6 +210,7 @@ cdef class FusedKernel:
         cdef cnp.npy_intp *advance = <cnp.npy_intp*>malloc(nreg * sizeof(cnp.npy_intp))
         cdef char *scratch = <char*>malloc(max(1, self.nscratch * chunk * self.itemsize))
         cdef list outs
+        self.fallbacks += 1         # (until it succeeds, below)
         try:
             if base == NULL or stride == NULL or advance == NULL or scratch == NULL:
                 raise MemoryError()
@@ -263,12 +273,24 @@ cdef class FusedKernel:
                 return 0
             for i in range(self.nout_regs):
                 slots[<Py_ssize_t>self.out_slots[i]] = outs[i]
+            self.fallbacks -= 1
+            self.runs += 1
+            global _total_runs
+            _total_runs += 1
             return 1
         finally:
             free(base)
             free(stride)
             free(advance)
             free(scratch)
+
+
+cdef Py_ssize_t _total_runs = 0
+
+
+def fused_runs():
+    """How many fused steps have run fused in this process (tests count them)."""
+    return _total_runs
 
 
 cdef bint _reported(int flags) except -1:
