@@ -1485,6 +1485,11 @@ cdef object _fuse_info(object fn, object items, object out, object kwargs):
         s = cnp.PyArray_SIZE(<cnp.ndarray>a)
         if s != size and s != 1:
             return None
+        if s == 1 and size == 1 and cnp.PyArray_NDIM(<cnp.ndarray>a) > 0 \
+                and a.shape != out.shape:
+            # NOTE: (1,) against (1, 1): NumPy's iterator runs it, with strides for its
+            # length-1 axes that a fused step would have to guess (see FusedKernel.run)
+            return None
         sizes.append(s)
     if loop_index(fn, typenum) < 0:
         return None

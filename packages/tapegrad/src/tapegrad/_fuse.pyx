@@ -223,15 +223,21 @@ cdef class FusedKernel:
                         cnp.PyArray_SIZE(arr) != self.in_size[i] or \
                         not cnp.PyArray_ISALIGNED(arr):
                     return 0
-                if self.in_size[i] == 1 and self.size > 1:
+                # NOTE: the strides NumPy itself passes, which some loops branch on (power
+                # with a stride-0 exponent of 0.5 is sqrt, not pow; SIMD or scalar code
+                # for contiguous or strided operands): its single-call path passes 0 for a
+                # 0-d input, a 1-D input's own stride, the itemsize for an N-D contiguous
+                # one (and for the result); its iterator passes 0 for a broadcast axis.
+                # A negative stride NumPy may flip, and N-D non-contiguous operands it
+                # iterates in another order: those calls run unfused.
+                if cnp.PyArray_NDIM(arr) == 0 or (self.in_size[i] == 1 and self.size > 1):
                     stride[i] = 0                       # a broadcast scalar
+                elif cnp.PyArray_NDIM(arr) == 1:
+                    stride[i] = cnp.PyArray_STRIDES(arr)[0]
+                    if stride[i] < 0:
+                        return 0
                 elif cnp.PyArray_IS_C_CONTIGUOUS(arr):
                     stride[i] = self.itemsize
-                elif cnp.PyArray_NDIM(arr) == 1 and cnp.PyArray_STRIDES(arr)[0] >= 0:
-                    # NOTE: one axis, a forward stride (x[::2], broadcast_to's stride 0):
-                    # NumPy passes that stride to the loop. A negative one it may flip, and
-                    # several axes it iterates in another order: those run unfused.
-                    stride[i] = cnp.PyArray_STRIDES(arr)[0]
                 else:
                     return 0
                 base[i] = <char*>cnp.PyArray_DATA(arr)
