@@ -176,6 +176,7 @@ cdef void _run(list steps, list slots, tuple args) except *:
         step += 1
         if st.kind == K_FUSED:
             if not (<FusedKernel>st.fn).run(slots):
+                (<FusedKernel>st.fn).materialize(slots)
                 _run(st.sub, slots, args)       # as recorded: eager's warnings, layouts
             for k in st.free:
                 slots[k] = None
@@ -1052,6 +1053,7 @@ class CompiledFunction:
             program.forward_run = _fuse_steps(program.forward)
             if program.backward is not None:
                 program.backward_run = _fuse_steps(program.backward)
+            _build_fused(program)
         # Index into forward_run (where a replay counts steps); a fused step only computes.
         program.first_effect = next((i for i, st in enumerate(program.forward_run)
                                      if (<_Step>st).kind != K_KERNEL
@@ -1533,7 +1535,7 @@ cdef list _fuse_steps(list steps):
             ops.append((g.fn, g.idx, g.out))
         fused = _Step.__new__(_Step)
         fused.kind = K_FUSED
-        fused.fn = FusedKernel(ops, info[0], info[1], in_sizes, written - freed)
+        fused.fn = (ops, info[0], info[1], in_sizes, written - freed)   # see _build_fused
         fused.idx = fused.lits = ()
         fused.kwargs = fused.kwslots = None
         fused.out = -1
@@ -1546,13 +1548,50 @@ cdef list _fuse_steps(list steps):
     return out
 
 
+cdef void _build_fused(_Program program) except *:
+    """Make the K_FUSED steps of both programs FusedKernels, pooling (see _fuse.pxd) the
+    values that only fused steps read afterwards."""
+    cdef _Step st
+    runs = [program.forward_run] + ([program.backward_run] if program.backward_run else [])
+    plain = set(program.out_slots) | set(program.seed_slots or ())
+    plain.update(k for k in (program.grad_slots or ()) if k is not None)
+    for run in runs:
+        for st in run:
+            if st.kind == K_FUSED:
+                continue
+            plain.update(k for k in st.idx if k >= 0)
+            if st.kwslots:
+                plain.update(k for _, _, k in st.kwslots)
+    pooled_in = {}
+    backward_pools = []
+    for r, run in enumerate(runs):
+        for st in run:
+            if st.kind != K_FUSED:
+                continue
+            ops, typenum, shape, in_sizes, escaping = st.fn
+            pooled = [s for _, _, s in ops if s in escaping and s not in plain]
+            pool_slot = -1
+            if len(pooled) >= 2:
+                pool_slot = program.nslots
+                program.nslots += 1
+                if r == 0:
+                    backward_pools.append(pool_slot)
+            st.fn = FusedKernel(ops, typenum, shape, in_sizes, escaping, pooled, pool_slot,
+                                pooled_in)
+            for row, s in enumerate((<FusedKernel>st.fn).pooled_slots):
+                pooled_in[s] = (pool_slot, row, shape)
+    if backward_pools and program.backward_run is not None:
+        # (the backward reads the forward's pools: kept for it like any saved value)
+        program.keep_after_forward = tuple(program.keep_after_forward) + tuple(backward_pools)
+
+
 cdef inline long long _version(TensorBase t):
     return 0 if t._vc is None else t._vc.value
 
 
 cdef object _replay(_Program program, tuple args, tuple tensors, bint grad_on):
     cdef list slots = _initial_slots(program, tensors)
-    cdef Py_ssize_t i, n = len(program.out_slots)
+    cdef Py_ssize_t i, k, n = len(program.out_slots)
     cdef list outs = [None] * n
     cdef TensorBase t
     try:
@@ -1582,7 +1621,7 @@ cdef object _replay(_Program program, tuple args, tuple tensors, bint grad_on):
     if program.backward is not None:
         grad_inputs = _grad_inputs(program, tensors)
         keep = [None] * program.nslots
-        for k in program.keep_after_forward:
+        for k in <tuple>program.keep_after_forward:
             keep[k] = slots[k]
         # Tensors whose arrays the backward reads: an in-place write to one of them after
         # this call must make backward() raise, as it would eagerly.

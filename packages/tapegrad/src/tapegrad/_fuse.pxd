@@ -14,6 +14,13 @@
 #   own stride, or of 1 element, read with stride 0: a broadcast scalar), an output (a
 #   fresh array of out_shape, which the step stores into its slot: a value read after the
 #   step), or scratch (BLOCK elements, a value only the step's own ops read);
+# - pooling: a value written here that only fused steps read afterwards (a forward value
+#   the fused backward reads, say) is no array of its own but a row of one pool array of
+#   shape (npool,) + out_shape, stored in slot pool_slot; its readers read the row. Its
+#   own slot stays None, unless the writer ran its steps unfused (then the reader reads
+#   the array there) or a reader must run unfused (materialize() then puts a view of the
+#   row in that slot first). One array object per step instead of one per value: the
+#   objects cost more than W1's arithmetic.
 # - a run that cannot follow the recording (an input that is not an aligned NumPy array of
 #   the dtype, laid out contiguously or along one axis) or that raises a floating-point
 #   flag that np.geterr() does not ignore returns 0: the caller then runs the original
@@ -37,7 +44,14 @@ cdef class FusedKernel:
     cdef readonly tuple in_slots     # the slots read, one register each
     cdef readonly tuple out_slots    # the slots written, one register each
     cdef cnp.npy_intp *in_size       # per input: the elements expected (size, or 1)
+    cdef Py_ssize_t *in_pool         # per input: the slot of the pool holding it, or -1
+    cdef Py_ssize_t *in_row          # per pooled input: its row in that pool
+    cdef int *in_ndim                # per pooled input: the ndim of the value (0: stride 0)
     cdef Py_ssize_t nin_regs, nout_regs, nscratch, nops
+    cdef Py_ssize_t npool            # outputs written as rows of one pool array (see below)
+    cdef readonly Py_ssize_t pool_slot  # the slot that pool is stored in, or -1
+    cdef readonly tuple pooled_slots # the slots whose values are rows of the pool, in order
+    cdef readonly tuple pooled_inputs  # ((slot, pool slot, row, shape), ...) for inputs
     cdef inner_loop *op_loop         # per op: the ufunc's inner loop for the dtype
     cdef void **op_data              # per op: the loop's data pointer (ufunc.data[i])
     cdef int *op_nargs               # per op: nin + 1
@@ -47,3 +61,4 @@ cdef class FusedKernel:
     cdef readonly Py_ssize_t fallbacks  # (diagnostics for tests; not exact across threads)
 
     cdef int run(self, list slots) except -1
+    cdef int materialize(self, list slots) except -1

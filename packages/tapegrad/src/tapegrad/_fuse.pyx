@@ -88,10 +88,16 @@ cdef class FusedKernel:
     """One fused step: build with `ops` = [(ufunc, (input slot, ...), output slot)], in
     program order, all on dtype `typenum` with results of shape `out_shape`; `in_sizes`
     maps each slot read from outside the run to its element count (out size or 1);
-    `escaping` is the set of slots written here that are read after the step."""
+    `escaping` is the set of slots written here that are read after the step.
+    Pooling (see _fuse.pxd): `pooled` lists slots of `escaping` to write as rows of one
+    pool array, stored in slot `pool_slot`; `pooled_in` maps an input slot that is such
+    a row of another step's pool to (pool slot, row, the value's shape)."""
 
     def __cinit__(self):
         self.in_size = NULL
+        self.in_pool = NULL
+        self.in_row = NULL
+        self.in_ndim = NULL
         self.op_loop = NULL
         self.op_data = NULL
         self.op_nargs = NULL
@@ -100,13 +106,17 @@ cdef class FusedKernel:
 
     def __dealloc__(self):
         free(self.in_size)
+        free(self.in_pool)
+        free(self.in_row)
+        free(self.in_ndim)
         free(self.op_loop)
         free(self.op_data)
         free(self.op_nargs)
         free(self.op_regs)
         free(self.out_dims)
 
-    def __init__(self, list ops, int typenum, tuple out_shape, dict in_sizes, escaping):
+    def __init__(self, list ops, int typenum, tuple out_shape, dict in_sizes, escaping,
+                 pooled=(), Py_ssize_t pool_slot=-1, dict pooled_in=None):
         cdef Py_ssize_t i, k, n = len(ops)
         cdef cnp.ufunc uf
         cdef int index
@@ -137,20 +147,37 @@ cdef class FusedKernel:
                     reg_of[a] = len(in_slots)
                     in_slots.append(a)
         nin = len(in_slots)
+        pooled_set = set(pooled) if pool_slot >= 0 else set()
         for i in range(n):
             s = (<tuple>ops[i])[2]
-            if s in escaping:
+            if s in escaping and s not in pooled_set:
                 reg_of[s] = nin + len(out_slots)
                 out_slots.append(s)
         self.nin_regs, self.nout_regs = nin, len(out_slots)
+        self.npool = len(pooled) if pool_slot >= 0 else 0
+        self.pool_slot = pool_slot if self.npool else -1
+        self.pooled_slots = tuple(pooled) if self.npool else ()
+        for i in range(self.npool):
+            reg_of[self.pooled_slots[i]] = nin + len(out_slots) + i
         self.in_size = <cnp.npy_intp*>malloc(max(1, nin) * sizeof(cnp.npy_intp))
+        self.in_pool = <Py_ssize_t*>malloc(max(1, nin) * sizeof(Py_ssize_t))
+        self.in_row = <Py_ssize_t*>malloc(max(1, nin) * sizeof(Py_ssize_t))
+        self.in_ndim = <int*>malloc(max(1, nin) * sizeof(int))
+        pooled_inputs = []
         for i in range(nin):
             self.in_size[i] = in_sizes[in_slots[i]]
+            self.in_pool[i] = -1
+            found = None if pooled_in is None else pooled_in.get(in_slots[i])
+            if found is not None:
+                self.in_pool[i], self.in_row[i], shape = found
+                self.in_ndim[i] = len(shape)
+                pooled_inputs.append((in_slots[i],) + tuple(found))
+        self.pooled_inputs = tuple(pooled_inputs)
         # Scratch registers by liveness: a value only this step reads lives in a block
         # buffer from the op that makes it to its last reader, then the buffer is reused.
         # (An op's result never shares a buffer with its own operands: kept apart, the
         # loop sees the same non-overlapping operands as eager.)
-        base = nin + len(out_slots)
+        base = nin + len(out_slots) + self.npool
         for i in range(n):
             op = <tuple>ops[i]
             ufunc, args, s = op
@@ -193,10 +220,18 @@ cdef class FusedKernel:
         """run() from Python (tests): True when it ran fused, False when it handed back."""
         return self.run(slots) == 1
 
+    cdef int materialize(self, list slots) except -1:
+        """Before the original steps run instead of this one: put a view of each pooled
+        input's row into its slot (the steps read arrays)."""
+        for slot, pool_slot, row, shape in self.pooled_inputs:
+            if slots[<Py_ssize_t>slot] is None:
+                slots[<Py_ssize_t>slot] = slots[<Py_ssize_t>pool_slot][row]
+        return 0
+
     cdef int run(self, list slots) except -1:
         """Run the step on `slots`; 1 when done, 0 when the caller must run the original
         steps instead (an input it cannot read as recorded, or a flag to report)."""
-        cdef Py_ssize_t nreg = self.nin_regs + self.nout_regs + self.nscratch
+        cdef Py_ssize_t nreg = self.nin_regs + self.nout_regs + self.npool + self.nscratch
         cdef Py_ssize_t i, k, op, chunk = self.size if self.size < BLOCK else BLOCK
         cdef cnp.npy_intp count, offset, nblock
         cdef cnp.ndarray arr
@@ -210,12 +245,24 @@ cdef class FusedKernel:
         cdef cnp.npy_intp *advance = <cnp.npy_intp*>malloc(nreg * sizeof(cnp.npy_intp))
         cdef char *scratch = <char*>malloc(max(1, self.nscratch * chunk * self.itemsize))
         cdef list outs
+        cdef cnp.ndarray pool = None
+        cdef cnp.npy_intp pool_dims[65]   # (NPY_MAXDIMS is 64)
         self.fallbacks += 1         # (until it succeeds, below)
         try:
             if base == NULL or stride == NULL or advance == NULL or scratch == NULL:
                 raise MemoryError()
             for i in range(self.nin_regs):
                 obj = slots[<Py_ssize_t>self.in_slots[i]]
+                if obj is None and self.in_pool[i] >= 0:
+                    # a row of another step's pool (C-contiguous, of the writer's shape):
+                    # the strides eager's fresh array of that shape would get
+                    arr = <cnp.ndarray>slots[self.in_pool[i]]
+                    stride[i] = 0 if self.in_ndim[i] == 0 or (
+                        self.in_size[i] == 1 and self.size > 1) else self.itemsize
+                    base[i] = <char*>cnp.PyArray_DATA(arr) + \
+                        self.in_row[i] * self.in_size[i] * self.itemsize
+                    advance[i] = stride[i] * BLOCK
+                    continue
                 if type(obj) is not np.ndarray:
                     return 0
                 arr = <cnp.ndarray>obj
@@ -250,8 +297,18 @@ cdef class FusedKernel:
                 base[k] = <char*>cnp.PyArray_DATA(arr)
                 stride[k] = self.itemsize
                 advance[k] = self.itemsize * BLOCK
+            if self.npool:
+                pool_dims[0] = self.npool
+                for i in range(self.out_ndim):
+                    pool_dims[i + 1] = self.out_dims[i]
+                pool = cnp.PyArray_EMPTY(self.out_ndim + 1, pool_dims, self.typenum, 0)
+                for i in range(self.npool):
+                    k = self.nin_regs + self.nout_regs + i
+                    base[k] = <char*>cnp.PyArray_DATA(pool) + i * self.size * self.itemsize
+                    stride[k] = self.itemsize
+                    advance[k] = self.itemsize * BLOCK
             for i in range(self.nscratch):
-                k = self.nin_regs + self.nout_regs + i
+                k = self.nin_regs + self.nout_regs + self.npool + i
                 base[k] = scratch + i * chunk * self.itemsize
                 stride[k] = self.itemsize
                 advance[k] = 0
@@ -279,6 +336,8 @@ cdef class FusedKernel:
                 return 0
             for i in range(self.nout_regs):
                 slots[<Py_ssize_t>self.out_slots[i]] = outs[i]
+            if self.npool:
+                slots[self.pool_slot] = pool
             self.fallbacks -= 1
             self.runs += 1
             global _total_runs
