@@ -314,22 +314,14 @@ cdef class FusedKernel:
                 advance[k] = 0
             fegetexceptflag(&saved, FE_ALL_EXCEPT)
             feclearexcept(FE_ALL_EXCEPT)
-            offset = 0
-            nblock = 0
-            with nogil:
-                while offset < self.size:
-                    count = self.size - offset
-                    if count > BLOCK:
-                        count = BLOCK
-                    for op in range(self.nops):
-                        regs = &self.op_regs[3 * op]
-                        for k in range(self.op_nargs[op]):
-                            reg = regs[k]
-                            args[k] = base[reg] + nblock * advance[reg]
-                            steps[k] = stride[reg]
-                        self.op_loop[op](args, &count, steps, self.op_data[op])
-                    offset += count
-                    nblock += 1
+            # NOTE: as NumPy does (NPY_BEGIN_THREADS_THRESHOLDED), the GIL is released only
+            # for work worth it: releasing it costs more than a small step's arithmetic,
+            # and getting it back can wait for another thread's switch interval.
+            if self.size * self.nops >= _NOGIL_WORK:
+                with nogil:
+                    _blocks(self, base, stride, advance)
+            else:
+                _blocks(self, base, stride, advance)
             flags = fetestexcept(FE_DIVBYZERO | FE_OVERFLOW | FE_UNDERFLOW | FE_INVALID)
             fesetexceptflag(&saved, FE_ALL_EXCEPT)
             if flags and _reported(flags):
@@ -351,6 +343,32 @@ cdef class FusedKernel:
 
 
 cdef Py_ssize_t _total_runs = 0
+cdef enum:
+    _NOGIL_WORK = 1 << 16         # elements x kernels above which run() releases the GIL
+
+
+cdef void _blocks(FusedKernel kernel, char **base, cnp.npy_intp *stride,
+                  cnp.npy_intp *advance) noexcept nogil:
+    """Every kernel of `kernel` on every block, operands from the register file."""
+    cdef cnp.npy_intp count, offset = 0, nblock = 0
+    cdef Py_ssize_t op, k
+    cdef int reg
+    cdef int *regs
+    cdef char *args[3]
+    cdef cnp.npy_intp steps[3]
+    while offset < kernel.size:
+        count = kernel.size - offset
+        if count > BLOCK:
+            count = BLOCK
+        for op in range(kernel.nops):
+            regs = &kernel.op_regs[3 * op]
+            for k in range(kernel.op_nargs[op]):
+                reg = regs[k]
+                args[k] = base[reg] + nblock * advance[reg]
+                steps[k] = stride[reg]
+            kernel.op_loop[op](args, &count, steps, kernel.op_data[op])
+        offset += count
+        nblock += 1
 
 
 def fused_runs():
