@@ -9,7 +9,11 @@ _numpy_c_api = dict(include_dirs=[numpy.get_include()],
                     define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")])
 extensions = [Extension("tapegrad._engine", ["src/tapegrad/_engine.pyx"], **_numpy_c_api),
               # tg.compile's recorder and replay loop (cimports the engine's types)
-              Extension("tapegrad._compile", ["src/tapegrad/_compile.pyx"], **_numpy_c_api)]
+              Extension("tapegrad._compile", ["src/tapegrad/_compile.pyx"], **_numpy_c_api),
+              # fused replay: runs of ufunc kernels through their inner loops (cimported
+              # by _compile; fenv.h's flag functions are in libm)
+              Extension("tapegrad._fuse", ["src/tapegrad/_fuse.pyx"], libraries=["m"],
+                        **_numpy_c_api)]
 
 setup(
     ext_modules=cythonize(

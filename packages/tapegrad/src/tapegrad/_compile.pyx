@@ -43,6 +43,9 @@ from cpython.ref cimport Py_INCREF
 from libc.string cimport memcmp, memcpy
 
 from tapegrad._engine cimport Device, Node, TensorBase, VersionCounter
+from tapegrad._fuse cimport FusedKernel
+
+from tapegrad._fuse import FUSIBLE as _FUSIBLE, FUSIBLE_TYPES as _FUSIBLE_TYPES, loop_index
 
 from tapegrad import _engine
 from tapegrad import random as tg_random
@@ -66,6 +69,7 @@ DEF K_ACCUM = 2       # accumulate slots[args[0]] into target.grad the way backw
 DEF K_SETGRAD = 3     # target.grad = None, or a tensor over slots[args[0]]
 DEF K_CALL = 4        # fn(): state outside the slots (the random generators' states)
 DEF K_BUMP = 5        # count an in-place write (fn: the op's name) on target's version
+DEF K_FUSED = 6       # fn (a _fuse.FusedKernel) runs the kernels `sub` as one step
 
 
 @cython.final
@@ -84,8 +88,14 @@ cdef class _Step:
     cdef readonly tuple out_shape  # K_KERNEL: the output's shape when it recorded
     cdef int out_ndim              # its length, or -1 when not checked
     cdef bytes out_dims            # and its dims as packed npy_intp, for one memcmp
+    # K_KERNEL of a fusible ufunc (see _fuse_info): (typenum, out shape, per input its
+    # number of elements); None for every other step
+    cdef readonly tuple fuse_info
+    cdef readonly list sub         # K_FUSED: the steps it replaces (run when it cannot)
 
     def describe(self):
+        if self.kind == K_FUSED:
+            return "fused", (<FusedKernel>self.fn).describe()
         name = getattr(self.fn, "__name__", None) or type(self.fn).__name__
         return {0: "kernel", 1: "write", 2: "accumulate_grad", 3: "set_grad",
                 4: "call", 5: "bump_version"}[self.kind], name
@@ -164,6 +174,13 @@ cdef void _run(list steps, list slots, tuple args) except *:
     cdef TensorBase t
     for st in steps:
         step += 1
+        if st.kind == K_FUSED:
+            if not (<FusedKernel>st.fn).run(slots):
+                (<FusedKernel>st.fn).materialize(slots)
+                _run(st.sub, slots, args)       # as recorded: eager's warnings, layouts
+            for k in st.free:
+                slots[k] = None
+            continue
         n = len(st.idx)
         call = PyTuple_New(n)
         for i in range(n):
@@ -440,6 +457,7 @@ class _Recorder:
         st.out_dims = (None if st.out_shape is None else
                        np.asarray(st.out_shape, dtype=np.intp).tobytes())
         st.target, st.fresh = target, fresh
+        st.fuse_info = _fuse_info(fn, items, out, kwargs) if kind == K_KERNEL else None
         self.steps.append(st)
         return st
 
@@ -668,7 +686,9 @@ cdef class _Program:
     cdef public tuple spent_needs   # outputs that require grad through a graph the function
                                     # backpropagated itself (no backward program)
     cdef public frozenset constant_outs
-    cdef public list forward, backward
+    cdef public list forward, backward    # the steps as recorded (what describe() lists)
+    cdef public list forward_run, backward_run  # what a replay runs: the same steps, with
+                                    # runs of fusible kernels as K_FUSED steps (fuse=True)
     cdef public bint inner_backward
     cdef public bint restore_rng          # save the generators first: a fallback gives back draws
     cdef public object eager_reason
@@ -679,8 +699,8 @@ cdef class _Program:
         self.signature = signature
         self.name = name
         self.arg_slots = tuple(rec.arg_slots)
-        self.forward = rec.steps
-        self.backward = None
+        self.forward = self.forward_run = rec.steps
+        self.backward = self.backward_run = None
         self.grad_inputs = ()
         self.inner_backward = rec.inner_backward
         self.out_from = self.out_versions = self.out_views = None
@@ -688,10 +708,25 @@ cdef class _Program:
         self.vc_partition = None
         self.grad_externals = ()
 
-    def describe(self):
-        fwd = [(<_Step>s).describe() for s in self.forward]
-        bwd = None if self.backward is None else [(<_Step>s).describe() for s in self.backward]
+    def describe(self, fused=False):
+        """{"forward": [(kind, name), ...], "backward": [...] or None}: the recorded steps,
+        or with fused=True the steps a replay runs (("fused", "3 ops: sin,multiply,add")
+        for a fused run of kernels)."""
+        fwd_steps = self.forward_run if fused else self.forward
+        bwd_steps = self.backward_run if fused else self.backward
+        fwd = [(<_Step>s).describe() for s in fwd_steps]
+        bwd = None if bwd_steps is None else [(<_Step>s).describe() for s in bwd_steps]
         return {"forward": fwd, "backward": bwd}
+
+    def fused_counts(self):
+        """(fused steps, kernels they run) over both programs, for tests and tuning."""
+        steps = kernels = 0
+        for run in (self.forward_run, self.backward_run):
+            for st in run or ():
+                if (<_Step>st).kind == K_FUSED:
+                    steps += 1
+                    kernels += len((<_Step>st).sub)
+        return steps, kernels
 
 
 cdef list _initial_slots(_Program program, tuple args):
@@ -807,7 +842,7 @@ def _explain_difference(new, old):
 class CompiledFunction:
     """A function compiled by :func:`tapegrad.compile`; call it like the original."""
 
-    def __init__(self, fn, cache_size=1024, explain=False, check=False):
+    def __init__(self, fn, cache_size=1024, explain=False, check=False, fuse=True):
         if not callable(fn):
             raise TypeError(f"tg.compile: expected a function, got {type(fn).__name__}")
         if isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 1:
@@ -816,6 +851,7 @@ class CompiledFunction:
         self.cache_size = cache_size
         self.explain = bool(explain)
         self.check = bool(check)
+        self.fuse = bool(fuse)
         self._cache = OrderedDict()
         self._hits = 0
         self._misses = 0
@@ -1005,10 +1041,6 @@ class CompiledFunction:
         program.nslots = rec.nslots
         # Seeding, saving and restoring generators are not writes that forbid an eager
         # rerun: a fallback puts the generators back as they were before the replay.
-        program.first_effect = next((i for i, st in enumerate(program.forward)
-                                     if (<_Step>st).kind != K_KERNEL
-                                     and id(st) not in rec.rng_steps
-                                     and id(st) not in rec.check_steps), len(program.forward))
         # A fallback can come only from a step that checks its shape; it has drawn random
         # numbers (to give back) only if such a step follows one that uses a generator.
         first_rng = next((i for i, st in enumerate(program.forward)
@@ -1019,6 +1051,20 @@ class CompiledFunction:
         _plan_frees(program.forward, set(program.out_slots) | set(program.keep_after_forward))
         if program.backward is not None:
             _plan_frees(program.backward, {k for k in program.grad_slots if k is not None})
+        program.forward_run, program.backward_run = program.forward, program.backward
+        if self.fuse:
+            # (after _plan_frees: a value freed inside a run is one only the run reads)
+            program.forward_run = _fuse_steps(program.forward)
+            if program.backward is not None:
+                program.backward_run = _fuse_steps(program.backward)
+            _build_fused(program)
+        # Index into forward_run (where a replay counts steps); a fused step only computes.
+        program.first_effect = next((i for i, st in enumerate(program.forward_run)
+                                     if (<_Step>st).kind != K_KERNEL
+                                     and (<_Step>st).kind != K_FUSED
+                                     and id(st) not in rec.rng_steps
+                                     and id(st) not in rec.check_steps),
+                                    len(program.forward_run))
         if rec.once_reason is not None:
             return out            # ran eagerly; the next such call records again
         variants = self._cache.setdefault(key, [])
@@ -1423,17 +1469,137 @@ def _slots_backward_reads(program):
     return tuple(sorted(reads))
 
 
+# ---------------------------------------------------------------------------------------
+# Fusion (the kernels' inner loops: _fuse.pyx)
+# ---------------------------------------------------------------------------------------
+
+cdef object _fuse_info(object fn, object items, object out, object kwargs):
+    """(typenum, out shape, input sizes) when this kernel call may join a fused step: a
+    ufunc of _fuse.FUSIBLE on NumPy arrays of one float dtype, no keywords, every input
+    of the result's size or of one element (a broadcast scalar); else None."""
+    if type(fn) is not np.ufunc or kwargs or fn not in _FUSIBLE or type(out) is not np.ndarray:
+        return None
+    cdef cnp.ndarray o = <cnp.ndarray>out
+    cdef int typenum = cnp.PyArray_TYPE(o)
+    cdef cnp.npy_intp size = cnp.PyArray_SIZE(o), s
+    if typenum not in _FUSIBLE_TYPES or size == 0 or len(items) != fn.nin:
+        return None
+    sizes = []
+    for a in items:
+        if type(a) is not np.ndarray or cnp.PyArray_TYPE(<cnp.ndarray>a) != typenum:
+            return None
+        s = cnp.PyArray_SIZE(<cnp.ndarray>a)
+        if s != size and s != 1:
+            return None
+        if s == 1 and size == 1 and cnp.PyArray_NDIM(<cnp.ndarray>a) > 0 \
+                and a.shape != out.shape:
+            # NOTE: (1,) against (1, 1): NumPy's iterator runs it, with strides for its
+            # length-1 axes that a fused step would have to guess (see FusedKernel.run)
+            return None
+        sizes.append(s)
+    if loop_index(fn, typenum) < 0:
+        return None
+    return (typenum, tuple(out.shape), tuple(sizes))
+
+
+cdef list _fuse_steps(list steps):
+    """`steps` with each run of two or more consecutive fusible kernels of one dtype and
+    result shape replaced by one K_FUSED step (which keeps the run, as `sub`, for the
+    calls it cannot fuse). Needs the frees planned: a slot a run writes and frees is one
+    only the run reads (a scratch register); the others it writes are its outputs."""
+    cdef list out = []
+    cdef Py_ssize_t i = 0, j, n = len(steps), pos
+    cdef _Step st, g, fused
+    cdef tuple info
+    while i < n:
+        st = <_Step>steps[i]
+        if st.fuse_info is None:
+            out.append(st)
+            i += 1
+            continue
+        info = st.fuse_info
+        j = i + 1
+        while j < n and (<_Step>steps[j]).fuse_info is not None \
+                and (<tuple>(<_Step>steps[j]).fuse_info)[0] == info[0] \
+                and (<tuple>(<_Step>steps[j]).fuse_info)[1] == info[1]:
+            j += 1
+        if j - i < 2:
+            out.append(st)
+            i = j
+            continue
+        group = steps[i:j]
+        written, freed, in_sizes, ops = set(), set(), {}, []
+        for g in group:
+            for pos in range(len(g.idx)):
+                k = g.idx[pos]
+                if k not in written and k not in in_sizes:
+                    in_sizes[k] = g.fuse_info[2][pos]
+            written.add(g.out)
+            freed.update(g.free)
+            ops.append((g.fn, g.idx, g.out))
+        fused = _Step.__new__(_Step)
+        fused.kind = K_FUSED
+        fused.fn = (ops, info[0], info[1], in_sizes, written - freed)   # see _build_fused
+        fused.idx = fused.lits = ()
+        fused.kwargs = fused.kwslots = None
+        fused.out = -1
+        fused.device = st.device
+        fused.free = tuple(freed)
+        fused.out_ndim = -1
+        fused.sub = group
+        out.append(fused)
+        i = j
+    return out
+
+
+cdef void _build_fused(_Program program) except *:
+    """Make the K_FUSED steps of both programs FusedKernels, pooling (see _fuse.pxd) the
+    values that only fused steps read afterwards."""
+    cdef _Step st
+    runs = [program.forward_run] + ([program.backward_run] if program.backward_run else [])
+    plain = set(program.out_slots) | set(program.seed_slots or ())
+    plain.update(k for k in (program.grad_slots or ()) if k is not None)
+    for run in runs:
+        for st in run:
+            if st.kind == K_FUSED:
+                continue
+            plain.update(k for k in st.idx if k >= 0)
+            if st.kwslots:
+                plain.update(k for _, _, k in st.kwslots)
+    pooled_in = {}
+    backward_pools = []
+    for r, run in enumerate(runs):
+        for st in run:
+            if st.kind != K_FUSED:
+                continue
+            ops, typenum, shape, in_sizes, escaping = st.fn
+            pooled = [s for _, _, s in ops if s in escaping and s not in plain]
+            pool_slot = -1
+            if len(pooled) >= 2:
+                pool_slot = program.nslots
+                program.nslots += 1
+                if r == 0:
+                    backward_pools.append(pool_slot)
+            st.fn = FusedKernel(ops, typenum, shape, in_sizes, escaping, pooled, pool_slot,
+                                pooled_in)
+            for row, s in enumerate((<FusedKernel>st.fn).pooled_slots):
+                pooled_in[s] = (pool_slot, row, shape)
+    if backward_pools and program.backward_run is not None:
+        # (the backward reads the forward's pools: kept for it like any saved value)
+        program.keep_after_forward = tuple(program.keep_after_forward) + tuple(backward_pools)
+
+
 cdef inline long long _version(TensorBase t):
     return 0 if t._vc is None else t._vc.value
 
 
 cdef object _replay(_Program program, tuple args, tuple tensors, bint grad_on):
     cdef list slots = _initial_slots(program, tensors)
-    cdef Py_ssize_t i, n = len(program.out_slots)
+    cdef Py_ssize_t i, k, n = len(program.out_slots)
     cdef list outs = [None] * n
     cdef TensorBase t
     try:
-        _run(program.forward, slots, tensors)
+        _run(program.forward_run, slots, tensors)
     except ReplayShapeError:
         raise                 # says what happened; the note below would mislead
     except Exception as exc:
@@ -1459,7 +1625,7 @@ cdef object _replay(_Program program, tuple args, tuple tensors, bint grad_on):
     if program.backward is not None:
         grad_inputs = _grad_inputs(program, tensors)
         keep = [None] * program.nslots
-        for k in program.keep_after_forward:
+        for k in <tuple>program.keep_after_forward:
             keep[k] = slots[k]
         # Tensors whose arrays the backward reads: an in-place write to one of them after
         # this call must make backward() raise, as it would eagerly.
@@ -1517,7 +1683,7 @@ def _backward_fn(ctx, *grads):
     program = ctx.program
     for s, g in zip(program.seed_slots, grads):
         slots[s] = (<TensorBase>g)._data
-    _run(program.backward, slots, ctx.args)
+    _run(program.backward_run, slots, ctx.args)
     grads = []
     for spec, s in zip(program.grad_inputs, program.grad_slots):
         t = ctx.args[spec] if type(spec) is int else spec
@@ -1537,7 +1703,7 @@ cdef void _compare(fn, what, a, b) except *:
             f"baked in when it records (see docs/compile.md)")
 
 
-def compile(fn=None, *, cache_size=1024, explain=False, check=False):
+def compile(fn=None, *, cache_size=1024, explain=False, check=False, fuse=True):
     """Compile `fn`: record its kernels once per signature, then replay them.
 
     The first call with a new signature (each argument's shape, dtype, device and
@@ -1548,7 +1714,11 @@ def compile(fn=None, *, cache_size=1024, explain=False, check=False):
     `cache_size` signatures are kept (least recently used dropped first);
     ``cache_info()`` counts hits and misses. ``explain=True`` logs (logger
     ``tapegrad.compile``) why a call recorded again; ``check=True`` also runs `fn`
-    eagerly on every call and raises if anything differs.
+    eagerly on every call and raises if anything differs. ``fuse=True`` (the default)
+    replays each run of elementwise ufunc kernels on float arrays as one fused step
+    that calls NumPy's own inner loops block by block, with no temporary array per op
+    (bit-identical to eager; docs/compile.md, "Fused replay"); ``fuse=False`` replays
+    every kernel as its own call.
 
     Python control flow on tensor values (``if x.sum() > 0``) is baked in at record
     time, and so is a tensor read from outside that is a new object on each call (pass
@@ -1568,8 +1738,8 @@ def compile(fn=None, *, cache_size=1024, explain=False, check=False):
     tensor([6., 6.])
     """
     if fn is None:
-        return lambda f: CompiledFunction(f, cache_size, explain, check)
-    return CompiledFunction(fn, cache_size, explain, check)
+        return lambda f: CompiledFunction(f, cache_size, explain, check, fuse)
+    return CompiledFunction(fn, cache_size, explain, check, fuse)
 
 
 _EXTERNAL_GUARDS = []

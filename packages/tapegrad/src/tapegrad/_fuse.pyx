@@ -1,0 +1,385 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""Fused replay: runs of elementwise ufunc kernels executed as one step (see _fuse.pxd).
+
+NOTE: why this is bit-identical to eager. A ufunc call on float arrays of one dtype picks,
+by type resolution, the loop of ``ufunc.types`` whose signature is that dtype throughout
+(checked against ``ufunc.resolve_dtypes`` when a kernel is first built), and calls the
+function ``ufunc.functions[i]`` with ``ufunc.data[i]`` on (pointers, count, strides).
+That is the public legacy inner-loop interface of ``PyUFuncObject``: a fused step calls
+the very same function on the very same numbers with the same strides (a broadcast
+scalar with stride 0, as NumPy passes it), only in blocks of BLOCK elements instead of
+one call over the whole array. NumPy's SIMD loops compute each element independently of
+where a call starts (BLOCK is a multiple of every vector width), so the bits agree; the
+tests in tests/test_compile_fused.py check every fusible ufunc in float32 and float64,
+on sizes around BLOCK and on NaN/inf. What eager does besides the loop is kept too:
+floating-point flags are checked after the step, and a flag that ``np.geterr()`` does not
+ignore makes the caller run the original steps, which warn (or raise) as eager does.
+"""
+
+import numpy as np
+
+cimport numpy as cnp
+from libc.stdlib cimport malloc, free
+
+cnp.import_array()
+
+cdef extern from "<fenv.h>" nogil:
+    ctypedef struct fexcept_t:
+        pass
+    int FE_DIVBYZERO, FE_INVALID, FE_OVERFLOW, FE_UNDERFLOW, FE_ALL_EXCEPT
+    int feclearexcept(int)
+    int fetestexcept(int)
+    int fegetexceptflag(fexcept_t *, int)
+    int fesetexceptflag(const fexcept_t *, int)
+
+# The ufuncs a fused step may call: elementwise, one result, no state, with float loops
+# that the tests check bit for bit against the ufunc call (tests/test_compile_fused.py).
+FUSIBLE = frozenset([
+    np.add, np.subtract, np.multiply, np.divide, np.negative, np.positive, np.square,
+    np.sqrt, np.cbrt, np.reciprocal, np.absolute, np.fabs, np.sign, np.exp, np.exp2,
+    np.expm1, np.log, np.log2, np.log10, np.log1p, np.sin, np.cos, np.tan, np.arcsin,
+    np.arccos, np.arctan, np.sinh, np.cosh, np.tanh, np.arcsinh, np.arccosh, np.arctanh,
+    np.deg2rad, np.rad2deg, np.maximum, np.minimum, np.fmax, np.fmin, np.power,
+    np.arctan2, np.hypot, np.copysign, np.floor, np.ceil, np.trunc, np.rint,
+    np.logaddexp, np.logaddexp2, np.fmod, np.heaviside,
+])
+
+FUSIBLE_TYPES = frozenset([cnp.NPY_FLOAT32, cnp.NPY_FLOAT64])
+
+cdef dict _loops = {}            # (ufunc, typenum) -> loop index, or -1 (not usable)
+
+cdef dict _FLAG_NAMES = {"divide": FE_DIVBYZERO, "over": FE_OVERFLOW,
+                         "under": FE_UNDERFLOW, "invalid": FE_INVALID}
+
+
+cpdef int loop_index(object ufunc, int typenum) except -2:
+    """The index in ufunc.types of the loop a call on `typenum` arrays runs, or -1 when
+    no loop of that exact signature is what NumPy would pick (then it is not fused)."""
+    key = (ufunc, typenum)
+    found = _loops.get(key)
+    if found is not None:
+        return found
+    cdef cnp.ufunc uf = <cnp.ufunc>ufunc
+    cdef int i, k, index = -1
+    if uf.nout == 1 and 1 <= uf.nin <= 2 and uf.nargs == uf.nin + 1:
+        for i in range(uf.ntypes):
+            for k in range(uf.nargs):
+                if <int><unsigned char>uf.types[i * uf.nargs + k] != typenum:
+                    break
+            else:
+                if uf.functions[i] != NULL:
+                    index = i
+                break
+    if index >= 0:
+        # NOTE: the first exact match is what the legacy type resolver picks; confirm it
+        # with NumPy's own resolution (a promoter or a newer loop would say otherwise).
+        dt = cnp.PyArray_DescrFromType(typenum)
+        try:
+            resolved = ufunc.resolve_dtypes((dt,) * uf.nin + (None,))
+        except Exception:
+            resolved = None
+        if resolved is None or resolved != (dt,) * uf.nargs:
+            index = -1
+    _loops[key] = index
+    return index
+
+
+cdef class FusedKernel:
+    """One fused step: build with `ops` = [(ufunc, (input slot, ...), output slot)], in
+    program order, all on dtype `typenum` with results of shape `out_shape`; `in_sizes`
+    maps each slot read from outside the run to its element count (out size or 1);
+    `escaping` is the set of slots written here that are read after the step.
+    Pooling (see _fuse.pxd): `pooled` lists slots of `escaping` to write as rows of one
+    pool array, stored in slot `pool_slot`; `pooled_in` maps an input slot that is such
+    a row of another step's pool to (pool slot, row, the value's shape)."""
+
+    def __cinit__(self):
+        self.in_size = NULL
+        self.in_pool = NULL
+        self.in_row = NULL
+        self.in_ndim = NULL
+        self.op_loop = NULL
+        self.op_data = NULL
+        self.op_nargs = NULL
+        self.op_regs = NULL
+        self.out_dims = NULL
+
+    def __dealloc__(self):
+        free(self.in_size)
+        free(self.in_pool)
+        free(self.in_row)
+        free(self.in_ndim)
+        free(self.op_loop)
+        free(self.op_data)
+        free(self.op_nargs)
+        free(self.op_regs)
+        free(self.out_dims)
+
+    def __init__(self, list ops, int typenum, tuple out_shape, dict in_sizes, escaping,
+                 pooled=(), Py_ssize_t pool_slot=-1, dict pooled_in=None):
+        cdef Py_ssize_t i, k, n = len(ops)
+        cdef cnp.ufunc uf
+        cdef int index
+        self.typenum = typenum
+        self.itemsize = cnp.PyArray_DescrFromType(typenum).itemsize
+        self.out_shape = out_shape
+        self.out_ndim = len(out_shape)
+        self.out_dims = <cnp.npy_intp*>malloc(max(1, self.out_ndim) * sizeof(cnp.npy_intp))
+        self.size = 1
+        for i in range(self.out_ndim):
+            self.out_dims[i] = out_shape[i]
+            self.size *= out_shape[i]
+        self.nops = n
+        self.op_loop = <inner_loop*>malloc(max(1, n) * sizeof(inner_loop))
+        self.op_data = <void**>malloc(max(1, n) * sizeof(void*))
+        self.op_nargs = <int*>malloc(max(1, n) * sizeof(int))
+        self.op_regs = <int*>malloc(max(1, 3 * n) * sizeof(int))
+        # Registers: inputs first, then outputs, then scratch (numbered after, below).
+        cdef list in_slots = [], out_slots = [], names = [], free_scratch = []
+        cdef dict reg_of = {}, last = {}, loops = {}
+        cdef tuple op, args
+        cdef Py_ssize_t nin, base, nscratch = 0, nargs
+        for i in range(n):
+            op = <tuple>ops[i]
+            for a in <tuple>op[1]:
+                last[a] = i
+                if a not in reg_of and a in in_sizes:
+                    reg_of[a] = len(in_slots)
+                    in_slots.append(a)
+        nin = len(in_slots)
+        pooled_set = set(pooled) if pool_slot >= 0 else set()
+        for i in range(n):
+            s = (<tuple>ops[i])[2]
+            if s in escaping and s not in pooled_set:
+                reg_of[s] = nin + len(out_slots)
+                out_slots.append(s)
+        self.nin_regs, self.nout_regs = nin, len(out_slots)
+        self.npool = len(pooled) if pool_slot >= 0 else 0
+        self.pool_slot = pool_slot if self.npool else -1
+        self.pooled_slots = tuple(pooled) if self.npool else ()
+        for i in range(self.npool):
+            reg_of[self.pooled_slots[i]] = nin + len(out_slots) + i
+        self.in_size = <cnp.npy_intp*>malloc(max(1, nin) * sizeof(cnp.npy_intp))
+        self.in_pool = <Py_ssize_t*>malloc(max(1, nin) * sizeof(Py_ssize_t))
+        self.in_row = <Py_ssize_t*>malloc(max(1, nin) * sizeof(Py_ssize_t))
+        self.in_ndim = <int*>malloc(max(1, nin) * sizeof(int))
+        pooled_inputs = []
+        for i in range(nin):
+            self.in_size[i] = in_sizes[in_slots[i]]
+            self.in_pool[i] = -1
+            found = None if pooled_in is None else pooled_in.get(in_slots[i])
+            if found is not None:
+                self.in_pool[i], self.in_row[i], shape = found
+                self.in_ndim[i] = len(shape)
+                pooled_inputs.append((in_slots[i],) + tuple(found))
+        self.pooled_inputs = tuple(pooled_inputs)
+        # Scratch registers by liveness: a value only this step reads lives in a block
+        # buffer from the op that makes it to its last reader, then the buffer is reused.
+        # (An op's result never shares a buffer with its own operands: kept apart, the
+        # loop sees the same non-overlapping operands as eager.)
+        base = nin + len(out_slots) + self.npool
+        for i in range(n):
+            op = <tuple>ops[i]
+            ufunc, args, s = op
+            uf = <cnp.ufunc>ufunc
+            index = loops.get(ufunc, -2)
+            if index == -2:
+                index = loops[ufunc] = loop_index(ufunc, typenum)
+            nargs = len(args)
+            if index < 0 or uf.nin != nargs:
+                raise ValueError(f"not fusible: {ufunc.__name__} on type {typenum}")
+            self.op_loop[i] = <inner_loop>uf.functions[index]
+            self.op_data[i] = uf.data[index]
+            self.op_nargs[i] = nargs + 1
+            for k in range(nargs):
+                self.op_regs[3 * i + k] = reg_of[args[k]]
+            if s not in reg_of:
+                if free_scratch:
+                    reg_of[s] = free_scratch.pop()
+                else:
+                    reg_of[s] = base + nscratch
+                    nscratch += 1
+            self.op_regs[3 * i + nargs] = reg_of[s]
+            for k in range(nargs):
+                a = args[k]
+                if last[a] == i and reg_of[a] >= base and (k == 0 or args[0] != a):
+                    free_scratch.append(reg_of[a])
+            if s not in last and reg_of[s] >= base:     # a result nothing here reads
+                free_scratch.append(reg_of[s])
+            names.append(ufunc.__name__)
+        self.nscratch = nscratch
+        self.in_slots, self.out_slots = tuple(in_slots), tuple(out_slots)
+        self.names = tuple(names)
+        self.ufuncs = tuple(set([(<tuple>op)[0] for op in ops]))
+
+    def describe(self):
+        shown = ",".join(self.names[:8]) + (",..." if len(self.names) > 8 else "")
+        return f"{len(self.names)} ops: {shown}"
+
+    def try_run(self, list slots):
+        """run() from Python (tests): True when it ran fused, False when it handed back."""
+        return self.run(slots) == 1
+
+    cdef int materialize(self, list slots) except -1:
+        """Before the original steps run instead of this one: put a view of each pooled
+        input's row into its slot (the steps read arrays)."""
+        for slot, pool_slot, row, shape in self.pooled_inputs:
+            if slots[<Py_ssize_t>slot] is None:
+                slots[<Py_ssize_t>slot] = slots[<Py_ssize_t>pool_slot][row]
+        return 0
+
+    cdef int run(self, list slots) except -1:
+        """Run the step on `slots`; 1 when done, 0 when the caller must run the original
+        steps instead (an input it cannot read as recorded, or a flag to report)."""
+        cdef Py_ssize_t nreg = self.nin_regs + self.nout_regs + self.npool + self.nscratch
+        cdef Py_ssize_t i, k, op, chunk = self.size if self.size < BLOCK else BLOCK
+        cdef cnp.npy_intp count, offset, nblock
+        cdef cnp.ndarray arr
+        cdef char *args[3]
+        cdef cnp.npy_intp steps[3]
+        cdef int reg, flags, ok = 1
+        cdef int *regs
+        cdef fexcept_t saved
+        cdef char **base = <char**>malloc(nreg * sizeof(char*))
+        cdef cnp.npy_intp *stride = <cnp.npy_intp*>malloc(nreg * sizeof(cnp.npy_intp))
+        cdef cnp.npy_intp *advance = <cnp.npy_intp*>malloc(nreg * sizeof(cnp.npy_intp))
+        cdef char *scratch = <char*>malloc(max(1, self.nscratch * chunk * self.itemsize))
+        cdef list outs
+        cdef cnp.ndarray pool = None
+        cdef cnp.npy_intp pool_dims[65]   # (NPY_MAXDIMS is 64)
+        self.fallbacks += 1         # (until it succeeds, below)
+        try:
+            if base == NULL or stride == NULL or advance == NULL or scratch == NULL:
+                raise MemoryError()
+            for i in range(self.nin_regs):
+                obj = slots[<Py_ssize_t>self.in_slots[i]]
+                if obj is None and self.in_pool[i] >= 0:
+                    # a row of another step's pool (C-contiguous, of the writer's shape):
+                    # the strides eager's fresh array of that shape would get
+                    arr = <cnp.ndarray>slots[self.in_pool[i]]
+                    stride[i] = 0 if self.in_ndim[i] == 0 or (
+                        self.in_size[i] == 1 and self.size > 1) else self.itemsize
+                    base[i] = <char*>cnp.PyArray_DATA(arr) + \
+                        self.in_row[i] * self.in_size[i] * self.itemsize
+                    advance[i] = stride[i] * BLOCK
+                    continue
+                if type(obj) is not np.ndarray:
+                    return 0
+                arr = <cnp.ndarray>obj
+                if cnp.PyArray_TYPE(arr) != self.typenum or \
+                        cnp.PyArray_SIZE(arr) != self.in_size[i] or \
+                        not cnp.PyArray_ISALIGNED(arr):
+                    return 0
+                # NOTE: the strides NumPy itself passes, which some loops branch on (power
+                # with a stride-0 exponent of 0.5 is sqrt, not pow; SIMD or scalar code
+                # for contiguous or strided operands): its single-call path passes 0 for a
+                # 0-d input, a 1-D input's own stride, the itemsize for an N-D contiguous
+                # one (and for the result); its iterator passes 0 for a broadcast axis.
+                # A negative stride NumPy may flip, and N-D non-contiguous operands it
+                # iterates in another order: those calls run unfused.
+                if cnp.PyArray_NDIM(arr) == 0 or (self.in_size[i] == 1 and self.size > 1):
+                    stride[i] = 0                       # a broadcast scalar
+                elif cnp.PyArray_NDIM(arr) == 1:
+                    stride[i] = cnp.PyArray_STRIDES(arr)[0]
+                    if stride[i] < 0:
+                        return 0
+                elif cnp.PyArray_IS_C_CONTIGUOUS(arr):
+                    stride[i] = self.itemsize
+                else:
+                    return 0
+                base[i] = <char*>cnp.PyArray_DATA(arr)
+                advance[i] = stride[i] * BLOCK
+            outs = [None] * self.nout_regs
+            for i in range(self.nout_regs):
+                arr = cnp.PyArray_EMPTY(self.out_ndim, self.out_dims, self.typenum, 0)
+                outs[i] = arr
+                k = self.nin_regs + i
+                base[k] = <char*>cnp.PyArray_DATA(arr)
+                stride[k] = self.itemsize
+                advance[k] = self.itemsize * BLOCK
+            if self.npool:
+                pool_dims[0] = self.npool
+                for i in range(self.out_ndim):
+                    pool_dims[i + 1] = self.out_dims[i]
+                pool = cnp.PyArray_EMPTY(self.out_ndim + 1, pool_dims, self.typenum, 0)
+                for i in range(self.npool):
+                    k = self.nin_regs + self.nout_regs + i
+                    base[k] = <char*>cnp.PyArray_DATA(pool) + i * self.size * self.itemsize
+                    stride[k] = self.itemsize
+                    advance[k] = self.itemsize * BLOCK
+            for i in range(self.nscratch):
+                k = self.nin_regs + self.nout_regs + self.npool + i
+                base[k] = scratch + i * chunk * self.itemsize
+                stride[k] = self.itemsize
+                advance[k] = 0
+            fegetexceptflag(&saved, FE_ALL_EXCEPT)
+            feclearexcept(FE_ALL_EXCEPT)
+            # NOTE: as NumPy does (NPY_BEGIN_THREADS_THRESHOLDED), the GIL is released only
+            # for work worth it: releasing it costs more than a small step's arithmetic,
+            # and getting it back can wait for another thread's switch interval.
+            if self.size * self.nops >= _NOGIL_WORK:
+                with nogil:
+                    _blocks(self, base, stride, advance)
+            else:
+                _blocks(self, base, stride, advance)
+            flags = fetestexcept(FE_DIVBYZERO | FE_OVERFLOW | FE_UNDERFLOW | FE_INVALID)
+            fesetexceptflag(&saved, FE_ALL_EXCEPT)
+            if flags and _reported(flags):
+                return 0
+            for i in range(self.nout_regs):
+                slots[<Py_ssize_t>self.out_slots[i]] = outs[i]
+            if self.npool:
+                slots[self.pool_slot] = pool
+            self.fallbacks -= 1
+            self.runs += 1
+            global _total_runs
+            _total_runs += 1
+            return 1
+        finally:
+            free(base)
+            free(stride)
+            free(advance)
+            free(scratch)
+
+
+cdef Py_ssize_t _total_runs = 0
+cdef enum:
+    _NOGIL_WORK = 1 << 16         # elements x kernels above which run() releases the GIL
+
+
+cdef void _blocks(FusedKernel kernel, char **base, cnp.npy_intp *stride,
+                  cnp.npy_intp *advance) noexcept nogil:
+    """Every kernel of `kernel` on every block, operands from the register file."""
+    cdef cnp.npy_intp count, offset = 0, nblock = 0
+    cdef Py_ssize_t op, k
+    cdef int reg
+    cdef int *regs
+    cdef char *args[3]
+    cdef cnp.npy_intp steps[3]
+    while offset < kernel.size:
+        count = kernel.size - offset
+        if count > BLOCK:
+            count = BLOCK
+        for op in range(kernel.nops):
+            regs = &kernel.op_regs[3 * op]
+            for k in range(kernel.op_nargs[op]):
+                reg = regs[k]
+                args[k] = base[reg] + nblock * advance[reg]
+                steps[k] = stride[reg]
+            kernel.op_loop[op](args, &count, steps, kernel.op_data[op])
+        offset += count
+        nblock += 1
+
+
+def fused_runs():
+    """How many fused steps have run fused in this process (tests count them)."""
+    return _total_runs
+
+
+cdef bint _reported(int flags) except -1:
+    """Whether np.geterr() does anything (warn, raise, call, ...) for one of `flags`."""
+    modes = np.geterr()
+    for name, flag in _FLAG_NAMES.items():
+        if flags & <int>flag and modes[name] != "ignore":
+            return True
+    return False
