@@ -45,6 +45,13 @@ OPS = (
     "log2", "log10", "exp2", "logaddexp", "logaddexp2", "reciprocal", "cbrt", "fmax", "fmin",
     "floor", "ceil", "trunc", "rint", "round", "remainder", "fmod", "floor_divide",
     "copysign", "heaviside", "isnan", "isinf", "isfinite", "signbit", "nan_to_num",
+    # the gradients of relu, tanh, sigmoid, sqrt, sin and cos as single ops
+    "relu_backward",
+    "tanh_backward",
+    "sigmoid_backward",
+    "sqrt_backward",
+    "sin_backward",
+    "cos_backward",
 )
 """The ops this plugin registers, in the order of the list above."""
 
