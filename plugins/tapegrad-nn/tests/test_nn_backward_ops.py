@@ -143,3 +143,16 @@ def test_first_and_second_derivatives_match_torch(name, args, dtype):
     tol = 1e-5 if dtype == np.float32 else 1e-12
     np.testing.assert_allclose(gx.numpy(), tgx.detach().numpy(), rtol=tol, atol=tol)
     np.testing.assert_allclose(ggx.numpy(), tggx.numpy(), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("name,forward,reference", [
+    ("silu_backward", F.silu, silu_grad), ("softplus_backward", F.softplus, softplus_grad)])
+def test_the_composition_runs_where_the_backward_op_has_no_kernel(monkeypatch, name, forward,
+                                                                  reference):
+    # (a device without the backward op's kernel, such as cuda)
+    x_np = np.linspace(-3, 3, 7)
+    monkeypatch.delitem(getattr(tg, name).kernels, "cpu")
+    x = tg.tensor(x_np, requires_grad=True)
+    (gx,) = tg.grad(forward(x).sum(), x, create_graph=True)
+    assert gx.grad_fn.name != name
+    np.testing.assert_array_equal(gx.numpy(), reference(np.ones(7), x_np))

@@ -131,16 +131,13 @@ def _sigmoid_array(x):
     return tg.sigmoid.kernels["cpu"](x)
 
 
-def _on_cpu_kernel(name, g):
-    return g.device.name in _BACKWARD_OPS[name].kernels
-
-
 _BACKWARD_OPS = {}          # name -> Op (registered below)
 
 
 def _silu_vjp(g, ans, x):
-    if _on_cpu_kernel("silu_backward", g):
-        return (_BACKWARD_OPS["silu_backward"](g, x),)
+    op = _BACKWARD_OPS["silu_backward"]
+    if g.device.name in op.kernels:
+        return (op(g, x),)
     s = tg.sigmoid(x)
     return (g * (s * (1.0 + x * (1.0 - s))),)
 
@@ -180,8 +177,9 @@ def _softplus_kernel(x, beta=1.0, threshold=20.0):
 
 
 def _softplus_vjp(g, ans, x, beta=1.0, threshold=20.0):
-    if _on_cpu_kernel("softplus_backward", g):
-        return (_BACKWARD_OPS["softplus_backward"](g, x, beta, threshold),)
+    op = _BACKWARD_OPS["softplus_backward"]
+    if g.device.name in op.kernels:
+        return (op(g, x, beta, threshold),)
     bx = x * beta
     # NOTE: PyTorch's conventions at beta x == threshold: the first derivative is the
     # sigmoid branch's, the second is 0 (its double backward masks beta x < threshold);
