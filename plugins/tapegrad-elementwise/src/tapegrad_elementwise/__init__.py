@@ -15,7 +15,8 @@ copysign, heaviside, nan_to_num; the aliases absolute, true_divide, mod, around 
 ``divmod``; and (module ``aliases``) acos, acosh, asin, asinh, atan, atan2, atanh, pow,
 positive, fabs, fix, float_power. Not differentiable (bool results): equal, not_equal,
 less, less_equal, greater, greater_equal, logical_and, logical_or, logical_not, isnan,
-isinf, isfinite, signbit.
+isinf, isfinite, signbit. The gradients of relu, tanh, sigmoid, sqrt, sin and cos are
+also ops (relu_backward, ..., cos_backward: one call each in backward).
 (``add`` is tapegrad's own.)
 
 >>> import tapegrad as tg
