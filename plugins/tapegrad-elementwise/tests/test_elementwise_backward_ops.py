@@ -94,7 +94,17 @@ def _fallback_cases():
         "0-d": (np.array(0.3), np.array(-0.7)),
         "big-endian": (big_endian, big_endian[::-1]),
         "empty": (np.empty((0, 3)), np.empty((0, 3))),
+        "unaligned": (_unaligned(a), _unaligned(a[::-1])),
     }
+
+
+def _unaligned(a):
+    """A copy of `a` whose data starts at an odd address (aligned=False)."""
+    buf = np.frombuffer(bytearray(a.nbytes + 1), np.uint8)[1:]
+    out = buf.view(a.dtype).reshape(a.shape)
+    out[...] = a
+    assert not out.flags.aligned
+    return out
 
 
 @pytest.mark.parametrize("case", sorted(_fallback_cases()))

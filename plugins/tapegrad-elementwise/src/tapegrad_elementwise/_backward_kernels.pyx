@@ -6,7 +6,7 @@ with its temporary array and the engine's per-op constant.
 Contract of every kernel here: the same values, bit for bit, as the NumPy expression its
 docstring names (the composite the VJP used before), for every input. The C loop runs
 only for what it can do exactly: both arrays ndarrays of one dtype, float32 or float64,
-one shape, C-contiguous. Anything else (other dtypes, broadcasting, strided views, 0-d
+one shape, C-contiguous, aligned, native byte order. Anything else (other dtypes, broadcasting, strided views, 0-d
 scalars) runs the NumPy expression itself, so it is right by construction.
 
 NOTE: [bit-identical arithmetic]
@@ -105,6 +105,11 @@ cdef int _fast_type(object g, object y):
     # NOTE: byte order: a big-endian float64 array has type number NPY_DOUBLE too; the
     # loop reads native doubles, so it takes native (and "not applicable") orders only.
     if not (cnp.PyArray_ISNOTSWAPPED(ga) and cnp.PyArray_ISNOTSWAPPED(ya)):
+        return -1
+    # NOTE: an unaligned view (np.frombuffer at an odd offset) must not reach the loop:
+    # the vectorised code may use aligned loads once it has stepped to an element
+    # boundary, and would fault on a pointer that is not a multiple of the element size.
+    if not (cnp.PyArray_ISALIGNED(ga) and cnp.PyArray_ISALIGNED(ya)):
         return -1
     cdef int nd = cnp.PyArray_NDIM(ga)
     if nd != cnp.PyArray_NDIM(ya) or nd == 0:
