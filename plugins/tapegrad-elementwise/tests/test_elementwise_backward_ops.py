@@ -18,6 +18,8 @@ COMPOSITES = {
     "tanh_backward": (tg.tanh, lambda g, y: g * (1 - y * y), True),
     "sigmoid_backward": (tg.sigmoid, lambda g, y: g * y * (1 - y), True),
     "sqrt_backward": (tg.sqrt, lambda g, y: g / (2 * y), True),
+    "abs_backward": (tg.abs, lambda g, x: g * np.sign(x), False),
+    "square_backward": (tg.square, lambda g, x: g * (2 * x), False),
     "sin_backward": (tg.sin, lambda g, x: g * np.cos(x), False),
     "cos_backward": (tg.cos, lambda g, x: -g * np.sin(x), False),
 }
@@ -145,8 +147,8 @@ def test_eager_backward_runs_one_op_per_gradient(name):
     # its inputs are v itself and the forward's result (its node) or input: no op between
     (g_in, _), (second, _) = gx.grad_fn.next_functions
     assert g_in is v
-    if name == "relu_backward":
-        assert second is None          # (a mask of ans: not differentiable)
+    if name in ("relu_backward", "abs_backward"):
+        assert second is None          # (a mask or sign: not differentiable)
     elif COMPOSITES[name][2]:
         assert second.name == forward.name
     else:
@@ -168,6 +170,8 @@ SECOND = {
     "tanh_backward": lambda x: -2 * np.tanh(x) * (1 - np.tanh(x) ** 2),
     "sigmoid_backward": lambda x: (lambda s: s * (1 - s) * (1 - 2 * s))(1 / (1 + np.exp(-x))),
     "sqrt_backward": lambda x: -0.25 * x ** -1.5,
+    "abs_backward": lambda x: np.zeros_like(x),
+    "square_backward": lambda x: np.full_like(x, 2.0),
     "sin_backward": lambda x: -np.sin(x),
     "cos_backward": lambda x: -np.cos(x),
 }
@@ -180,7 +184,7 @@ def test_double_backward_matches_the_second_derivative(name):
         x_np = np.abs(x_np)
     x = tg.tensor(x_np, requires_grad=True)
     (gx,) = tg.grad(COMPOSITES[name][0](x).sum(), x, create_graph=True)
-    if name == "relu_backward":     # a mask of x times a constant: nothing to differentiate
+    if name in ("relu_backward", "abs_backward"):   # a mask or sign of x times a constant
         assert not gx.requires_grad
         return
     (ggx,) = tg.grad(gx.sum(), x)
@@ -199,8 +203,8 @@ def test_relu_backward_is_differentiable_in_the_gradient():
 def test_third_derivative_through_the_backward_ops_rules(name):
     # the backward ops' rules call backward ops themselves: check one more order by
     # finite differences of the second derivative
-    if name == "relu_backward":
-        pytest.skip("relu's second derivative is 0 (checked above)")
+    if name in ("relu_backward", "abs_backward", "square_backward"):
+        pytest.skip("the second derivative is constant (checked above)")
     x_np = np.array([0.4, 1.1, 1.7])
     f = COMPOSITES[name][0]
 
@@ -232,7 +236,8 @@ def test_the_rule_runs_the_composite_where_the_backward_op_has_no_kernel(monkeyp
 # ---------------------------------------------------------------------------------------
 
 TORCH = {"relu_backward": "relu", "tanh_backward": "tanh", "sigmoid_backward": "sigmoid",
-         "sqrt_backward": "sqrt", "sin_backward": "sin", "cos_backward": "cos"}
+         "sqrt_backward": "sqrt", "abs_backward": "abs", "square_backward": "square",
+         "sin_backward": "sin", "cos_backward": "cos"}
 
 
 @pytest.mark.needs_torch
@@ -253,7 +258,7 @@ def test_first_and_second_derivatives_match_torch(name, dtype):
     assert gx.dtype == dtype
     np.testing.assert_allclose(gx.numpy(), tgx.detach().numpy(), rtol=2e-6, atol=1e-30)
     finite = np.isfinite(x_np) & (x_np != 0)       # (second derivatives at the kinks and at
-    if name == "relu_backward":                    # inf are conventions: compared above)
+    if name in ("relu_backward", "abs_backward"):  # inf are conventions: compared above)
         return
     (tggx,) = torch.autograd.grad(tgx.sum(), tx)
     (ggx,) = tg.grad(gx.sum(), x)

@@ -84,12 +84,31 @@ cdef void _sqrt_loop(floating* g, floating* y, floating* out, Py_ssize_t n) noex
         out[i] = g[i] / (two * y[i])
 
 
+cdef void _abs_loop(floating* g, floating* x, floating* out, Py_ssize_t n) noexcept nogil:
+    # g * sign(x), with NumPy's sign: 1, -1, +0.0 for +-0.0, and NaN itself for NaN
+    cdef Py_ssize_t i
+    cdef floating one = 1, zero = 0
+    cdef floating a, s
+    for i in range(n):
+        a = x[i]
+        s = one if a > zero else (-one if a < zero else (zero if a == zero else a))
+        out[i] = g[i] * s
+
+
+cdef void _square_loop(floating* g, floating* x, floating* out, Py_ssize_t n) noexcept nogil:
+    # g * (2 * x)
+    cdef Py_ssize_t i
+    cdef floating two = 2
+    for i in range(n):
+        out[i] = g[i] * (two * x[i])
+
+
 # ---------------------------------------------------------------------------------------
 # Dispatch: the C loop where it is exact, else the NumPy expression
 # ---------------------------------------------------------------------------------------
 
 cdef enum Kind:
-    RELU, TANH, SIGMOID, SQRT
+    RELU, TANH, SIGMOID, SQRT, ABS, SQUARE
 
 
 cdef int _fast_type(object g, object y):
@@ -149,8 +168,12 @@ cdef void _dispatch(Kind kind, int t, void* g, void* y, void* out, Py_ssize_t n)
             _tanh_loop(<double*>g, <double*>y, <double*>out, n)
         elif kind == SIGMOID:
             _sigmoid_loop(<double*>g, <double*>y, <double*>out, n)
-        else:
+        elif kind == SQRT:
             _sqrt_loop(<double*>g, <double*>y, <double*>out, n)
+        elif kind == ABS:
+            _abs_loop(<double*>g, <double*>y, <double*>out, n)
+        else:
+            _square_loop(<double*>g, <double*>y, <double*>out, n)
     else:
         if kind == RELU:
             _relu_loop(<float*>g, <float*>y, <float*>out, n)
@@ -158,8 +181,12 @@ cdef void _dispatch(Kind kind, int t, void* g, void* y, void* out, Py_ssize_t n)
             _tanh_loop(<float*>g, <float*>y, <float*>out, n)
         elif kind == SIGMOID:
             _sigmoid_loop(<float*>g, <float*>y, <float*>out, n)
-        else:
+        elif kind == SQRT:
             _sqrt_loop(<float*>g, <float*>y, <float*>out, n)
+        elif kind == ABS:
+            _abs_loop(<float*>g, <float*>y, <float*>out, n)
+        else:
+            _square_loop(<float*>g, <float*>y, <float*>out, n)
 
 
 # ---------------------------------------------------------------------------------------
@@ -192,6 +219,20 @@ def sqrt_backward(g, ans):
     if _fast_type(g, ans) >= 0:
         return _run(SQRT, g, ans)
     return np.divide(g, np.multiply(2, ans))
+
+
+def abs_backward(g, x):
+    """``g * sign(x)``: abs's gradient from its input (0 at 0, NaN at NaN, as NumPy's sign)."""
+    if _fast_type(g, x) >= 0:
+        return _run(ABS, g, x)
+    return np.multiply(g, np.sign(x))
+
+
+def square_backward(g, x):
+    """``g * (2 * x)``: the square's gradient from its input."""
+    if _fast_type(g, x) >= 0:
+        return _run(SQUARE, g, x)
+    return np.multiply(g, np.multiply(2, x))
 
 
 cdef bint _same_array_kind(object g, object c):

@@ -206,6 +206,20 @@ def _sqrt_vjp(g, ans, x):
     return (g / (2 * ans),)
 
 
+def _abs_vjp(g, ans, x):
+    op = _BACKWARD_OPS["abs_backward"]
+    if g.device.name in op.kernels:
+        return (op(g, x),)
+    return (g * tg.sign(x),)
+
+
+def _square_vjp(g, ans, x):
+    op = _BACKWARD_OPS["square_backward"]
+    if g.device.name in op.kernels:
+        return (op(g, x),)
+    return (g * (2 * x),)
+
+
 def _sin_vjp(g, ans, x):
     op = _BACKWARD_OPS["sin_backward"]
     if g.device.name in op.kernels:
@@ -220,9 +234,9 @@ def _cos_vjp(g, ans, x):
     return (-g * tg.sin(x),)
 
 
-# The rules of the backward ops. NOTE: relu_backward's result is piecewise constant in
-# `ans` (a mask): its derivative there is 0 wherever it exists, so `ans` is declared not
-# differentiable (as the mask of the composite where(ans > 0, g, 0) was).
+# The rules of the backward ops. NOTE: relu_backward's and abs_backward's results are
+# piecewise constant in their second input (a mask, a sign): the derivative there is 0
+# wherever it exists, so it is declared not differentiable (as in the composites).
 
 def _relu_backward_vjp(gg, out, g, ans):
     return (tg.relu_backward(gg, ans), None)
@@ -244,6 +258,18 @@ def _sqrt_backward_vjp(gg, out, g, ans):
     # out = g / (2 ans): d/dg = 1 / (2 ans), d/dans = -g / (2 ans^2)
     return (tg.sqrt_backward(gg, ans) if _needs_grad(g) else None,
             -tg.sqrt_backward(gg * g, ans) / ans if _needs_grad(ans) else None)
+
+
+def _abs_backward_vjp(gg, out, g, x):
+    # out = g sign(x): d/dg = sign(x); d/dx = 0 (sign is piecewise constant: x is a mask,
+    # as in the composite, whose sign op has gradient 0)
+    return (tg.abs_backward(gg, x), None)
+
+
+def _square_backward_vjp(gg, out, g, x):
+    # out = g (2 x): d/dg = 2 x, d/dx = 2 g
+    return (tg.square_backward(gg, x) if _needs_grad(g) else None,
+            gg * (2 * g) if _needs_grad(x) else None)
 
 
 def _sin_backward_vjp(gg, out, g, x):
@@ -283,6 +309,10 @@ def _register_backward_ops(reg, draw):
          "g * ans * (1 - ans): the sigmoid's gradient g from its result ans, one op."),
         ("sqrt_backward", _sqrt_backward_vjp, "ans", pairs(draw.positive),
          "g / (2 * ans): the square root's gradient g from its result ans, one op."),
+        ("abs_backward", _abs_backward_vjp, "x", pairs(draw.nonzero),
+         "g * sign(x): abs's gradient g from its input x, one op (0 at 0)."),
+        ("square_backward", _square_backward_vjp, "x", pairs(draw.normal),
+         "g * (2 * x): the square's gradient g from its input x, one op."),
         ("sin_backward", _sin_backward_vjp, "x", pairs(draw.normal),
          "g * cos(x): the sine's gradient g from its input x, one op."),
         ("cos_backward", _cos_backward_vjp, "x", pairs(draw.normal),
@@ -291,7 +321,7 @@ def _register_backward_ops(reg, draw):
     for name, vjp, second, samples, doc in specs:
         _BACKWARD_OPS[name] = reg(
             name, kernels={"cpu": getattr(_backward_kernels, name)}, vjp=vjp,
-            differentiable=(0,) if name == "relu_backward" else None,
+            differentiable=(0,) if name in ("relu_backward", "abs_backward") else None,
             method=False, save_ans=False, samples=samples,
             doc=f"{name}(g, {second}): {doc}")
 
@@ -348,7 +378,7 @@ def tapegrad_register_ops(registry):
         doc="x ** y, elementwise with NumPy broadcasting. The gradient for y is "
             "x**y log(x), taken as 0 where x == 0 and y >= 0.")
     reg("square", kernels={"cpu": np.square},
-        vjp=lambda g, ans, x: (g * (2 * x),),
+        vjp=_square_vjp,
         save_ans=False,
         samples=_unary_samples(draw.normal),
         doc="x * x, elementwise.")
@@ -358,7 +388,7 @@ def tapegrad_register_ops(registry):
         samples=_unary_samples(draw.positive),
         doc="The non-negative square root, elementwise (nan for x < 0, as NumPy).")
     reg("abs", kernels={"cpu": np.abs},
-        vjp=lambda g, ans, x: (g * tg.sign(x),),
+        vjp=_abs_vjp,
         save_ans=False,
         samples=_unary_samples(draw.nonzero),
         doc="|x|, elementwise. The gradient at x == 0 is 0.")
