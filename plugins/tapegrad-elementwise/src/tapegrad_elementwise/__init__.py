@@ -15,7 +15,8 @@ copysign, heaviside, nan_to_num; the aliases absolute, true_divide, mod, around 
 ``divmod``; and (module ``aliases``) acos, acosh, asin, asinh, atan, atan2, atanh, pow,
 positive, fabs, fix, float_power. Not differentiable (bool results): equal, not_equal,
 less, less_equal, greater, greater_equal, logical_and, logical_or, logical_not, isnan,
-isinf, isfinite, signbit.
+isinf, isfinite, signbit. The gradients of relu, tanh, sigmoid, sqrt, abs, square, sin
+and cos are also ops (relu_backward, ..., cos_backward: one call each in backward).
 (``add`` is tapegrad's own.)
 
 >>> import tapegrad as tg
@@ -45,6 +46,15 @@ OPS = (
     "log2", "log10", "exp2", "logaddexp", "logaddexp2", "reciprocal", "cbrt", "fmax", "fmin",
     "floor", "ceil", "trunc", "rint", "round", "remainder", "fmod", "floor_divide",
     "copysign", "heaviside", "isnan", "isinf", "isfinite", "signbit", "nan_to_num",
+    # the gradients of relu, tanh, sigmoid, sqrt, abs, square, sin and cos as single ops
+    "relu_backward",
+    "tanh_backward",
+    "sigmoid_backward",
+    "sqrt_backward",
+    "abs_backward",
+    "square_backward",
+    "sin_backward",
+    "cos_backward",
 )
 """The ops this plugin registers, in the order of the list above."""
 

@@ -34,7 +34,7 @@ import math
 import numpy as np
 import tapegrad as tg
 
-from . import aliases, ufuncs
+from . import _backward_kernels, aliases, ufuncs
 from ._samples import Draw as _Draw
 from ._samples import binary_samples as _binary_samples
 from ._samples import unary_samples as _unary_samples
@@ -158,6 +158,175 @@ def _where_vjp(g, ans, cond, x, y):
 
 
 # ---------------------------------------------------------------------------------------
+# Backward ops: an activation's gradient as one op
+# ---------------------------------------------------------------------------------------
+
+# Note: [backward ops]
+# tanh's gradient g * (1 - ans * ans) is three ops (three kernel calls, three temporaries,
+# three times the engine's per-op constant); tanh_backward(g, ans) is one, with one C loop
+# (_backward_kernels.pyx) that gives the same bits. The forward op's rule calls it where
+# it has a kernel for the gradient's device, and the composite elsewhere (the cuda plugin
+# runs the composite's ops, as before). A backward op is an op like any other: its own
+# rule, written with tapegrad ops (the backward ops included), makes double backward work;
+# the contract kit checks it on its samples to second order.
+# Vocabulary of their rules: `gg` flows into the backward op's result `out`; its inputs
+# are the forward's `g` and `ans` (or `x`).
+
+_BACKWARD_OPS = {}      # name -> the Op registered (its kernels say on which devices)
+
+# Each forward rule below runs its backward op where that op has a kernel for g's device
+# (`g.device.name in op.kernels`, written out: this runs once per node of every backward).
+
+
+def _relu_vjp(g, ans, x):
+    op = _BACKWARD_OPS["relu_backward"]
+    if g.device.name in op.kernels:
+        return (op(g, ans),)
+    return (tg.where(ans > 0, g, 0),)
+
+
+def _tanh_vjp(g, ans, x):
+    op = _BACKWARD_OPS["tanh_backward"]
+    if g.device.name in op.kernels:
+        return (op(g, ans),)
+    return (g * (1 - ans * ans),)
+
+
+def _sigmoid_vjp(g, ans, x):
+    op = _BACKWARD_OPS["sigmoid_backward"]
+    if g.device.name in op.kernels:
+        return (op(g, ans),)
+    return (g * ans * (1 - ans),)
+
+
+def _sqrt_vjp(g, ans, x):
+    op = _BACKWARD_OPS["sqrt_backward"]
+    if g.device.name in op.kernels:
+        return (op(g, ans),)
+    return (g / (2 * ans),)
+
+
+def _abs_vjp(g, ans, x):
+    op = _BACKWARD_OPS["abs_backward"]
+    if g.device.name in op.kernels:
+        return (op(g, x),)
+    return (g * tg.sign(x),)
+
+
+def _square_vjp(g, ans, x):
+    op = _BACKWARD_OPS["square_backward"]
+    if g.device.name in op.kernels:
+        return (op(g, x),)
+    return (g * (2 * x),)
+
+
+def _sin_vjp(g, ans, x):
+    op = _BACKWARD_OPS["sin_backward"]
+    if g.device.name in op.kernels:
+        return (op(g, x),)
+    return (g * tg.cos(x),)
+
+
+def _cos_vjp(g, ans, x):
+    op = _BACKWARD_OPS["cos_backward"]
+    if g.device.name in op.kernels:
+        return (op(g, x),)
+    return (-g * tg.sin(x),)
+
+
+# The rules of the backward ops. NOTE: relu_backward's and abs_backward's results are
+# piecewise constant in their second input (a mask, a sign): the derivative there is 0
+# wherever it exists, so it is declared not differentiable (as in the composites).
+
+def _relu_backward_vjp(gg, out, g, ans):
+    return (tg.relu_backward(gg, ans), None)
+
+
+def _tanh_backward_vjp(gg, out, g, ans):
+    # out = g (1 - ans^2): d/dg = 1 - ans^2, d/dans = -2 g ans
+    return (tg.tanh_backward(gg, ans) if _needs_grad(g) else None,
+            gg * g * (-2 * ans) if _needs_grad(ans) else None)
+
+
+def _sigmoid_backward_vjp(gg, out, g, ans):
+    # out = g ans (1 - ans): d/dg = ans (1 - ans), d/dans = g (1 - 2 ans)
+    return (tg.sigmoid_backward(gg, ans) if _needs_grad(g) else None,
+            gg * g * (1 - 2 * ans) if _needs_grad(ans) else None)
+
+
+def _sqrt_backward_vjp(gg, out, g, ans):
+    # out = g / (2 ans): d/dg = 1 / (2 ans), d/dans = -g / (2 ans^2)
+    return (tg.sqrt_backward(gg, ans) if _needs_grad(g) else None,
+            -tg.sqrt_backward(gg * g, ans) / ans if _needs_grad(ans) else None)
+
+
+def _abs_backward_vjp(gg, out, g, x):
+    # out = g sign(x): d/dg = sign(x); d/dx = 0 (sign is piecewise constant: x is a mask,
+    # as in the composite, whose sign op has gradient 0)
+    return (tg.abs_backward(gg, x), None)
+
+
+def _square_backward_vjp(gg, out, g, x):
+    # out = g (2 x): d/dg = 2 x, d/dx = 2 g
+    return (tg.square_backward(gg, x) if _needs_grad(g) else None,
+            gg * (2 * g) if _needs_grad(x) else None)
+
+
+def _sin_backward_vjp(gg, out, g, x):
+    # out = g cos(x): d/dg = cos(x), d/dx = -g sin(x)
+    return (tg.sin_backward(gg, x) if _needs_grad(g) else None,
+            tg.cos_backward(gg * g, x) if _needs_grad(x) else None)
+
+
+def _cos_backward_vjp(gg, out, g, x):
+    # out = -g sin(x): d/dg = -sin(x), d/dx = -g cos(x)
+    return (tg.cos_backward(gg, x) if _needs_grad(g) else None,
+            -tg.sin_backward(gg * g, x) if _needs_grad(x) else None)
+
+
+def _register_backward_ops(reg, draw):
+    """The backward ops (see Note: [backward ops]); their samples are (g, ans) pairs with
+    ans in the forward's range (and away from relu's kink at 0)."""
+    same_shape = [(3, 4), (2, 1, 3), ()]
+
+    def pairs(draw_ans):
+        return [(draw.normal(*s), np.asarray(draw_ans(*s))) for s in same_shape] + [
+            (draw.normal(3, 4), draw_ans(4))]         # a broadcast: the NumPy path
+
+    def in_unit(*shape):
+        return draw.uniform(-0.95, 0.95, *shape)
+
+    def in_open01(*shape):
+        return draw.uniform(0.05, 0.95, *shape)
+
+    specs = [
+        ("relu_backward", _relu_backward_vjp, "ans", pairs(draw.nonzero),
+         "where(ans > 0, g, 0): relu's gradient g from its result ans, one op (0 where "
+         "ans is 0, -0.0 or nan)."),
+        ("tanh_backward", _tanh_backward_vjp, "ans", pairs(in_unit),
+         "g * (1 - ans * ans): tanh's gradient g from its result ans, one op."),
+        ("sigmoid_backward", _sigmoid_backward_vjp, "ans", pairs(in_open01),
+         "g * ans * (1 - ans): the sigmoid's gradient g from its result ans, one op."),
+        ("sqrt_backward", _sqrt_backward_vjp, "ans", pairs(draw.positive),
+         "g / (2 * ans): the square root's gradient g from its result ans, one op."),
+        ("abs_backward", _abs_backward_vjp, "x", pairs(draw.nonzero),
+         "g * sign(x): abs's gradient g from its input x, one op (0 at 0)."),
+        ("square_backward", _square_backward_vjp, "x", pairs(draw.normal),
+         "g * (2 * x): the square's gradient g from its input x, one op."),
+        ("sin_backward", _sin_backward_vjp, "x", pairs(draw.normal),
+         "g * cos(x): the sine's gradient g from its input x, one op."),
+        ("cos_backward", _cos_backward_vjp, "x", pairs(draw.normal),
+         "-g * sin(x): the cosine's gradient g from its input x, one op."),
+    ]
+    for name, vjp, second, samples, doc in specs:
+        _BACKWARD_OPS[name] = reg(
+            name, kernels={"cpu": getattr(_backward_kernels, name)}, vjp=vjp,
+            differentiable=(0,) if name in ("relu_backward", "abs_backward") else None,
+            method=False, save_ans=False, samples=samples,
+            doc=f"{name}(g, {second}): {doc}")
+
+
+# ---------------------------------------------------------------------------------------
 # Registration
 # ---------------------------------------------------------------------------------------
 
@@ -209,17 +378,17 @@ def tapegrad_register_ops(registry):
         doc="x ** y, elementwise with NumPy broadcasting. The gradient for y is "
             "x**y log(x), taken as 0 where x == 0 and y >= 0.")
     reg("square", kernels={"cpu": np.square},
-        vjp=lambda g, ans, x: (g * (2 * x),),
+        vjp=_square_vjp,
         save_ans=False,
         samples=_unary_samples(draw.normal),
         doc="x * x, elementwise.")
     reg("sqrt", kernels={"cpu": np.sqrt},
-        vjp=lambda g, ans, x: (g / (2 * ans),),
+        vjp=_sqrt_vjp,
         save_inputs=(False,),
         samples=_unary_samples(draw.positive),
         doc="The non-negative square root, elementwise (nan for x < 0, as NumPy).")
     reg("abs", kernels={"cpu": np.abs},
-        vjp=lambda g, ans, x: (g * tg.sign(x),),
+        vjp=_abs_vjp,
         save_ans=False,
         samples=_unary_samples(draw.nonzero),
         doc="|x|, elementwise. The gradient at x == 0 is 0.")
@@ -250,32 +419,37 @@ def tapegrad_register_ops(registry):
         samples=_unary_samples(draw.positive),
         doc="The natural logarithm, elementwise (-inf at 0, nan below, as NumPy).")
     reg("sin", kernels={"cpu": np.sin},
-        vjp=lambda g, ans, x: (g * tg.cos(x),),
+        vjp=_sin_vjp,
         save_ans=False,
         samples=_unary_samples(draw.normal),
         doc="The sine of x (radians), elementwise.")
     reg("cos", kernels={"cpu": np.cos},
-        vjp=lambda g, ans, x: (-g * tg.sin(x),),
+        vjp=_cos_vjp,
         save_ans=False,
         samples=_unary_samples(draw.normal),
         doc="The cosine of x (radians), elementwise.")
     reg("tanh", kernels={"cpu": np.tanh},
-        vjp=lambda g, ans, x: (g * (1 - ans * ans),),
+        vjp=_tanh_vjp,
         save_inputs=(False,),
         samples=_unary_samples(draw.normal),
         doc="The hyperbolic tangent, elementwise.")
 
     # -- activations ----------------------------------------------------------------------
     reg("sigmoid", kernels={"cpu": _sigmoid_kernel},
-        vjp=lambda g, ans, x: (g * ans * (1 - ans),),
+        vjp=_sigmoid_vjp,
         save_inputs=(False,),
         samples=_unary_samples(draw.normal) + [(3 * draw.normal(6),)],
         doc="1 / (1 + exp(-x)), elementwise, computed without overflow for any x.")
     reg("relu", kernels={"cpu": _relu_kernel},
-        vjp=lambda g, ans, x: (tg.where(ans > 0, g, 0),),
+        vjp=_relu_vjp,
         save_inputs=(False,),
         samples=_unary_samples(draw.nonzero),
         doc="max(x, 0), elementwise. The gradient is 0 where x <= 0.")
+
+    # -- the activations' gradients as single ops (Note: [backward ops]) --------------
+    # NOTE: their own seeded draw, so the samples of the ops registered after them stay
+    # the values they were checked on.
+    _register_backward_ops(reg, _Draw(seed=16))
 
     # -- selection --------------------------------------------------------------------
     reg("maximum", kernels={"cpu": np.maximum}, vjp=_maximum_vjp,

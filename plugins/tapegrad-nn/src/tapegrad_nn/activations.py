@@ -119,9 +119,51 @@ def _silu_kernel(x):
     return x * np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
 
 
+# Note: [silu_backward and softplus_backward]
+# silu's and softplus's gradients are one op each (as relu's, tanh's, sigmoid's in
+# tapegrad-elementwise: see its Note: [backward ops]), instead of the 6 and 7 dispatched
+# ops of their compositions. Their kernels compute, with NumPy's own ufuncs in the same
+# order, into one buffer, the very numbers the compositions did (bit for bit: the
+# sigmoid is tg.sigmoid's own kernel); their rules, in tapegrad ops, give the second
+# derivatives. Where the gradient's device has no kernel for them (cuda) the composition
+# runs, as before.
+
+def _sigmoid_array(x):
+    """tg.sigmoid's kernel on an array: the same numbers the composition used."""
+    return tg.sigmoid.kernels["cpu"](x)
+
+
+_BACKWARD_OPS = {}          # name -> Op (registered below)
+
+
 def _silu_vjp(g, ans, x):
+    op = _BACKWARD_OPS["silu_backward"]
+    if g.device.name in op.kernels:
+        return (op(g, x),)
     s = tg.sigmoid(x)
     return (g * (s * (1.0 + x * (1.0 - s))),)
+
+
+def _silu_backward_kernel(g, x):
+    # g * (s * (1 + x * (1 - s))), s = sigmoid(x), step by step into one buffer
+    s = _sigmoid_array(x)
+    t = np.subtract(1.0, s)
+    if not (isinstance(t, np.ndarray) and t.dtype == np.result_type(g, x, s)
+            and t.shape == np.broadcast_shapes(np.shape(g), t.shape)):
+        return g * (s * (1.0 + x * (1.0 - s)))      # (mixed dtypes or shapes: no buffer)
+    np.multiply(x, t, out=t)
+    np.add(1.0, t, out=t)
+    np.multiply(s, t, out=t)
+    return np.multiply(g, t, out=t)
+
+
+def _silu_backward_vjp(gg, out, g, x):
+    # out = g silu'(x), silu'(x) = s (1 + x (1 - s)); silu''(x) = s (1 - s) (2 + x (1 - 2 s))
+    gx = None
+    if tg.needs_grad(x):
+        s = tg.sigmoid(x)
+        gx = gg * g * (s * (1.0 - s) * (2.0 + x * (1.0 - 2.0 * s)))
+    return (tg.silu_backward(gg, x) if tg.needs_grad(g) else None, gx)
 
 
 def _softplus_kernel(x, beta=1.0, threshold=20.0):
@@ -137,12 +179,39 @@ def _softplus_kernel(x, beta=1.0, threshold=20.0):
 
 
 def _softplus_vjp(g, ans, x, beta=1.0, threshold=20.0):
+    op = _BACKWARD_OPS["softplus_backward"]
+    if g.device.name in op.kernels:
+        return (op(g, x, beta, threshold),)
     bx = x * beta
     # NOTE: PyTorch's conventions at beta x == threshold: the first derivative is the
     # sigmoid branch's, the second is 0 (its double backward masks beta x < threshold);
     # a constant sigmoid there gives both.
     s = tg.where(bx < threshold, tg.sigmoid(bx), tg.sigmoid(bx.detach()))
     return (tg.where(bx > threshold, g, g * s),)
+
+
+def _softplus_backward_kernel(g, x, beta=1.0, threshold=20.0):
+    # where(beta x > threshold, g, g * sigmoid(beta x)), as _softplus_vjp's composition
+    bx = np.multiply(x, beta)
+    s = _sigmoid_array(bx)
+    gs = np.multiply(g, s)
+    above = np.greater(bx, threshold)
+    if isinstance(gs, np.ndarray) and gs.shape == np.broadcast_shapes(np.shape(g), above.shape):
+        np.copyto(gs, g, where=above)       # (g's dtype never exceeds gs's: exact)
+        return gs
+    return np.where(above, g, gs)
+
+
+def _softplus_backward_vjp(gg, out, g, x, beta=1.0, threshold=20.0):
+    # out = where(bx > t, g, g s), bx = beta x, s = sigmoid(bx):
+    # d/dg = where(bx > t, 1, s); d/dx = g beta s (1 - s) where bx < t, else 0 (PyTorch's
+    # double backward masks bx < threshold: 0 at bx == threshold too)
+    gx = None
+    if tg.needs_grad(x):
+        bx = x * beta
+        s = tg.sigmoid(bx)
+        gx = tg.where(bx < threshold, gg * g * (beta * s * (1.0 - s)), 0)
+    return (tg.softplus_backward(gg, x, beta, threshold) if tg.needs_grad(g) else None, gx)
 
 
 def _logsigmoid_kernel(x):
@@ -357,6 +426,24 @@ def register(registry):
             "itself where beta x > threshold (derivative 1 there), as "
             "torch.nn.functional.softplus (beta != 0). At beta x == threshold the first "
             "derivative is the sigmoid branch's and the second is 0, as PyTorch's.")
+    # their gradients as one op each (Note: [silu_backward and softplus_backward])
+    _BACKWARD_OPS["silu_backward"] = reg(
+        "silu_backward", kernels={"cpu": _silu_backward_kernel}, vjp=_silu_backward_vjp,
+        save_ans=False, method=False,
+        samples=[tg.Sample(_x(3, 4, seed=3), _x(3, 4)), tg.Sample(_x(4, seed=4), _WIDE[:4]),
+                 tg.Sample(np.array(0.3), np.array(-1.2)),
+                 tg.Sample(_x(3, 4, seed=5), _x(4, seed=6))],
+        doc="silu_backward(g, x): g * silu'(x), silu's gradient from its input as one op.")
+    _BACKWARD_OPS["softplus_backward"] = reg(
+        "softplus_backward", kernels={"cpu": _softplus_backward_kernel},
+        vjp=_softplus_backward_vjp, save_ans=False, method=False,
+        params=("beta", "threshold"),
+        samples=[tg.Sample(_x(3, 4, seed=3), _x(3, 4)),
+                 tg.Sample(_x(9, seed=4), 4 * _WIDE, beta=1.0, threshold=5.0),
+                 tg.Sample(_x(9, seed=5), _WIDE, beta=-1.0),
+                 tg.Sample(_x(3, 4, seed=6), _x(4, seed=7), 2.0, 1.5)],
+        doc="softplus_backward(g, x, beta=1, threshold=20): softplus's gradient g * "
+            "sigmoid(beta x), and g where beta x > threshold, as one op.")
     reg("logsigmoid", kernels={"cpu": _logsigmoid_kernel}, vjp=_logsigmoid_vjp,
         save_ans=False, method=False,
         samples=_UNARY + [tg.Sample(np.array([-800.0, -30.0, 30.0, 800.0]))],

@@ -1,0 +1,265 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""CPU kernels of the backward ops (``relu_backward``, ``tanh_backward``, ...): each is one
+pass over the arrays in C where a VJP written op by op took two to four NumPy calls, each
+with its temporary array and the engine's per-op constant.
+
+Contract of every kernel here: the same values, bit for bit, as the NumPy expression its
+docstring names (the composite the VJP used before), for every input. The C loop runs
+only for what it can do exactly: both arrays ndarrays of one dtype, float32 or float64,
+one shape, C-contiguous, aligned, native byte order. Anything else (other dtypes, broadcasting, strided views, 0-d
+scalars) runs the NumPy expression itself, so it is right by construction.
+
+NOTE: [bit-identical arithmetic]
+- Every operation is done in the arrays' own type: the constants are typed ``floating``
+  locals, because a bare ``1.0`` in C is a double and would compute float32 data in double
+  and round once at the end (a different, "better" answer that is not NumPy's).
+- The operations run in the order of the NumPy expression: ``g * y * (1 - y)`` is
+  ``(g * y) * (1 - y)``. Setup compiles this module with ``-ffp-contract=off`` so the C
+  compiler cannot fuse ``a * b + c`` into one FMA (one rounding instead of two).
+- Masks compare the way NumPy's do: ``y > 0`` is false for NaN, so the gradient there is
+  the exact 0 that ``where(y > 0, g, 0)`` writes (never ``0 * g``, which is NaN for an
+  infinite or NaN ``g``).
+
+The loops are ``noexcept nogil`` over raw pointers taken with NumPy's C API. NOTE: not
+typed memoryviews: acquiring one costs about 0.15 us per array, three per call, as much as
+the whole loop on the small arrays (the (16,) vectors of W1) where the op's constant is
+what this module is for; the pointers are the same loop without that. Large arrays release
+the GIL while the loop runs.
+"""
+
+cimport cython
+cimport numpy as cnp
+from cython cimport floating
+
+import numpy as np
+
+cnp.import_array()
+
+# Below this many elements the loop is shorter than releasing and re-taking the GIL.
+cdef Py_ssize_t _NOGIL_FROM = 32768
+
+
+# ---------------------------------------------------------------------------------------
+# The loops: out[i] from g[i] and y[i] (y is the forward's result or input, by op)
+# ---------------------------------------------------------------------------------------
+
+cdef void _relu_loop(floating* g, floating* y, floating* out, Py_ssize_t n) noexcept nogil:
+    # where(y > 0, g, 0): NaN and -0.0 in y fail the test, so they give +0.0.
+    # NOTE: g[i] is loaded whether or not it is selected: a select of two loaded values
+    # compiles to a vector compare-and-mask; `g[i] if ... else 0` (a conditional load)
+    # stays a branch, mispredicted on half the elements of a random-sign array (8x slower).
+    cdef Py_ssize_t i
+    cdef floating zero = 0
+    cdef floating a
+    for i in range(n):
+        a = g[i]
+        out[i] = a if y[i] > zero else zero
+
+
+cdef void _tanh_loop(floating* g, floating* y, floating* out, Py_ssize_t n) noexcept nogil:
+    # g * (1 - y * y)
+    cdef Py_ssize_t i
+    cdef floating one = 1
+    cdef floating a
+    for i in range(n):
+        a = y[i]
+        out[i] = g[i] * (one - a * a)
+
+
+cdef void _sigmoid_loop(floating* g, floating* y, floating* out, Py_ssize_t n) noexcept nogil:
+    # g * y * (1 - y), left to right: (g * y) * (1 - y)
+    cdef Py_ssize_t i
+    cdef floating one = 1
+    cdef floating a
+    for i in range(n):
+        a = y[i]
+        out[i] = (g[i] * a) * (one - a)
+
+
+cdef void _sqrt_loop(floating* g, floating* y, floating* out, Py_ssize_t n) noexcept nogil:
+    # g / (2 * y) (y = sqrt(x)); 2 * y is exact (or overflows to inf, as NumPy's)
+    cdef Py_ssize_t i
+    cdef floating two = 2
+    for i in range(n):
+        out[i] = g[i] / (two * y[i])
+
+
+cdef void _abs_loop(floating* g, floating* x, floating* out, Py_ssize_t n) noexcept nogil:
+    # g * sign(x), with NumPy's sign: 1, -1, +0.0 for +-0.0, and NaN itself for NaN
+    cdef Py_ssize_t i
+    cdef floating one = 1, zero = 0
+    cdef floating a, s
+    for i in range(n):
+        a = x[i]
+        s = one if a > zero else (-one if a < zero else (zero if a == zero else a))
+        out[i] = g[i] * s
+
+
+cdef void _square_loop(floating* g, floating* x, floating* out, Py_ssize_t n) noexcept nogil:
+    # g * (2 * x)
+    cdef Py_ssize_t i
+    cdef floating two = 2
+    for i in range(n):
+        out[i] = g[i] * (two * x[i])
+
+
+# ---------------------------------------------------------------------------------------
+# Dispatch: the C loop where it is exact, else the NumPy expression
+# ---------------------------------------------------------------------------------------
+
+cdef enum Kind:
+    RELU, TANH, SIGMOID, SQRT, ABS, SQUARE
+
+
+cdef int _fast_type(object g, object y):
+    """The NumPy type number the C loop can run on, or -1 (then the NumPy expression runs)."""
+    if type(g) is not np.ndarray or type(y) is not np.ndarray:
+        return -1
+    cdef cnp.ndarray ga = <cnp.ndarray>g, ya = <cnp.ndarray>y
+    cdef int t = cnp.PyArray_TYPE(ga)
+    if t != cnp.PyArray_TYPE(ya) or (t != cnp.NPY_DOUBLE and t != cnp.NPY_FLOAT):
+        return -1
+    if not (cnp.PyArray_IS_C_CONTIGUOUS(ga) and cnp.PyArray_IS_C_CONTIGUOUS(ya)):
+        return -1
+    # NOTE: byte order: a big-endian float64 array has type number NPY_DOUBLE too; the
+    # loop reads native doubles, so it takes native (and "not applicable") orders only.
+    if not (cnp.PyArray_ISNOTSWAPPED(ga) and cnp.PyArray_ISNOTSWAPPED(ya)):
+        return -1
+    # NOTE: an unaligned view (np.frombuffer at an odd offset) must not reach the loop:
+    # the vectorised code may use aligned loads once it has stepped to an element
+    # boundary, and would fault on a pointer that is not a multiple of the element size.
+    if not (cnp.PyArray_ISALIGNED(ga) and cnp.PyArray_ISALIGNED(ya)):
+        return -1
+    cdef int nd = cnp.PyArray_NDIM(ga)
+    if nd != cnp.PyArray_NDIM(ya) or nd == 0:
+        return -1
+    cdef cnp.npy_intp* gs = cnp.PyArray_DIMS(ga)
+    cdef cnp.npy_intp* ys = cnp.PyArray_DIMS(ya)
+    cdef int k
+    for k in range(nd):
+        if gs[k] != ys[k]:
+            return -1
+    return t
+
+
+cdef object _run(Kind kind, object g, object y):
+    """The C loop over g and y into a new array of their shape and dtype (_fast_type
+    said it can run)."""
+    cdef cnp.ndarray ga = <cnp.ndarray>g, ya = <cnp.ndarray>y
+    cdef int t = cnp.PyArray_TYPE(ga)
+    cdef cnp.ndarray out = cnp.PyArray_EMPTY(cnp.PyArray_NDIM(ga), cnp.PyArray_DIMS(ga), t, 0)
+    cdef Py_ssize_t n = cnp.PyArray_SIZE(ga)
+    cdef void* gp = cnp.PyArray_DATA(ga)
+    cdef void* yp = cnp.PyArray_DATA(ya)
+    cdef void* op = cnp.PyArray_DATA(out)
+    if n >= _NOGIL_FROM:
+        with nogil:
+            _dispatch(kind, t, gp, yp, op, n)
+    else:
+        _dispatch(kind, t, gp, yp, op, n)
+    return out
+
+
+cdef void _dispatch(Kind kind, int t, void* g, void* y, void* out, Py_ssize_t n) noexcept nogil:
+    if t == cnp.NPY_DOUBLE:
+        if kind == RELU:
+            _relu_loop(<double*>g, <double*>y, <double*>out, n)
+        elif kind == TANH:
+            _tanh_loop(<double*>g, <double*>y, <double*>out, n)
+        elif kind == SIGMOID:
+            _sigmoid_loop(<double*>g, <double*>y, <double*>out, n)
+        elif kind == SQRT:
+            _sqrt_loop(<double*>g, <double*>y, <double*>out, n)
+        elif kind == ABS:
+            _abs_loop(<double*>g, <double*>y, <double*>out, n)
+        else:
+            _square_loop(<double*>g, <double*>y, <double*>out, n)
+    else:
+        if kind == RELU:
+            _relu_loop(<float*>g, <float*>y, <float*>out, n)
+        elif kind == TANH:
+            _tanh_loop(<float*>g, <float*>y, <float*>out, n)
+        elif kind == SIGMOID:
+            _sigmoid_loop(<float*>g, <float*>y, <float*>out, n)
+        elif kind == SQRT:
+            _sqrt_loop(<float*>g, <float*>y, <float*>out, n)
+        elif kind == ABS:
+            _abs_loop(<float*>g, <float*>y, <float*>out, n)
+        else:
+            _square_loop(<float*>g, <float*>y, <float*>out, n)
+
+
+# ---------------------------------------------------------------------------------------
+# The kernels (arrays in, array out), one per backward op
+# ---------------------------------------------------------------------------------------
+
+def relu_backward(g, ans):
+    """``where(ans > 0, g, 0)``: relu's gradient from its result (0 at 0, NaN, -0.0)."""
+    if _fast_type(g, ans) >= 0:
+        return _run(RELU, g, ans)
+    return np.where(np.greater(ans, 0), g, 0)
+
+
+def tanh_backward(g, ans):
+    """``g * (1 - ans * ans)``: tanh's gradient from its result."""
+    if _fast_type(g, ans) >= 0:
+        return _run(TANH, g, ans)
+    return np.multiply(g, np.subtract(1, np.multiply(ans, ans)))
+
+
+def sigmoid_backward(g, ans):
+    """``g * ans * (1 - ans)``: the sigmoid's gradient from its result."""
+    if _fast_type(g, ans) >= 0:
+        return _run(SIGMOID, g, ans)
+    return np.multiply(np.multiply(g, ans), np.subtract(1, ans))
+
+
+def sqrt_backward(g, ans):
+    """``g / (2 * ans)``: the square root's gradient from its result."""
+    if _fast_type(g, ans) >= 0:
+        return _run(SQRT, g, ans)
+    return np.divide(g, np.multiply(2, ans))
+
+
+def abs_backward(g, x):
+    """``g * sign(x)``: abs's gradient from its input (0 at 0, NaN at NaN, as NumPy's sign)."""
+    if _fast_type(g, x) >= 0:
+        return _run(ABS, g, x)
+    return np.multiply(g, np.sign(x))
+
+
+def square_backward(g, x):
+    """``g * (2 * x)``: the square's gradient from its input."""
+    if _fast_type(g, x) >= 0:
+        return _run(SQUARE, g, x)
+    return np.multiply(g, np.multiply(2, x))
+
+
+cdef bint _same_array_kind(object g, object c):
+    """Whether ``g * c`` can be written into `c` (so c's buffer is the result): both
+    ndarrays of one dtype and shape."""
+    return (type(g) is np.ndarray and type(c) is np.ndarray
+            and (<cnp.ndarray>g).dtype == (<cnp.ndarray>c).dtype
+            and (<cnp.ndarray>g).shape == (<cnp.ndarray>c).shape)
+
+
+def sin_backward(g, x):
+    """``g * cos(x)``: the sine's gradient from its input. NumPy's own cos and multiply (a
+    C cos would not be bit-identical to NumPy's SIMD one), into one buffer: one op instead
+    of two, one temporary instead of two."""
+    c = np.cos(x)
+    if _same_array_kind(g, c):
+        return np.multiply(g, c, out=c)
+    return np.multiply(g, c)
+
+
+def cos_backward(g, x):
+    """``-g * sin(x)``: the cosine's gradient from its input, as ``sin_backward``.
+    NOTE: computed as ``-(g * sin(x))``, the same number: rounding to nearest is symmetric
+    in sign, so negating before or after the product gives the same bits (NaN aside,
+    whose sign NumPy does not define either)."""
+    s = np.sin(x)
+    if _same_array_kind(g, s):
+        np.multiply(g, s, out=s)
+        return np.negative(s, out=s)
+    return np.multiply(np.negative(g), s)
