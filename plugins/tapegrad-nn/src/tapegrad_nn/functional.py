@@ -34,6 +34,7 @@ tensor([[ 0.5 , -0.5 ],
 
 from __future__ import annotations
 
+import contextlib
 import math
 import numbers
 
@@ -128,6 +129,9 @@ def _shape_of(v):
 # softmax, log_softmax, logsumexp
 # ---------------------------------------------------------------------------------------
 
+_NO_ERRSTATE = contextlib.nullcontext()
+
+
 def _shifted(x, axis):
     """x minus its maximum over `axis` (kept dims), and that maximum.
 
@@ -145,11 +149,17 @@ def _shifted(x, axis):
 
 def _softmax_kernel(x, axis=-1):
     z, _, finite = _shifted(np.asarray(x), axis)
-    e = np.exp(z)
-    if finite:                       # the maximum contributes exp(0) = 1: the sum is >= 1
-        return e / e.sum(axis=axis, keepdims=True)
-    with np.errstate(invalid="ignore"):           # a row of -inf: 0 / 0 = nan
-        return e / e.sum(axis=axis, keepdims=True)
+    # NOTE: z is a fresh array: exp and the division run in place on it (attention's
+    # (N, H, L, S) scores: two full-size allocations fewer). An integer or 0-d z is not
+    # a float buffer that can hold the result; np.exp makes one.
+    if z.dtype.kind == "f" and z.ndim:
+        e = np.exp(z, out=z)
+    else:
+        e = np.asarray(np.exp(z))
+    # The maximum contributes exp(0) = 1, so a row's sum is >= 1, except for a row of
+    # -inf only: 0 / 0 = nan there (as PyTorch), silently.
+    with np.errstate(invalid="ignore") if not finite else _NO_ERRSTATE:
+        return np.divide(e, e.sum(axis=axis, keepdims=True), out=e)
 
 
 def _softmax_vjp(g, ans, x, axis=-1):
