@@ -50,6 +50,7 @@ from . import normalization as _normalization
 from .normalization import (batch_norm, group_norm, instance_norm, layer_norm,  # noqa: F401
                             normalize, rms_norm)
 from . import activations as _activations
+from . import recurrent_ops as _recurrent_ops
 from . import attention as _attention
 from .attention import (dropout1d, dropout2d, embedding, masked_fill, one_hot,  # noqa: F401
                         scaled_dot_product_attention)
@@ -764,6 +765,7 @@ def register(registry):
     _activations.register(registry)
     _attention.register(registry)
     _losses.register(registry)
+    _recurrent_ops.register(registry)
     reg("softmax", kernels={"cpu": _softmax_kernel}, vjp=_softmax_vjp, params=("axis",),
         save_inputs=(False,), samples=_SOFTMAX_SAMPLES,
         doc="softmax(x, axis=-1): exp(x) / sum(exp(x), axis), computed with the maximum "

@@ -104,6 +104,12 @@ def _chunks(T):
     return [(a, min(a + K, T)) for a in range(0, T, K)]
 
 
+def _fused(mode, x):
+    """Whether the fused recurrence op runs (recurrent_ops: LSTM on the CPU, the device
+    its kernels are for); elsewhere the step is composed of tapegrad ops."""
+    return mode == "LSTM" and x.device == "cpu"
+
+
 def _check_dtype(layer, x, w):
     if x.dtype != w.dtype:
         raise TypeError(f"{layer}: input dtype {x.dtype} does not match the layer's parameter "
@@ -177,8 +183,13 @@ class _CellBase(Module):
 
     def _run(self, x, h, c=None):
         b, b_hn = _fold_biases(self._mode, self.bias_ih, self.bias_hh)
-        xw = tg.matmul(x, self.weight_ih.T)
-        return _step(self._mode, xw if b is None else xw + b, h, c, self.weight_hh, b_hn)
+        xw = functional.linear(x, self.weight_ih, b)
+        if _fused(self._mode, x):
+            # One step of the fused recurrence: the gates' arithmetic in one kernel.
+            H = self.hidden_size
+            seq = tg._lstm_sequence(tg.reshape(xw, (1,) + xw.shape), h, c, self.weight_hh)
+            return seq[0, :, :H], seq[0, :, H:]
+        return _step(self._mode, xw, h, c, self.weight_hh, b_hn)
 
     def extra_repr(self):
         s = f"{self.input_size}, {self.hidden_size}"
@@ -355,7 +366,8 @@ class _RNNBase(Module):
         # size in backward, so slicing all T steps out of one (T, N, G) projection would
         # make backward O(T^2); per chunk it is O(T * K). Layers pass their output on as
         # chunks (never stacked then sliced again).
-        bounds = _chunks(T)
+        # NOTE: the fused LSTM (recurrent_ops) takes a whole layer in one op: no chunks.
+        bounds = [(0, T)] if _fused(self._mode, x) and T else _chunks(T)
         xs = [x] if len(bounds) == 1 else [x[a:b] for a, b in bounds]
         for k in range(self.num_layers):
             if k > 0 and self.dropout > 0.0 and self.training:
@@ -371,10 +383,17 @@ class _RNNBase(Module):
                     c = tg.zeros(want[1:], x.dtype, x.device) if states[1] is None \
                         else states[1][idx]
                 chunks = [None] * len(bounds)
+                if _fused(self._mode, x) and T:
+                    H = self.hidden_size
+                    seq = tg._lstm_sequence(functional.linear(xs[0], w_ih, b), h, c, w_hh,
+                                            reverse=d == 1)
+                    last = 0 if d == 1 else T - 1
+                    outs.append([seq[..., :H]])
+                    h_n.append(seq[last, :, :H])
+                    c_n.append(seq[last, :, H:])
+                    continue
                 for ci in (range(len(bounds) - 1, -1, -1) if d == 1 else range(len(bounds))):
-                    xw = tg.matmul(xs[ci], w_ih.T)
-                    if b is not None:
-                        xw = xw + b
+                    xw = functional.linear(xs[ci], w_ih, b)
                     n = xw.shape[0]
                     hs = [None] * n
                     for t in (range(n - 1, -1, -1) if d == 1 else range(n)):
