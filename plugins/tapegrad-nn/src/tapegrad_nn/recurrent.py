@@ -6,10 +6,14 @@ GRU: r, z, n) and PyTorch's initialisation (every parameter uniform in
 [-1/sqrt(hidden_size), 1/sqrt(hidden_size))), so that a PyTorch ``state_dict`` converted to
 arrays loads with ``load_state_dict`` and gives PyTorch's outputs.
 
-They are composed of tapegrad ops (matmul, sigmoid, tanh, ...), so first and higher
-derivatives come from those ops' rules. The input projection ``x @ W_ih.T + b_ih`` of a
-layer is one matmul over all time steps (per chunk of 32 or more steps, see _chunks);
-only ``h @ W_hh.T`` and the gate arithmetic run per step.
+The input projection ``x @ W_ih.T + b_ih`` of a layer is one GEMM over all time steps.
+On the CPU, LSTM and GRU then run each layer and direction as ONE fused op
+(``_lstm_sequence`` / ``_gru_sequence`` in recurrent_ops: one (N, H) @ (H, G) GEMM and the
+gate arithmetic per step inside one kernel, and a backpropagation-through-time kernel),
+the cells as that op with one step. RNN, and every layer on other devices, is composed
+of tapegrad ops (matmul, sigmoid, tanh, ...; per chunk of 32 or more steps, see
+_chunks). Either way first and higher derivatives are exact (the fused ops' rules record
+a composed BPTT under create_graph=True).
 
 >>> import tapegrad as tg
 >>> lstm = tg.nn.LSTM(3, 5, num_layers=2)
@@ -105,9 +109,14 @@ def _chunks(T):
 
 
 def _fused(mode, x):
-    """Whether the fused recurrence op runs (recurrent_ops: LSTM on the CPU, the device
-    its kernels are for); elsewhere the step is composed of tapegrad ops."""
-    return mode == "LSTM" and x.device == "cpu"
+    """Whether a fused recurrence op runs (recurrent_ops: LSTM and GRU on the CPU, the
+    device their kernels are for); elsewhere the step is composed of tapegrad ops."""
+    return mode in ("LSTM", "GRU") and x.device == "cpu"
+
+
+def _b_hn(b_hn, h):
+    """GRU's b_hn for _gru_sequence, which always takes one: zeros without biases."""
+    return tg.zeros((h.shape[-1],), h.dtype, h.device) if b_hn is None else b_hn
 
 
 def _check_dtype(layer, x, w):
@@ -187,7 +196,10 @@ class _CellBase(Module):
         if _fused(self._mode, x):
             # One step of the fused recurrence: the gates' arithmetic in one kernel.
             H = self.hidden_size
-            seq = tg._lstm_sequence(tg.reshape(xw, (1,) + xw.shape), h, c, self.weight_hh)
+            xw = tg.reshape(xw, (1,) + xw.shape)
+            if self._mode == "GRU":
+                return tg._gru_sequence(xw, h, self.weight_hh, _b_hn(b_hn, h))[0], None
+            seq = tg._lstm_sequence(xw, h, c, self.weight_hh)
             return seq[0, :, :H], seq[0, :, H:]
         return _step(self._mode, xw, h, c, self.weight_hh, b_hn)
 
@@ -385,9 +397,15 @@ class _RNNBase(Module):
                 chunks = [None] * len(bounds)
                 if _fused(self._mode, x) and T:
                     H = self.hidden_size
-                    seq = tg._lstm_sequence(functional.linear(xs[0], w_ih, b), h, c, w_hh,
-                                            reverse=d == 1)
+                    xw = functional.linear(xs[0], w_ih, b)
                     last = 0 if d == 1 else T - 1
+                    if self._mode == "GRU":
+                        seq = tg._gru_sequence(xw, h, w_hh, _b_hn(b_hn, h), reverse=d == 1)
+                        outs.append([seq])
+                        h_n.append(seq[last])
+                        c_n.append(None)
+                        continue
+                    seq = tg._lstm_sequence(xw, h, c, w_hh, reverse=d == 1)
                     outs.append([seq[..., :H]])
                     h_n.append(seq[last, :, :H])
                     c_n.append(seq[last, :, H:])

@@ -203,6 +203,134 @@ def _lstm_sequence_vjp(g, ans, xw, h0, c0, w_hh, reverse=False):
 
 
 # ---------------------------------------------------------------------------------------
+# GRU
+# ---------------------------------------------------------------------------------------
+# Note: [the fused GRU recurrence]
+# The same scheme as the LSTM's: ``_gru_sequence(xw, h0, w_hh, b_hn, reverse=False)``
+# runs every step of one layer and direction; xw (T, N, 3H) is x @ W_ih.T + b_ih with
+# b_hr and b_hz folded in, b_hn (H,) stays separate (torch's n gate has r inside:
+# n = tanh(xw_n + r * (h W_hn^T + b_hn))). The result is h_t, (T, N, H). Every gradient
+# of a step is the incoming dh_t times a factor that does not depend on dh, so
+# backward precomputes the factors for all steps at once and its per-step loop is a
+# multiply and one GEMM. ``_gru_sequence_backward`` returns (T, N, 5H) =
+# ``[da_r | da_z | dhw_n | da_n | dh z]`` (a the gates' pre-activations, hw_n = h W_hn^T +
+# b_hn): its first 3H are the gradient of h W_hh^T, from which dW_hh and dh_{t-1} follow.
+
+def _check_gru(xw, h0, w_hh, b_hn, op):
+    xw, h0, w_hh, b_hn = (np.asarray(a) for a in (xw, h0, w_hh, b_hn))
+    shapes = f"{xw.shape}, {h0.shape}, {w_hh.shape} and {b_hn.shape}"
+    if xw.ndim != 3 or h0.ndim != 2:
+        raise ValueError(f"{op}: expected xw (T, N, 3H), h0 (N, H), w_hh (3H, H) and b_hn "
+                         f"(H,), got {shapes}")
+    T, N, G = xw.shape
+    H = h0.shape[1]
+    if G != 3 * H or h0.shape != (N, H) or w_hh.shape != (G, H) or b_hn.shape != (H,):
+        raise ValueError(f"{op}: expected xw (T, N, 3H), h0 (N, H), w_hh (3H, H) and b_hn "
+                         f"(H,), got {shapes}")
+    dtype = np.result_type(xw, h0, w_hh, b_hn)
+    if dtype.kind != "f":
+        raise TypeError(f"{op}: inputs must be floating point, got {dtype}")
+    return xw, h0, w_hh, b_hn, T, N, H, dtype
+
+
+def _gru_sequence_kernel(xw, h0, w_hh, b_hn, reverse=False):
+    xw, h0, w_hh, b_hn, T, N, H, dtype = _check_gru(xw, h0, w_hh, b_hn, "_gru_sequence")
+    out = np.empty((T, N, H), dtype)
+    w_t = np.ascontiguousarray(w_hh.T, dtype=dtype)      # see _lstm_forward
+    h = h0.astype(dtype, copy=False)
+    with np.errstate(over="ignore"):                     # see _sigmoid
+        for t in (range(T - 1, -1, -1) if reverse else range(T)):
+            hw = h @ w_t
+            a = hw[:, :2 * H]
+            a += xw[t, :, :2 * H]
+            rz = _sigmoid(a)
+            hn = hw[:, 2 * H:]
+            hn += b_hn
+            hn *= rz[:, :H]
+            hn += xw[t, :, 2 * H:]
+            n = np.tanh(hn, out=hn)
+            h_new = out[t]
+            np.subtract(h, n, out=h_new)                 # h' = n + z (h - n)
+            h_new *= rz[:, H:]
+            h_new += n
+            h = h_new
+    return out
+
+
+def _gru_sequence_backward_kernel(g, seq, xw, h0, w_hh, b_hn, reverse=False):
+    xw, h0, w_hh, b_hn, T, N, H, dtype = _check_gru(xw, h0, w_hh, b_hn,
+                                                    "_gru_sequence_backward")
+    g, seq = np.asarray(g, dtype), np.asarray(seq, dtype)
+    h_prev = _shifted_states(seq, h0, reverse)
+    hw = (h_prev.reshape(T * N, H) @ np.ascontiguousarray(w_hh.T)).reshape(T, N, 3 * H)
+    with np.errstate(over="ignore"):
+        rz = _sigmoid(xw[..., :2 * H] + hw[..., :2 * H])
+    r, z = rz[..., :H], rz[..., H:]
+    hn = hw[..., 2 * H:] + b_hn
+    n = np.tanh(xw[..., 2 * H:] + r * hn)
+    # Factors: dxw_t and dhw_t are dh_t times these (see the Note).
+    k = np.empty((T, N, 5, H), dtype)
+    k_n = k[:, :, 3]
+    np.multiply(1.0 - z, 1.0 - n * n, out=k_n)                      # da_n / dh
+    np.multiply(k_n * hn, r * (1.0 - r), out=k[:, :, 0])            # da_r / dh
+    np.multiply(h_prev - n, z * (1.0 - z), out=k[:, :, 1])          # da_z / dh
+    np.multiply(k_n, r, out=k[:, :, 2])                             # dhw_n / dh
+    k[:, :, 4] = z                                                  # direct: dh z
+    out = np.empty((T, N, 5 * H), dtype)
+    dh_rec = None
+    for t in (range(T) if reverse else range(T - 1, -1, -1)):
+        dh = g[t] if dh_rec is None else g[t] + dh_rec
+        row = out[t]
+        np.multiply(dh[:, None, :], k[t], out=row.reshape(N, 5, H))
+        dh_rec = row[:, :3 * H] @ w_hh
+        dh_rec += row[:, 4 * H:]
+    return out
+
+
+def _gru_bptt_composed(g, ans, xw, h0, w_hh, b_hn, reverse):
+    """The gradients of _gru_sequence with tapegrad ops, term for term as the kernel's
+    (recorded: differentiable again, for create_graph=True)."""
+    T, N, H = xw.shape[0], xw.shape[1], h0.shape[-1]
+    h_prev = _shifted_tensor(ans, h0, reverse)
+    hw = tg.reshape(tg.reshape(h_prev, (T * N, H)) @ tg.transpose(w_hh), (T, N, 3 * H))
+    r = tg.sigmoid(xw[..., :H] + hw[..., :H])
+    z = tg.sigmoid(xw[..., H:2 * H] + hw[..., H:2 * H])
+    hn = hw[..., 2 * H:] + b_hn
+    n = tg.tanh(xw[..., 2 * H:] + r * hn)
+    k_n = (1.0 - z) * (1.0 - n * n)
+    k_r, k_z, k_hn = k_n * hn * (r * (1.0 - r)), (h_prev - n) * (z * (1.0 - z)), k_n * r
+    rows, dh_rec = [None] * T, None
+    for t in (range(T) if reverse else range(T - 1, -1, -1)):
+        dh = g[t] if dh_rec is None else g[t] + dh_rec
+        dhw = tg.concatenate([dh * k_r[t], dh * k_z[t], dh * k_hn[t]], axis=-1)
+        rows[t] = tg.concatenate([dhw, dh * k_n[t]], axis=-1)     # [da_r, da_z, dhw_n, da_n]
+        dh_rec = dhw @ w_hh + dh * z[t]
+    both = tg.stack(rows, axis=0)
+    dxw = tg.concatenate([both[..., :2 * H], both[..., 3 * H:]], axis=-1)
+    dhw_all = both[..., :3 * H]
+    dw = tg.transpose(tg.reshape(dhw_all, (T * N, 3 * H))) @ tg.reshape(h_prev, (T * N, H))
+    return dxw, dh_rec, dw, tg.sum(both[..., 2 * H:3 * H], axis=(0, 1))
+
+
+def _gru_sequence_vjp(g, ans, xw, h0, w_hh, b_hn, reverse=False):
+    if tg.is_grad_enabled():                          # create_graph: see the LSTM's Note
+        return _gru_bptt_composed(g, ans, xw, h0, w_hh, b_hn, reverse)
+    T, N, H = xw.shape[0], xw.shape[1], h0.shape[-1]
+    both = tg._gru_sequence_backward(g, ans, xw, h0, w_hh, b_hn, reverse=reverse)
+    dhw = both[..., :3 * H]
+    dxw = tg.concatenate([both[..., :2 * H], both[..., 3 * H:4 * H]], axis=-1) \
+        if tg.needs_grad(xw) else None
+    first = T - 1 if reverse else 0
+    dh0 = dhw[first] @ w_hh + both[first, :, 4 * H:] if tg.needs_grad(h0) else None
+    dw = None
+    if tg.needs_grad(w_hh):
+        h_prev = _shifted_tensor(ans, h0, reverse)
+        dw = tg.transpose(tg.reshape(dhw, (T * N, 3 * H))) @ tg.reshape(h_prev, (T * N, H))
+    db = tg.sum(both[..., 2 * H:3 * H], axis=(0, 1)) if tg.needs_grad(b_hn) else None
+    return dxw, dh0, dw, db
+
+
+# ---------------------------------------------------------------------------------------
 # Registration
 # ---------------------------------------------------------------------------------------
 
@@ -227,8 +355,39 @@ def _backward_samples():
     return out
 
 
+def _gru_samples():
+    T, N, H = 4, 3, 2
+    args = (_r(11, T, N, 3 * H), _r(12, N, H), _r(13, 3 * H, H, scale=0.7), _r(14, H))
+    return [tg.Sample(*args), tg.Sample(*args, reverse=True),
+            tg.Sample(_r(15, 1, 2, 9), _r(16, 2, 3), _r(17, 9, 3), _r(18, 3))]
+
+
+def _gru_backward_samples():
+    out = []
+    for s in _gru_samples()[:2]:
+        reverse = s.kwargs.get("reverse", False)
+        seq = _gru_sequence_kernel(*s.args, reverse)
+        out.append(tg.Sample(_r(19, *seq.shape), seq, *s.args, reverse=reverse))
+    return out
+
+
 def register(registry):
     """Register the fused recurrence ops (called from functional.register)."""
+    registry.register_op(
+        "_gru_sequence", kernels={"cpu": _gru_sequence_kernel}, vjp=_gru_sequence_vjp,
+        params=("reverse",), method=False, samples=_gru_samples(),
+        doc="_gru_sequence(xw, h0, w_hh, b_hn, reverse=False): every step of one GRU layer "
+            "and direction (torch's gates r, z, n) given the input projection xw (T, N, 3H) "
+            "with b_ih, b_hr and b_hz folded in; returns h_t (T, N, H). The op behind "
+            "tg.nn.GRU and tg.nn.GRUCell on the CPU.")
+    registry.register_op(
+        "_gru_sequence_backward", kernels={"cpu": _gru_sequence_backward_kernel},
+        vjp=None, nin=6, params=("reverse",), differentiable=(),
+        not_implemented=(0, 1, 2, 3, 4, 5), method=False, samples=_gru_backward_samples(),
+        doc="_gru_sequence_backward(g, seq, xw, h0, w_hh, b_hn, reverse=False): "
+            "backpropagation through time for _gru_sequence (its rule's kernel): (T, N, 5H) "
+            "= [da_r | da_z | dhw_n | da_n | dh z]. Not differentiable itself: higher "
+            "derivatives of _gru_sequence differentiate the recorded BPTT instead.")
     registry.register_op(
         "_lstm_sequence", kernels={"cpu": _lstm_sequence_kernel}, vjp=_lstm_sequence_vjp,
         params=("reverse",), method=False, samples=_samples(),
