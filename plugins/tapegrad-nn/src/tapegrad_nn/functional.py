@@ -563,8 +563,8 @@ def _rows_matmul(x, m):
     free for a contiguous x and one copy otherwise, which costs less than the product."""
     if x.ndim <= 2:
         return np.matmul(x, m)
-    lead = x.shape[:-1]
-    return np.matmul(x.reshape(-1, x.shape[-1]), m).reshape(lead + (m.shape[-1],))
+    lead = x.shape[:-1]          # NOTE: rows spelled out: -1 is ambiguous for 0 features
+    return np.matmul(x.reshape(math.prod(lead), x.shape[-1]), m).reshape(lead + (m.shape[-1],))
 
 
 def _linear_kernel(x, w, b=None):
@@ -586,14 +586,19 @@ def _linear_vjp(g, ans, x, w, *b):
     if tg.needs_grad(x):
         # NOTE: g (..., out) @ w as one 2-D GEMM over all rows (see _rows_matmul); the
         # reshapes are views for the contiguous gradients backward produces.
-        gx = g @ w if g.ndim <= 2 else tg.reshape(tg.reshape(g, (-1, w.shape[0])) @ w,
-                                                  g.shape[:-1] + (w.shape[1],))
+        gx = g @ w if g.ndim <= 2 else tg.reshape(
+            tg.reshape(g, (math.prod(g.shape[:-1]), w.shape[0])) @ w,
+            g.shape[:-1] + (w.shape[1],))
     gw = None
     if tg.needs_grad(w):
-        if x.ndim == 2:
+        if x.ndim == 2 and g.ndim == 2:
             gw = tg.transpose(g) @ x
-        else:                    # a vector, or batch axes: flatten them into one
-            gw = tg.transpose(tg.reshape(g, (-1, w.shape[0]))) @ tg.reshape(x, (-1, w.shape[1]))
+        else:   # a vector, batch axes, or a bias that broadcast x: rows flattened into one
+            rows = math.prod(g.shape[:-1])        # not -1: ambiguous for 0 features
+            xs = g.shape[:-1] + (w.shape[1],)
+            xb = x if x.shape == xs else tg.broadcast_to(x, xs)
+            gw = tg.transpose(tg.reshape(g, (rows, w.shape[0]))) @ tg.reshape(
+                xb, (rows, w.shape[1]))
     if b:
         return gx, gw, (g if tg.needs_grad(b[0]) else None)   # summed to b's shape
     return gx, gw
