@@ -115,6 +115,53 @@ def test_gelu_second_derivative_matches_formula():
     np.testing.assert_allclose(x.grad.numpy(), phi * (2 - x.numpy() ** 2), rtol=1e-12)
 
 
+def _np_gelu_tanh_derivative(x):
+    c, a = math.sqrt(2 / math.pi), 0.044715
+    t = np.tanh(c * (x + a * x ** 3))
+    return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * c * (1 + 3 * a * x * x)
+
+
+def test_gelu_tanh_first_and_second_derivatives_match_formula_and_differences():
+    xs = np.array([-4.0, -1.2, -0.3, 0.0, 0.3, 2.0, 5.0])
+    x = tg.tensor(xs, requires_grad=True)
+    (g1,) = tg.grad(F.gelu(x, approximate="tanh").sum(), [x], create_graph=True)
+    np.testing.assert_allclose(g1.numpy(), _np_gelu_tanh_derivative(xs), rtol=1e-12,
+                               atol=1e-15)
+    (g2,) = tg.grad(g1.sum(), [x])
+    h = 1e-5                                  # central differences of the NumPy formula
+    numeric = (_np_gelu_tanh_derivative(xs + h) - _np_gelu_tanh_derivative(xs - h)) / (2 * h)
+    np.testing.assert_allclose(g2.numpy(), numeric, rtol=1e-7, atol=1e-9)
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_float32_values_and_gradient_match_float64_on_a_dense_grid(approximate):
+    # float32 exact gelu uses a rational erf (not scipy's): within float32 rounding.
+    xs = np.concatenate([np.linspace(-9, 9, 20001), [-1e-30, 1e-30, 1e-8, -3e-4]])
+    ref = F.gelu(tg.tensor(xs), approximate=approximate).numpy()
+    x32 = tg.tensor(xs.astype(np.float32), requires_grad=True)
+    out = F.gelu(x32, approximate=approximate)
+    out.sum().backward()
+    assert out.dtype == np.float32 and x32.grad.dtype == np.float32
+    # NOTE: x (1 + erf(x / sqrt 2)) / 2 cancels in float32 for x << 0 (as torch's float32
+    # gelu, which is off by up to 2.5e-7 (1 + |x|) on this grid): the bound is absolute,
+    # scaled by 1 + |x|.
+    bound = 4e-7 * (1 + np.abs(xs))
+    assert np.all(np.abs(out.numpy() - ref) <= bound)
+    x64 = tg.tensor(xs, requires_grad=True)
+    F.gelu(x64, approximate=approximate).sum().backward()
+    assert np.all(np.abs(x32.grad.numpy() - x64.grad.numpy()) <= bound)
+
+
+def test_gelu_backward_op_broadcasts_g_and_x():
+    rng = np.random.default_rng(2)
+    g, x = rng.standard_normal((2, 4)), rng.standard_normal(4)
+    got = tg._gelu_backward(tg.tensor(g), tg.tensor(x), approximate="tanh")
+    np.testing.assert_allclose(got.numpy(), g * _np_gelu_tanh_derivative(x), rtol=1e-12)
+    phi, cdf = np.exp(-x * x / 2) / math.sqrt(2 * math.pi), 0.5 * (1 + _erf(x / math.sqrt(2)))
+    got = tg._gelu_backward(tg.tensor(g[:1]), tg.tensor(np.stack([x, -x])))
+    np.testing.assert_allclose(got.numpy()[0], g[0] * (cdf + x * phi), rtol=1e-12)
+
+
 def test_prelu_per_channel_broadcasts_on_axis_1_and_gets_gradients():
     rng = np.random.default_rng(0)
     x = rng.standard_normal((2, 3, 4))

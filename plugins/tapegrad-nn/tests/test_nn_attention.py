@@ -6,6 +6,7 @@ bad input; ``needs_torch`` tests compare with PyTorch."""
 import numpy as np
 import pytest
 import tapegrad as tg
+import tapegrad_nn.attention as A
 
 F = tg.nn.functional
 RNG = np.random.default_rng(0)
@@ -265,6 +266,47 @@ def test_multihead_attention_matches_numpy_heads():
     _, per_head = mha(tg.tensor(q[0]), tg.tensor(k[0]), tg.tensor(k[0]),
                       key_padding_mask=tg.tensor(kpm[0]), average_attn_weights=False)
     np.testing.assert_allclose(per_head.numpy(), np.stack(weights, 1)[0], rtol=1e-10)
+
+
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_multihead_self_attention_with_causal_mask_matches_numpy_and_gradchecks(batch_first):
+    # One tensor as query, key and value (the projections share it), seq-first or
+    # batch-first input, a boolean causal attn_mask (True = masked, torch's MHA).
+    E, H, L, N = 4, 2, 3, 2
+    mha = tg.nn.MultiheadAttention(E, H, batch_first=batch_first)
+    with tg.no_grad():
+        mha.in_proj_bias[...] = tg.tensor(RNG.standard_normal(3 * E))
+    W, b = mha.in_proj_weight.numpy(), mha.in_proj_bias.numpy()
+    Wo, bo = mha.out_proj.weight.numpy(), mha.out_proj.bias.numpy()
+    x = RNG.standard_normal((N, L, E))                    # batch-first for the reference
+    causal = np.triu(np.ones((L, L), dtype=bool), 1)
+    D = E // H
+    heads = []
+    for h in range(H):
+        sl = slice(h * D, (h + 1) * D)
+        qh, kh, vh = (x @ W[j * E:(j + 1) * E][sl].T + b[j * E:(j + 1) * E][sl]
+                      for j in range(3))
+        a = _softmax(qh @ kh.transpose(0, 2, 1) / np.sqrt(D) + np.where(causal, -np.inf, 0))
+        heads.append(a @ vh)
+    want = np.concatenate(heads, axis=-1) @ Wo.T + bo
+    xin = x if batch_first else x.transpose(1, 0, 2)
+    out, _ = mha(*(tg.tensor(xin),) * 3, attn_mask=tg.tensor(causal), need_weights=False)
+    got = out.numpy() if batch_first else out.numpy().transpose(1, 0, 2)
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+    t = tg.tensor(xin, requires_grad=True)
+    assert tg.gradcheck(lambda v: mha(v, v, v, attn_mask=tg.tensor(causal))[0], (t,))
+
+
+def test_causal_mask_is_built_once_per_size_and_device():
+    first = A._causal_mask(3, 4, tg.device("cpu"))
+    assert A._causal_mask(3, 4, tg.device("cpu")) is first
+    np.testing.assert_array_equal(first.numpy(), np.tril(np.ones((3, 4), dtype=bool)))
+    assert A._causal_mask(4, 3, tg.device("cpu")).shape == (4, 3)
+    q = tg.tensor(RNG.standard_normal((2, 3, 2)))
+    k = tg.tensor(RNG.standard_normal((2, 4, 2)))
+    np.testing.assert_allclose(
+        F.scaled_dot_product_attention(q, k, k, is_causal=True).numpy(),
+        F.scaled_dot_product_attention(q, k, k, attn_mask=tg.tensor(first.numpy())).numpy())
 
 
 def test_multihead_attention_and_encoder_errors():

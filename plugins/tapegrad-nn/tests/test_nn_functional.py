@@ -28,6 +28,9 @@ OPS += ("_standardize", "_rms_scale", "_standardize_grad", "_rms_scale_grad")  #
 FUNCTIONS += ("layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm",
               "normalize")
 OPS += ("_normal_cdf", "gelu", "silu", "softplus", "logsigmoid")
+OPS += ("_gelu_backward",)
+OPS += ("_lstm_sequence", "_lstm_sequence_backward")  # recurrent_ops
+OPS += ("_gru_sequence", "_gru_sequence_backward")
 FUNCTIONS += tuple(n for n in tapegrad_nn.activations.NAMES if n not in OPS)
 FUNCTIONS += tapegrad_nn.losses.NAMES
 FUNCTIONS += ("embedding", "masked_fill", "scaled_dot_product_attention")  # attention
@@ -522,3 +525,26 @@ def test_readme_examples_run():
     result = run_doctests(README)
     assert result.attempted > 0
     assert result.failed == 0
+
+
+def test_linear_batched_zero_features_and_bias_broadcasting_gradients():
+    # Leading axes fold into one 2-D product (forward and backward): 0 features, and a bias
+    # that broadcasts x up, still give NumPy's values and the summed gradients.
+    x, w = leaf(np.ones((2, 3, 0))), leaf(np.ones((4, 0)))
+    tg.linear(x, w).sum().backward()
+    assert x.grad.shape == (2, 3, 0) and w.grad.shape == (4, 0)
+    rng = np.random.default_rng(0)
+    xa, wa, ba = rng.standard_normal((3, 5)), rng.standard_normal((4, 5)), \
+        rng.standard_normal((2, 1, 4))
+    x, w, b = leaf(xa), leaf(wa), leaf(ba)
+    y = tg.linear(x, w, b)
+    close(y.numpy(), xa @ wa.T + ba)
+    y.sum().backward()
+    close(w.grad.numpy(), np.tile(2 * xa.sum(0), (4, 1)))        # each x row twice (b's 2)
+    close(x.grad.numpy(), 2 * np.ones((3, 4)) @ wa)
+    close(b.grad.numpy(), np.full((2, 1, 4), 3.0))
+    xa = rng.standard_normal((2, 3, 5))
+    x, w = leaf(xa), leaf(wa)
+    tg.linear(x, w).sum().backward()
+    close(w.grad.numpy(), np.ones((4, 1)) * xa.sum((0, 1)))
+    close(x.grad.numpy(), np.ones((2, 3, 4)) @ wa)

@@ -451,3 +451,183 @@ def test_cells_match_torch(name, extra):
     for k, p in m.named_parameters():
         np.testing.assert_allclose(p.grad.numpy(), tparams[k].grad.numpy(), rtol=1e-9,
                                    atol=1e-12, err_msg=k)
+
+
+# ---------------------------------------------------------------------------------------
+# The fused LSTM recurrence (recurrent_ops): against the NumPy equations and the composition
+# ---------------------------------------------------------------------------------------
+
+def _np_lstm_sequence(xw, h0, c0, w_hh, reverse):
+    """[h_t | c_t] for every t, from np_cell's equations (x @ w_ih.T = xw: identity w_ih)."""
+    T, G = xw.shape[0], xw.shape[2]
+    out = [None] * T
+    h, c = h0, c0
+    for t in (reversed(range(T)) if reverse else range(T)):
+        h, c = np_cell("LSTM", xw[t], h, c, np.eye(G), w_hh, None, None)
+        out[t] = np.concatenate([h, c], axis=-1)
+    return np.stack(out)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_lstm_sequence_matches_numpy_equations(reverse, dtype):
+    rng = np.random.default_rng(3)
+    T, N, H = 5, 3, 4
+    xw, h0, c0 = (rng.standard_normal(s) for s in ((T, N, 4 * H), (N, H), (N, H)))
+    w_hh = 0.5 * rng.standard_normal((4 * H, H))
+    got = tg._lstm_sequence(*(tg.tensor(a.astype(dtype)) for a in (xw, h0, c0, w_hh)),
+                            reverse=reverse)
+    assert got.dtype == dtype
+    tol = 1e-12 if dtype == np.float64 else 2e-6
+    np.testing.assert_allclose(got.numpy(), _np_lstm_sequence(xw, h0, c0, w_hh, reverse),
+                               rtol=tol, atol=tol)
+
+
+def _composed_lstm(xw, h0, c0, w_hh, reverse):
+    """The recurrence with plain tapegrad ops (the step of the unfused path)."""
+    from tapegrad_nn.recurrent import _step
+    T = xw.shape[0]
+    h, c, out = h0, c0, [None] * T
+    for t in (range(T - 1, -1, -1) if reverse else range(T)):
+        h, c = _step("LSTM", xw[t], h, c, w_hh, None)
+        out[t] = tg.concatenate([h, c], axis=-1)
+    return tg.stack(out, axis=0)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_lstm_sequence_first_and_second_derivatives_equal_the_composition(reverse):
+    # The fused kernel's BPTT (first order) and the recorded BPTT (create_graph) against
+    # the graph of the ~14-ops-per-step composition.
+    rng = np.random.default_rng(4)
+    T, N, H = 4, 2, 3
+    arrays = [rng.standard_normal((T, N, 4 * H)), rng.standard_normal((N, H)),
+              rng.standard_normal((N, H)), 0.6 * rng.standard_normal((4 * H, H))]
+    w_out = tg.tensor(rng.standard_normal((T, N, 2 * H)))
+    results = []
+    for f in (lambda *a: tg._lstm_sequence(*a, reverse=reverse),
+              lambda *a: _composed_lstm(*a, reverse)):
+        ins = [tg.tensor(a, requires_grad=True) for a in arrays]
+        loss = (tg.tanh(f(*ins)) * w_out).sum()
+        first = tg.grad(loss, ins, create_graph=True)
+        second = tg.grad(sum((gk * gk).sum() for gk in first), ins)
+        results.append([gk.numpy() for gk in first] + [gk.numpy() for gk in second])
+    for fused, composed in zip(*results):
+        np.testing.assert_allclose(fused, composed, rtol=1e-10, atol=1e-12)
+
+
+def test_lstm_sequence_backward_refuses_to_be_differentiated():
+    rng = np.random.default_rng(5)
+    T, N, H = 2, 1, 2
+    args = [rng.standard_normal(s) for s in ((T, N, 2 * H), (T, N, 2 * H), (T, N, 4 * H),
+                                             (N, H), (N, H), (4 * H, H))]
+    ins = [tg.tensor(a) for a in args]
+    ins[2] = tg.tensor(args[2], requires_grad=True)
+    with pytest.raises(NotImplementedError, match="_lstm_sequence_backward"):
+        tg._lstm_sequence_backward(*ins)
+    with tg.no_grad():                      # where the rule calls it: allowed
+        assert tg._lstm_sequence_backward(*ins).shape == (T, N, 5 * H)
+
+
+def test_lstm_sequence_rejects_inconsistent_shapes():
+    with pytest.raises(ValueError, match=r"_lstm_sequence: expected xw \(T, N, 4H\)"):
+        tg._lstm_sequence(tg.zeros((3, 2, 7)), tg.zeros((2, 2)), tg.zeros((2, 2)),
+                          tg.zeros((8, 2)))
+
+
+def _op_names(t):
+    """The names of the ops in t's graph."""
+    names, stack = set(), [t.grad_fn]
+    while stack:
+        node = stack.pop()
+        names.add(node.name)
+        stack.extend(e for e, _ in (n for n in node.next_functions if n is not None)
+                     if isinstance(e, tg._engine.Node))
+    return names
+
+
+def test_lstm_layer_and_cell_use_the_fused_op_on_cpu():
+    m = tg.nn.LSTM(3, 4, bidirectional=True)
+    names = _op_names(m(tg.ones((5, 2, 3)))[0])
+    assert "_lstm_sequence" in names and "sigmoid" not in names
+    h, c = tg.nn.LSTMCell(3, 4)(tg.ones((2, 3)))
+    assert h.grad_fn.next_functions[0][0].name == "_lstm_sequence"
+
+
+# --- the fused GRU recurrence ----------------------------------------------------------
+
+def _np_gru_sequence(xw, h0, w_hh, b_hn, reverse):
+    """h_t for every t from np_cell's GRU equations (identity w_ih; xw holds b_ih and
+    b_hr, b_hz; b_hh = [0, 0, b_hn])."""
+    T, H = xw.shape[0], h0.shape[-1]
+    b_hh = np.concatenate([np.zeros(2 * H), b_hn])
+    out, h = [None] * T, h0
+    for t in (reversed(range(T)) if reverse else range(T)):
+        h, _ = np_cell("GRU", xw[t], h, None, np.eye(3 * H), w_hh, None, b_hh)
+        out[t] = h
+    return np.stack(out)
+
+
+def _gru_args(seed, T=4, N=3, H=2):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal((T, N, 3 * H)), rng.standard_normal((N, H)),
+            0.6 * rng.standard_normal((3 * H, H)), rng.standard_normal(H)]
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_gru_sequence_matches_numpy_equations(reverse, dtype):
+    args = _gru_args(6, 5, 3, 4)
+    got = tg._gru_sequence(*(tg.tensor(a.astype(dtype)) for a in args), reverse=reverse)
+    assert got.dtype == dtype
+    tol = 1e-12 if dtype == np.float64 else 2e-6
+    np.testing.assert_allclose(got.numpy(), _np_gru_sequence(*args, reverse), rtol=tol,
+                               atol=tol)
+
+
+def _composed_gru(xw, h0, w_hh, b_hn, reverse):
+    from tapegrad_nn.recurrent import _step
+    T = xw.shape[0]
+    h, out = h0, [None] * T
+    for t in (range(T - 1, -1, -1) if reverse else range(T)):
+        h, _ = _step("GRU", xw[t], h, None, w_hh, b_hn)
+        out[t] = h
+    return tg.stack(out, axis=0)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_gru_sequence_first_and_second_derivatives_equal_the_composition(reverse):
+    arrays = _gru_args(7)
+    w_out = tg.tensor(np.random.default_rng(8).standard_normal((4, 3, 2)))
+    results = []
+    for f in (lambda *a: tg._gru_sequence(*a, reverse=reverse),
+              lambda *a: _composed_gru(*a, reverse)):
+        ins = [tg.tensor(a, requires_grad=True) for a in arrays]
+        loss = (tg.tanh(f(*ins)) * w_out).sum()
+        first = tg.grad(loss, ins, create_graph=True)
+        second = tg.grad(sum((gk * gk).sum() for gk in first), ins)
+        results.append([gk.numpy() for gk in first] + [gk.numpy() for gk in second])
+    for fused, composed in zip(*results):
+        np.testing.assert_allclose(fused, composed, rtol=1e-10, atol=1e-12)
+
+
+def test_gru_sequence_backward_refuses_to_be_differentiated_and_shapes_are_checked():
+    xw, h0, w_hh, b_hn = (tg.tensor(a) for a in _gru_args(9, 2, 1, 2))
+    seq = tg._gru_sequence(xw, h0, w_hh, b_hn)
+    with pytest.raises(NotImplementedError, match="_gru_sequence_backward"):
+        tg._gru_sequence_backward(seq, seq, xw, tg.tensor(h0.numpy(), requires_grad=True),
+                                  w_hh, b_hn)
+    with pytest.raises(ValueError, match=r"_gru_sequence: expected xw \(T, N, 3H\)"):
+        tg._gru_sequence(xw, h0, w_hh, tg.zeros(3))
+
+
+def test_gru_without_bias_uses_the_fused_op_and_matches_numpy():
+    m = tg.nn.GRU(3, 2, bias=False, bidirectional=True)
+    x = RNG.standard_normal((4, 2, 3))
+    out, h_n = m(tg.tensor(x))
+    names = _op_names(out)
+    assert "_gru_sequence" in names and "sigmoid" not in names
+    assert tg.nn.GRUCell(3, 2)(tg.ones((2, 3))).grad_fn.next_functions[0][0].name == \
+        "_gru_sequence"
+    want, want_h, _ = np_rnn("GRU", _sd(m), x, np.zeros((2, 2, 2)), None, 1, True)
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(h_n.numpy(), want_h, rtol=1e-12, atol=1e-14)

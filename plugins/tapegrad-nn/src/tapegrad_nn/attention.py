@@ -307,7 +307,12 @@ def _attention_weights(scores, safe):
 
 def _attend(query, key, value, mask, dropout_p, scale, safe, training, op):
     """(output, weights) of softmax(q k^T * scale + mask) v, dropout on the weights."""
-    scores = (query @ _mT(key)) * scale
+    # NOTE: the scale multiplies the smaller of query (..., L, E) and the scores
+    # (..., L, S): one elementwise pass (and one in backward) over fewer elements.
+    if query.shape[-1] <= key.shape[-2]:
+        scores = (query * scale) @ _mT(key)
+    else:
+        scores = (query @ _mT(key)) * scale
     w = _attention_weights(_masked_scores(scores, mask, op), safe)
     if dropout_p > 0.0 and training:
         from .functional import dropout
@@ -315,8 +320,21 @@ def _attend(query, key, value, mask, dropout_p, scale, safe, training, op):
     return w @ value, w
 
 
+_CAUSAL_MASKS = {}      # (L, S, device name) -> the boolean (L, S) tensor
+
+
 def _causal_mask(L, S, device):
-    return tg.tensor(np.tril(np.ones((L, S), dtype=bool)), device=device)
+    """The top-left lower-triangular (L, S) boolean mask, built once per (L, S, device)
+    and cached: a training loop calls attention with the same sizes every step. The
+    cached tensor is a constant (no grad) that nothing writes to."""
+    key = (L, S, str(device))
+    mask = _CAUSAL_MASKS.get(key)
+    if mask is None:
+        if len(_CAUSAL_MASKS) >= 64:                 # bounded: sizes that vary a lot
+            _CAUSAL_MASKS.clear()
+        mask = _CAUSAL_MASKS[key] = tg.tensor(np.tril(np.ones((L, S), dtype=bool)),
+                                              device=device)
+    return mask
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,

@@ -6,10 +6,14 @@ GRU: r, z, n) and PyTorch's initialisation (every parameter uniform in
 [-1/sqrt(hidden_size), 1/sqrt(hidden_size))), so that a PyTorch ``state_dict`` converted to
 arrays loads with ``load_state_dict`` and gives PyTorch's outputs.
 
-They are composed of tapegrad ops (matmul, sigmoid, tanh, ...), so first and higher
-derivatives come from those ops' rules. The input projection ``x @ W_ih.T + b_ih`` of a
-layer is one matmul over all time steps (per chunk of 32 or more steps, see _chunks);
-only ``h @ W_hh.T`` and the gate arithmetic run per step.
+The input projection ``x @ W_ih.T + b_ih`` of a layer is one GEMM over all time steps.
+On the CPU, LSTM and GRU then run each layer and direction as ONE fused op
+(``_lstm_sequence`` / ``_gru_sequence`` in recurrent_ops: one (N, H) @ (H, G) GEMM and the
+gate arithmetic per step inside one kernel, and a backpropagation-through-time kernel),
+the cells as that op with one step. RNN, and every layer on other devices, is composed
+of tapegrad ops (matmul, sigmoid, tanh, ...; per chunk of 32 or more steps, see
+_chunks). Either way first and higher derivatives are exact (the fused ops' rules record
+a composed BPTT under create_graph=True).
 
 >>> import tapegrad as tg
 >>> lstm = tg.nn.LSTM(3, 5, num_layers=2)
@@ -101,6 +105,17 @@ def _chunks(T):
     return [(a, min(a + K, T)) for a in range(0, T, K)]
 
 
+def _fused(mode, x):
+    """Whether a fused recurrence op runs (recurrent_ops: LSTM and GRU on the CPU, the
+    device their kernels are for); elsewhere the step is composed of tapegrad ops."""
+    return mode in ("LSTM", "GRU") and x.device == "cpu"
+
+
+def _b_hn(b_hn, h):
+    """GRU's b_hn for _gru_sequence, which always takes one: zeros without biases."""
+    return tg.zeros((h.shape[-1],), h.dtype, h.device) if b_hn is None else b_hn
+
+
 def _check_dtype(layer, x, w):
     if x.dtype != w.dtype:
         raise TypeError(f"{layer}: input dtype {x.dtype} does not match the layer's parameter "
@@ -174,8 +189,16 @@ class _CellBase(Module):
 
     def _run(self, x, h, c=None):
         b, b_hn = _fold_biases(self._mode, self.bias_ih, self.bias_hh)
-        xw = tg.matmul(x, self.weight_ih.T)
-        return _step(self._mode, xw if b is None else xw + b, h, c, self.weight_hh, b_hn)
+        xw = functional.linear(x, self.weight_ih, b)
+        if _fused(self._mode, x):
+            # One step of the fused recurrence: the gates' arithmetic in one kernel.
+            H = self.hidden_size
+            xw = tg.reshape(xw, (1,) + xw.shape)
+            if self._mode == "GRU":
+                return tg._gru_sequence(xw, h, self.weight_hh, _b_hn(b_hn, h))[0], None
+            seq = tg._lstm_sequence(xw, h, c, self.weight_hh)
+            return seq[0, :, :H], seq[0, :, H:]
+        return _step(self._mode, xw, h, c, self.weight_hh, b_hn)
 
     def extra_repr(self):
         s = f"{self.input_size}, {self.hidden_size}"
@@ -352,7 +375,8 @@ class _RNNBase(Module):
         # size in backward, so slicing all T steps out of one (T, N, G) projection would
         # make backward O(T^2); per chunk it is O(T * K). Layers pass their output on as
         # chunks (never stacked then sliced again).
-        bounds = _chunks(T)
+        # NOTE: the fused LSTM (recurrent_ops) takes a whole layer in one op: no chunks.
+        bounds = [(0, T)] if _fused(self._mode, x) and T else _chunks(T)
         xs = [x] if len(bounds) == 1 else [x[a:b] for a, b in bounds]
         for k in range(self.num_layers):
             if k > 0 and self.dropout > 0.0 and self.training:
@@ -368,10 +392,23 @@ class _RNNBase(Module):
                     c = tg.zeros(want[1:], x.dtype, x.device) if states[1] is None \
                         else states[1][idx]
                 chunks = [None] * len(bounds)
+                if _fused(self._mode, x) and T:
+                    H = self.hidden_size
+                    xw = functional.linear(xs[0], w_ih, b)
+                    last = 0 if d == 1 else T - 1
+                    if self._mode == "GRU":
+                        seq = tg._gru_sequence(xw, h, w_hh, _b_hn(b_hn, h), reverse=d == 1)
+                        outs.append([seq])
+                        h_n.append(seq[last])
+                        c_n.append(None)
+                        continue
+                    seq = tg._lstm_sequence(xw, h, c, w_hh, reverse=d == 1)
+                    outs.append([seq[..., :H]])
+                    h_n.append(seq[last, :, :H])
+                    c_n.append(seq[last, :, H:])
+                    continue
                 for ci in (range(len(bounds) - 1, -1, -1) if d == 1 else range(len(bounds))):
-                    xw = tg.matmul(xs[ci], w_ih.T)
-                    if b is not None:
-                        xw = xw + b
+                    xw = functional.linear(xs[ci], w_ih, b)
                     n = xw.shape[0]
                     hs = [None] * n
                     for t in (range(n - 1, -1, -1) if d == 1 else range(n)):

@@ -203,29 +203,38 @@ class MultiheadAttention(Module):
             raise ValueError("MultiheadAttention: is_causal=True is a hint that attn_mask "
                              "is the causal mask; pass attn_mask too (as torch)")
         unbatched = q.ndim == 2
+        # NOTE: the heads are computed batch-first, (N, T, E): each projection's rows are
+        # then contiguous (one 2-D GEMM without a copy, see functional._rows_matmul) and
+        # each head's (T, D) matrix has a row stride of E, not N * E (the batched
+        # products' per-head GEMMs read close rows). Seq-first inputs are transposed once.
         if unbatched:
-            q, k, v = q[:, None], k[:, None], v[:, None]      # (L, 1, E)
-        elif self.batch_first:
+            q, k, v = q[None], k[None], v[None]              # (1, T, E)
+        elif not self.batch_first:
             q, k, v = (t.transpose((1, 0, 2)) for t in (q, k, v))
-        if k.shape[:2] != v.shape[:2] or k.shape[1] != q.shape[1]:
+        if k.shape[:2] != v.shape[:2] or k.shape[0] != q.shape[0]:
             raise ValueError(f"MultiheadAttention: key {tuple(key.shape)} and value "
                              f"{tuple(value.shape)} must have one (S, N) and the batch of "
                              f"query {tuple(query.shape)}")
-        L, N, E = q.shape
-        S, H, D = k.shape[0], self.num_heads, self.head_dim
+        N, L, E = q.shape
+        S, H, D = k.shape[1], self.num_heads, self.head_dim
         w, b = self.in_proj_weight, self.in_proj_bias
+        # NOTE: three (N*T, E) @ (E, E) GEMMs cost what one (N*T, E) @ (E, 3E) GEMM does,
+        # and their gradients need no split of a packed (N, T, 3E) result (whose slices'
+        # gradients would each be a zero-filled (N, T, 3E) buffer). In self-attention
+        # the same tensor feeds all three.
+        sources = (q, q, q) if query is key and key is value else (q, k, v)
         proj = [F.linear(t, w[i * E:(i + 1) * E], None if b is None else b[i * E:(i + 1) * E])
-                for i, t in enumerate((q, k, v))]
-        # (T, N, E) -> (N, H, T, D)
-        qh, kh, vh = (p.reshape((p.shape[0], N, H, D)).transpose((1, 2, 0, 3)) for p in proj)
+                for i, t in enumerate(sources)]
+        # (N, T, E) -> (N, H, T, D)
+        qh, kh, vh = (p.reshape((N, p.shape[1], H, D)).transpose((0, 2, 1, 3)) for p in proj)
         mask = self._merged_mask(attn_mask, key_padding_mask, N, L, S, q.dtype, unbatched)
         p = self.dropout if self.training else 0.0
         out, weights = A._attend(qh, kh, vh, mask, p, 1.0 / math.sqrt(D), False, True,
                                  "MultiheadAttention")
-        out = self.out_proj(out.transpose((2, 0, 1, 3)).reshape((L, N, E)))
+        out = self.out_proj(out.transpose((0, 2, 1, 3)).reshape((N, L, E)))
         if unbatched:
-            out = out[:, 0]
-        elif self.batch_first:
+            out = out[0]
+        elif not self.batch_first:
             out = out.transpose((1, 0, 2))
         if not need_weights:
             return out, None

@@ -1,0 +1,405 @@
+"""The fused LSTM recurrence behind ``tg.nn.LSTM`` and ``tg.nn.LSTMCell``: one op runs
+every time step of one layer and direction.
+
+Note: [the fused LSTM recurrence]
+Composed of tapegrad ops, an LSTM step is ~14 dispatched ops forward and ~25 backward on
+(batch, 4 * hidden) arrays of a few thousand elements, where each op's fixed cost exceeds
+its arithmetic: at seq 50, batch 32, hidden 64 that made tg.nn.LSTM ~3x torch. Here
+
+- ``_lstm_sequence(xw, h0, c0, w_hh, reverse=False)`` runs the whole recurrence in one
+  kernel: per step one (N, H) @ (H, 4H) GEMM and the gate nonlinearities on the
+  (N, 4H) block. ``xw`` (T, N, 4H) is the input projection ``x @ W_ih.T`` with the
+  biases folded in, computed by the caller for all steps in one GEMM. The result packs
+  h_t and c_t: (T, N, 2H) = ``[h_t | c_t]`` (ops have one output).
+- Its rule calls ``_lstm_sequence_backward``, backpropagation through time in one
+  kernel: the gates are recomputed for all steps at once (one (T*N, H) @ (H, 4H) GEMM
+  and vectorised nonlinearities); only the recurrence dh_{t-1} = dz_t @ W_hh runs per
+  step. It returns (T, N, 5H) = ``[dz_t | dc_{t-1}]``: the gradient of each step's
+  pre-activations z_t (which IS the gradient of xw_t) and of the cell state entering
+  it. The rule turns that into the four gradients with three tensor ops.
+- Higher orders: under ``create_graph=True`` the rule does not call the BPTT kernel; it
+  records the same backpropagation through time written with tapegrad ops
+  (``_lstm_bptt_composed``), so second and higher derivatives are those ops'.
+  ``_lstm_sequence_backward`` itself is therefore never recorded, and declares its
+  inputs not differentiable (``not_implemented``: asking for its derivative raises
+  instead of giving zeros).
+
+Gate order and formulas are torch's (i, f, g, o): z = xw_t + h_{t-1} @ W_hh.T,
+c_t = sigmoid(z_f) c_{t-1} + sigmoid(z_i) tanh(z_g), h_t = sigmoid(z_o) tanh(c_t).
+``reverse=True`` runs t = T-1 .. 0 (the backward direction of a bidirectional layer).
+
+>>> import numpy as np, tapegrad as tg
+>>> xw = tg.tensor(np.zeros((3, 2, 8)), requires_grad=True)
+>>> h0 = c0 = tg.zeros((2, 2))
+>>> seq = tg._lstm_sequence(xw, h0, c0, tg.zeros((8, 2)))
+>>> seq.shape                                 # (T, N, 2H): [h_t | c_t]
+(3, 2, 4)
+>>> round(float(seq[0, 0, 2]), 4)             # c_1 = sigmoid(0) * tanh(0) + ... = 0
+0.0
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tapegrad as tg
+
+
+def _sigmoid(z):
+    """sigmoid(z) in a fresh array: 1 / (1 + exp(-z)). exp(-z) overflows to inf for
+    z << 0, which gives the right limit 0: callers run under np.errstate(over="ignore")
+    (once per kernel: entering it costs more than the arithmetic of a step)."""
+    s = np.negative(z)
+    np.exp(s, out=s)
+    s += 1.0
+    return np.reciprocal(s, out=s)
+
+
+def _check(xw, h0, c0, w_hh, op):
+    xw, h0, c0, w_hh = (np.asarray(a) for a in (xw, h0, c0, w_hh))
+    if xw.ndim != 3 or h0.ndim != 2 or w_hh.ndim != 2:
+        raise ValueError(f"{op}: expected xw (T, N, 4H), h0 (N, H), c0 (N, H) and w_hh "
+                         f"(4H, H), got {xw.shape}, {h0.shape}, {c0.shape} and {w_hh.shape}")
+    T, N, G = xw.shape
+    H = h0.shape[1]
+    if G != 4 * H or h0.shape != (N, H) or c0.shape != (N, H) or w_hh.shape != (G, H):
+        raise ValueError(f"{op}: expected xw (T, N, 4H), h0 (N, H), c0 (N, H) and w_hh "
+                         f"(4H, H), got {xw.shape}, {h0.shape}, {c0.shape} and {w_hh.shape}")
+    dtype = np.result_type(xw, h0, c0, w_hh)
+    if dtype.kind != "f":
+        raise TypeError(f"{op}: inputs must be floating point, got {dtype}")
+    return xw, h0, c0, w_hh, T, N, H, dtype
+
+
+def _lstm_sequence_kernel(xw, h0, c0, w_hh, reverse=False):
+    xw, h0, c0, w_hh, T, N, H, dtype = _check(xw, h0, c0, w_hh, "_lstm_sequence")
+    with np.errstate(over="ignore"):                  # see _sigmoid
+        return _lstm_forward(xw, h0, c0, w_hh, reverse, T, N, H, dtype)
+
+
+def _lstm_forward(xw, h0, c0, w_hh, reverse, T, N, H, dtype):
+    out = np.empty((T, N, 2 * H), dtype)
+    # NOTE: h @ W_hh.T with the transposed view is a "NT" GEMM, which OpenBLAS runs
+    # ~3x slower than the "NN" one at these small sizes: transpose once, not per step.
+    w_t = np.ascontiguousarray(w_hh.T, dtype=dtype)
+    h, c = h0.astype(dtype, copy=False), c0.astype(dtype, copy=False)
+    for t in (range(T - 1, -1, -1) if reverse else range(T)):
+        z = h @ w_t
+        z += xw[t]
+        s = _sigmoid(z)                      # the g slice's sigmoid is unused: one call
+        g = np.tanh(z[:, 2 * H:3 * H])
+        c_new = out[t, :, H:]
+        np.multiply(s[:, H:2 * H], c, out=c_new)
+        g *= s[:, :H]
+        c_new += g
+        h_new = out[t, :, :H]
+        np.tanh(c_new, out=h_new)
+        h_new *= s[:, 3 * H:]
+        h, c = h_new, c_new
+    return out
+
+
+def _shifted_states(seq_part, first, reverse):
+    """The state entering each step, (T, N, H): `first` (h0 or c0) then the states the
+    steps produced, in time order (shifted the other way for reverse)."""
+    if reverse:
+        return np.concatenate([seq_part[1:], first[None]], axis=0)
+    return np.concatenate([first[None], seq_part[:-1]], axis=0)
+
+
+def _lstm_sequence_backward_kernel(g, seq, xw, h0, c0, w_hh, reverse=False):
+    xw, h0, c0, w_hh, T, N, H, dtype = _check(xw, h0, c0, w_hh, "_lstm_sequence_backward")
+    g, seq = np.asarray(g, dtype), np.asarray(seq, dtype)
+    with np.errstate(over="ignore"):                  # see _sigmoid
+        return _lstm_backward(g, seq, xw, h0, c0, w_hh, reverse, T, N, H, dtype)
+
+
+def _lstm_backward(g, seq, xw, h0, c0, w_hh, reverse, T, N, H, dtype):
+    hs, cs = seq[..., :H], seq[..., H:]
+    h_prev, c_prev = _shifted_states(hs, h0, reverse), _shifted_states(cs, c0, reverse)
+    # Every step's gates at once: z = xw + h_{t-1} @ W_hh.T, one GEMM over T * N rows.
+    z = (h_prev.reshape(T * N, H) @ np.ascontiguousarray(w_hh.T)).reshape(T, N, 4 * H)
+    z += xw
+    s = _sigmoid(z)
+    i, f, o = s[..., :H], s[..., H:2 * H], s[..., 3 * H:]
+    gate = np.tanh(z[..., 2 * H:3 * H])
+    tc = np.tanh(cs)
+    # Per-step factors, vectorised over t: dc_t = g_c + dc_{t+1} f_{t+1} + dh_t a_t and
+    # dz_t = [dc b_i, dc b_f, dc b_g, dh b_o].
+    a = o * (1.0 - tc * tc)                                  # d c_t / from h_t
+    b3 = np.empty((T, N, 3, H), dtype)
+    np.multiply(gate, i * (1.0 - i), out=b3[:, :, 0])         # b_i
+    np.multiply(c_prev, f * (1.0 - f), out=b3[:, :, 1])       # b_f
+    np.multiply(i, 1.0 - gate * gate, out=b3[:, :, 2])        # b_g
+    b_o = tc * o * (1.0 - o)
+    out = np.empty((T, N, 5 * H), dtype)
+    dh_rec = np.zeros((N, H), dtype)                          # dz_{t+1} @ W_hh
+    dc_rec = np.zeros((N, H), dtype)                          # dc_{t+1} f_{t+1}
+    for t in (range(T) if reverse else range(T - 1, -1, -1)):
+        dh = g[t, :, :H] + dh_rec
+        dc = g[t, :, H:] + dc_rec
+        dc += dh * a[t]
+        row = out[t]
+        np.multiply(dc[:, None, :], b3[t], out=row[:, :3 * H].reshape(N, 3, H))
+        np.multiply(dh, b_o[t], out=row[:, 3 * H:4 * H])
+        np.multiply(dc, f[t], out=row[:, 4 * H:])
+        dc_rec = row[:, 4 * H:]
+        dh_rec = row[:, :4 * H] @ w_hh
+    return out
+
+
+def _shifted_tensor(seq_part, first, reverse):
+    """_shifted_states with tensor ops."""
+    first = tg.reshape(first, (1,) + tuple(first.shape))
+    if reverse:
+        return tg.concatenate([seq_part[1:], first], axis=0)
+    return tg.concatenate([first, seq_part[:-1]], axis=0)
+
+
+def _lstm_bptt_composed(g, ans, xw, h0, c0, w_hh, reverse):
+    """The four gradients of _lstm_sequence written with tapegrad ops: the same
+    backpropagation through time as _lstm_sequence_backward_kernel (term for term), but
+    recorded, so that it can be differentiated again (create_graph=True)."""
+    T, N, H = xw.shape[0], xw.shape[1], h0.shape[-1]
+    hs, cs = ans[..., :H], ans[..., H:]
+    h_prev, c_prev = _shifted_tensor(hs, h0, reverse), _shifted_tensor(cs, c0, reverse)
+    z = tg.reshape(tg.reshape(h_prev, (T * N, H)) @ tg.transpose(w_hh), (T, N, 4 * H)) + xw
+    i, f = tg.sigmoid(z[..., :H]), tg.sigmoid(z[..., H:2 * H])
+    gate, o = tg.tanh(z[..., 2 * H:3 * H]), tg.sigmoid(z[..., 3 * H:])
+    tc = tg.tanh(cs)
+    a = o * (1.0 - tc * tc)
+    b_i, b_f = gate * (i * (1.0 - i)), c_prev * (f * (1.0 - f))
+    b_g, b_o = i * (1.0 - gate * gate), tc * (o * (1.0 - o))
+    dz, dc_in = [None] * T, [None] * T
+    dh_rec = dc_rec = None
+    for t in (range(T) if reverse else range(T - 1, -1, -1)):
+        dh = g[t, :, :H] if dh_rec is None else g[t, :, :H] + dh_rec
+        dc = g[t, :, H:] if dc_rec is None else g[t, :, H:] + dc_rec
+        dc = dc + dh * a[t]
+        dz[t] = tg.concatenate([dc * b_i[t], dc * b_f[t], dc * b_g[t], dh * b_o[t]], axis=-1)
+        dc_rec = dc_in[t] = dc * f[t]
+        dh_rec = dz[t] @ w_hh
+    first = T - 1 if reverse else 0
+    dz_all = tg.stack(dz, axis=0)
+    dw = tg.transpose(tg.reshape(dz_all, (T * N, 4 * H))) @ tg.reshape(h_prev, (T * N, H))
+    return dz_all, dh_rec, dc_in[first], dw
+
+
+def _lstm_sequence_vjp(g, ans, xw, h0, c0, w_hh, reverse=False):
+    if tg.is_grad_enabled():
+        # create_graph=True: gradients that are themselves differentiable (see the
+        # module's Note); dh_rec after the last step is dz_first @ W_hh = dh0.
+        return _lstm_bptt_composed(g, ans, xw, h0, c0, w_hh, reverse)
+    T, N, H = xw.shape[0], xw.shape[1], h0.shape[-1]
+    both = tg._lstm_sequence_backward(g, ans, xw, h0, c0, w_hh, reverse=reverse)
+    dz = both[..., :4 * H]
+    first = T - 1 if reverse else 0
+    dh0 = dz[first] @ w_hh if tg.needs_grad(h0) else None
+    dc0 = both[first, :, 4 * H:] if tg.needs_grad(c0) else None
+    dw = None
+    if tg.needs_grad(w_hh):
+        h_prev = _shifted_tensor(ans[..., :H], h0, reverse)
+        dw = tg.transpose(tg.reshape(dz, (T * N, 4 * H))) @ tg.reshape(h_prev, (T * N, H))
+    return dz, dh0, dc0, dw
+
+
+# ---------------------------------------------------------------------------------------
+# GRU
+# ---------------------------------------------------------------------------------------
+# Note: [the fused GRU recurrence]
+# The same scheme as the LSTM's: ``_gru_sequence(xw, h0, w_hh, b_hn, reverse=False)``
+# runs every step of one layer and direction; xw (T, N, 3H) is x @ W_ih.T + b_ih with
+# b_hr and b_hz folded in, b_hn (H,) stays separate (torch's n gate has r inside:
+# n = tanh(xw_n + r * (h W_hn^T + b_hn))). The result is h_t, (T, N, H). Every gradient
+# of a step is the incoming dh_t times a factor that does not depend on dh, so
+# backward precomputes the factors for all steps at once and its per-step loop is a
+# multiply and one GEMM. ``_gru_sequence_backward`` returns (T, N, 5H) =
+# ``[da_r | da_z | dhw_n | da_n | dh z]`` (a the gates' pre-activations, hw_n = h W_hn^T +
+# b_hn): its first 3H are the gradient of h W_hh^T, from which dW_hh and dh_{t-1} follow.
+
+def _check_gru(xw, h0, w_hh, b_hn, op):
+    xw, h0, w_hh, b_hn = (np.asarray(a) for a in (xw, h0, w_hh, b_hn))
+    shapes = f"{xw.shape}, {h0.shape}, {w_hh.shape} and {b_hn.shape}"
+    if xw.ndim != 3 or h0.ndim != 2:
+        raise ValueError(f"{op}: expected xw (T, N, 3H), h0 (N, H), w_hh (3H, H) and b_hn "
+                         f"(H,), got {shapes}")
+    T, N, G = xw.shape
+    H = h0.shape[1]
+    if G != 3 * H or h0.shape != (N, H) or w_hh.shape != (G, H) or b_hn.shape != (H,):
+        raise ValueError(f"{op}: expected xw (T, N, 3H), h0 (N, H), w_hh (3H, H) and b_hn "
+                         f"(H,), got {shapes}")
+    dtype = np.result_type(xw, h0, w_hh, b_hn)
+    if dtype.kind != "f":
+        raise TypeError(f"{op}: inputs must be floating point, got {dtype}")
+    return xw, h0, w_hh, b_hn, T, N, H, dtype
+
+
+def _gru_sequence_kernel(xw, h0, w_hh, b_hn, reverse=False):
+    xw, h0, w_hh, b_hn, T, N, H, dtype = _check_gru(xw, h0, w_hh, b_hn, "_gru_sequence")
+    out = np.empty((T, N, H), dtype)
+    w_t = np.ascontiguousarray(w_hh.T, dtype=dtype)      # see _lstm_forward
+    h = h0.astype(dtype, copy=False)
+    with np.errstate(over="ignore"):                     # see _sigmoid
+        for t in (range(T - 1, -1, -1) if reverse else range(T)):
+            hw = h @ w_t
+            a = hw[:, :2 * H]
+            a += xw[t, :, :2 * H]
+            rz = _sigmoid(a)
+            hn = hw[:, 2 * H:]
+            hn += b_hn
+            hn *= rz[:, :H]
+            hn += xw[t, :, 2 * H:]
+            n = np.tanh(hn, out=hn)
+            h_new = out[t]
+            np.subtract(h, n, out=h_new)                 # h' = n + z (h - n)
+            h_new *= rz[:, H:]
+            h_new += n
+            h = h_new
+    return out
+
+
+def _gru_sequence_backward_kernel(g, seq, xw, h0, w_hh, b_hn, reverse=False):
+    xw, h0, w_hh, b_hn, T, N, H, dtype = _check_gru(xw, h0, w_hh, b_hn,
+                                                    "_gru_sequence_backward")
+    g, seq = np.asarray(g, dtype), np.asarray(seq, dtype)
+    h_prev = _shifted_states(seq, h0, reverse)
+    hw = (h_prev.reshape(T * N, H) @ np.ascontiguousarray(w_hh.T)).reshape(T, N, 3 * H)
+    with np.errstate(over="ignore"):
+        rz = _sigmoid(xw[..., :2 * H] + hw[..., :2 * H])
+    r, z = rz[..., :H], rz[..., H:]
+    hn = hw[..., 2 * H:] + b_hn
+    n = np.tanh(xw[..., 2 * H:] + r * hn)
+    # Factors: dxw_t and dhw_t are dh_t times these (see the Note).
+    k = np.empty((T, N, 5, H), dtype)
+    k_n = k[:, :, 3]
+    np.multiply(1.0 - z, 1.0 - n * n, out=k_n)                      # da_n / dh
+    np.multiply(k_n * hn, r * (1.0 - r), out=k[:, :, 0])            # da_r / dh
+    np.multiply(h_prev - n, z * (1.0 - z), out=k[:, :, 1])          # da_z / dh
+    np.multiply(k_n, r, out=k[:, :, 2])                             # dhw_n / dh
+    k[:, :, 4] = z                                                  # direct: dh z
+    out = np.empty((T, N, 5 * H), dtype)
+    dh_rec = None
+    for t in (range(T) if reverse else range(T - 1, -1, -1)):
+        dh = g[t] if dh_rec is None else g[t] + dh_rec
+        row = out[t]
+        np.multiply(dh[:, None, :], k[t], out=row.reshape(N, 5, H))
+        dh_rec = row[:, :3 * H] @ w_hh
+        dh_rec += row[:, 4 * H:]
+    return out
+
+
+def _gru_bptt_composed(g, ans, xw, h0, w_hh, b_hn, reverse):
+    """The gradients of _gru_sequence with tapegrad ops, term for term as the kernel's
+    (recorded: differentiable again, for create_graph=True)."""
+    T, N, H = xw.shape[0], xw.shape[1], h0.shape[-1]
+    h_prev = _shifted_tensor(ans, h0, reverse)
+    hw = tg.reshape(tg.reshape(h_prev, (T * N, H)) @ tg.transpose(w_hh), (T, N, 3 * H))
+    r = tg.sigmoid(xw[..., :H] + hw[..., :H])
+    z = tg.sigmoid(xw[..., H:2 * H] + hw[..., H:2 * H])
+    hn = hw[..., 2 * H:] + b_hn
+    n = tg.tanh(xw[..., 2 * H:] + r * hn)
+    k_n = (1.0 - z) * (1.0 - n * n)
+    k_r, k_z, k_hn = k_n * hn * (r * (1.0 - r)), (h_prev - n) * (z * (1.0 - z)), k_n * r
+    rows, dh_rec = [None] * T, None
+    for t in (range(T) if reverse else range(T - 1, -1, -1)):
+        dh = g[t] if dh_rec is None else g[t] + dh_rec
+        dhw = tg.concatenate([dh * k_r[t], dh * k_z[t], dh * k_hn[t]], axis=-1)
+        rows[t] = tg.concatenate([dhw, dh * k_n[t]], axis=-1)     # [da_r, da_z, dhw_n, da_n]
+        dh_rec = dhw @ w_hh + dh * z[t]
+    both = tg.stack(rows, axis=0)
+    dxw = tg.concatenate([both[..., :2 * H], both[..., 3 * H:]], axis=-1)
+    dhw_all = both[..., :3 * H]
+    dw = tg.transpose(tg.reshape(dhw_all, (T * N, 3 * H))) @ tg.reshape(h_prev, (T * N, H))
+    return dxw, dh_rec, dw, tg.sum(both[..., 2 * H:3 * H], axis=(0, 1))
+
+
+def _gru_sequence_vjp(g, ans, xw, h0, w_hh, b_hn, reverse=False):
+    if tg.is_grad_enabled():                          # create_graph: see the LSTM's Note
+        return _gru_bptt_composed(g, ans, xw, h0, w_hh, b_hn, reverse)
+    T, N, H = xw.shape[0], xw.shape[1], h0.shape[-1]
+    both = tg._gru_sequence_backward(g, ans, xw, h0, w_hh, b_hn, reverse=reverse)
+    dhw = both[..., :3 * H]
+    dxw = tg.concatenate([both[..., :2 * H], both[..., 3 * H:4 * H]], axis=-1) \
+        if tg.needs_grad(xw) else None
+    first = T - 1 if reverse else 0
+    dh0 = dhw[first] @ w_hh + both[first, :, 4 * H:] if tg.needs_grad(h0) else None
+    dw = None
+    if tg.needs_grad(w_hh):
+        h_prev = _shifted_tensor(ans, h0, reverse)
+        dw = tg.transpose(tg.reshape(dhw, (T * N, 3 * H))) @ tg.reshape(h_prev, (T * N, H))
+    db = tg.sum(both[..., 2 * H:3 * H], axis=(0, 1)) if tg.needs_grad(b_hn) else None
+    return dxw, dh0, dw, db
+
+
+# ---------------------------------------------------------------------------------------
+# Registration
+# ---------------------------------------------------------------------------------------
+
+def _r(seed, *shape, scale=1.0):
+    return scale * np.random.default_rng(seed).standard_normal(shape)
+
+
+def _samples():
+    T, N, H = 4, 3, 2
+    args = (_r(1, T, N, 4 * H), _r(2, N, H), _r(3, N, H), _r(4, 4 * H, H, scale=0.7))
+    return [tg.Sample(*args), tg.Sample(*args, reverse=True),
+            tg.Sample(_r(5, 1, 2, 4 * 3), _r(6, 2, 3), _r(7, 2, 3), _r(8, 12, 3))]
+
+
+def _backward_samples():
+    out = []
+    for s in _samples()[:2]:
+        xw, h0, c0, w_hh = s.args
+        reverse = s.kwargs.get("reverse", False)
+        seq = _lstm_sequence_kernel(xw, h0, c0, w_hh, reverse)
+        out.append(tg.Sample(_r(9, *seq.shape), seq, xw, h0, c0, w_hh, reverse=reverse))
+    return out
+
+
+def _gru_samples():
+    T, N, H = 4, 3, 2
+    args = (_r(11, T, N, 3 * H), _r(12, N, H), _r(13, 3 * H, H, scale=0.7), _r(14, H))
+    return [tg.Sample(*args), tg.Sample(*args, reverse=True),
+            tg.Sample(_r(15, 1, 2, 9), _r(16, 2, 3), _r(17, 9, 3), _r(18, 3))]
+
+
+def _gru_backward_samples():
+    out = []
+    for s in _gru_samples()[:2]:
+        reverse = s.kwargs.get("reverse", False)
+        seq = _gru_sequence_kernel(*s.args, reverse)
+        out.append(tg.Sample(_r(19, *seq.shape), seq, *s.args, reverse=reverse))
+    return out
+
+
+def register(registry):
+    """Register the fused recurrence ops (called from functional.register)."""
+    registry.register_op(
+        "_gru_sequence", kernels={"cpu": _gru_sequence_kernel}, vjp=_gru_sequence_vjp,
+        params=("reverse",), method=False, samples=_gru_samples(),
+        doc="_gru_sequence(xw, h0, w_hh, b_hn, reverse=False): every step of one GRU layer "
+            "and direction (torch's gates r, z, n) given the input projection xw (T, N, 3H) "
+            "with b_ih, b_hr and b_hz folded in; returns h_t (T, N, H). The op behind "
+            "tg.nn.GRU and tg.nn.GRUCell on the CPU.")
+    registry.register_op(
+        "_gru_sequence_backward", kernels={"cpu": _gru_sequence_backward_kernel},
+        vjp=None, nin=6, params=("reverse",), differentiable=(),
+        not_implemented=(0, 1, 2, 3, 4, 5), method=False, samples=_gru_backward_samples(),
+        doc="_gru_sequence_backward(g, seq, xw, h0, w_hh, b_hn, reverse=False): "
+            "backpropagation through time for _gru_sequence (its rule's kernel): (T, N, 5H) "
+            "= [da_r | da_z | dhw_n | da_n | dh z]. Not differentiable itself: higher "
+            "derivatives of _gru_sequence differentiate the recorded BPTT instead.")
+    registry.register_op(
+        "_lstm_sequence", kernels={"cpu": _lstm_sequence_kernel}, vjp=_lstm_sequence_vjp,
+        params=("reverse",), method=False, samples=_samples(),
+        doc="_lstm_sequence(xw, h0, c0, w_hh, reverse=False): every step of one LSTM layer "
+            "and direction (torch's gates i, f, g, o) given the input projection xw (T, N, "
+            "4H) with the biases folded in; returns (T, N, 2H) = [h_t | c_t]. The op behind "
+            "tg.nn.LSTM and tg.nn.LSTMCell on the CPU.")
+    registry.register_op(
+        "_lstm_sequence_backward", kernels={"cpu": _lstm_sequence_backward_kernel},
+        vjp=None, nin=6, params=("reverse",), differentiable=(),
+        not_implemented=(0, 1, 2, 3, 4, 5), method=False, samples=_backward_samples(),
+        doc="_lstm_sequence_backward(g, seq, xw, h0, c0, w_hh, reverse=False): "
+            "backpropagation through time for _lstm_sequence (its rule's kernel): (T, N, "
+            "5H) = [dz_t | dc_(t-1)]. Not differentiable itself: higher derivatives of "
+            "_lstm_sequence differentiate the composed recurrence instead.")
