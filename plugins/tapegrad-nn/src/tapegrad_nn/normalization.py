@@ -76,11 +76,20 @@ def _moments(x, axis, eps):
     return d, 1.0 / np.sqrt(np.mean(d * d, axis=axis, keepdims=True) + eps)
 
 
+def _kept_shape(shape, axis):
+    """`shape` with the axes `axis` set to 1 (keepdims)."""
+    nd = len(shape)
+    reduced = {a % nd for a in axis} if nd else set()
+    return tuple(1 if i in reduced else n for i, n in enumerate(shape))
+
+
 def _standardize_kernel(x, axis=(-1,), eps=1e-5):
+    """(y, r): the standardised x and, as the op's auxiliary output, the inverse std r
+    (keepdims shape), which the first-order rule reuses (register_op(aux=1))."""
     x = np.asarray(x)
     d, r = _moments(x, axis, eps)
     d *= r
-    return d.reshape(x.shape)
+    return d.reshape(x.shape), np.reshape(r, _kept_shape(x.shape, axis))
 
 
 def _standardize_grad_kernel(g, x, axis=(-1,), eps=1e-5):
@@ -101,11 +110,45 @@ def _standardize_grad_kernel(g, x, axis=(-1,), eps=1e-5):
 
 
 def _rms_kernel(x, axis=(-1,), eps=1e-5):
+    """(y, r): x / rms and, as the auxiliary output, the inverse rms r (keepdims)."""
     x = np.asarray(x)
     rows = _as_rows(x, axis)
     if rows is not None:
-        return (rows * (1.0 / np.sqrt(_row_dot_mean(rows, rows) + eps))[:, None]).reshape(x.shape)
-    return x * (1.0 / np.sqrt(np.mean(x * x, axis=axis, keepdims=True) + eps))
+        r = (1.0 / np.sqrt(_row_dot_mean(rows, rows) + eps))[:, None]
+        return (rows * r).reshape(x.shape), r.reshape(_kept_shape(x.shape, axis))
+    r = 1.0 / np.sqrt(np.mean(x * x, axis=axis, keepdims=True) + eps)
+    return x * r, r
+
+
+def _std_backward_kernel(g, y, r, axis=(-1,)):
+    """r * (g - mean(g) - y * mean(g * y)) over `axis`: _standardize's gradient from its
+    output y and inverse std r (no moments recomputed; one output buffer)."""
+    return _scaled_backward(g, y, r, axis, True)
+
+
+def _rms_backward_kernel(g, y, r, axis=(-1,)):
+    """r * (g - y * mean(g * y)) over `axis`: _rms_scale's gradient from y and r."""
+    return _scaled_backward(g, y, r, axis, False)
+
+
+def _scaled_backward(g, y, r, axis, centred):
+    y = np.asarray(y)
+    g = np.broadcast_to(g, y.shape)
+    rows, yrows = _as_rows(g, axis), _as_rows(y, axis)
+    if rows is not None:
+        rr = np.reshape(r, (-1, 1))
+        out = yrows * (-_row_dot_mean(rows, yrows))[:, None]
+        out += rows
+        if centred:
+            out -= _row_mean(rows)[:, None]
+        out *= rr
+        return out.reshape(y.shape)
+    out = y * -np.mean(g * y, axis=axis, keepdims=True)
+    out += g
+    if centred:
+        out -= g.mean(axis=axis, keepdims=True)
+    out *= r
+    return out
 
 
 def _rms_grad_kernel(g, x, axis=(-1,), eps=1e-5):
@@ -143,7 +186,10 @@ def _inv_rms(x, axis, eps):
 # (differentiate h^T J(x) g through r and y, using dr/dx = -r**2 y / N and dy/dx = J).
 # It is written with the ops themselves, so every order is differentiable.
 
-def _standardize_vjp(g, ans, x, axis=(-1,), eps=1e-5):
+def _standardize_vjp(g, ans, x, axis=(-1,), eps=1e-5, *, aux=None):
+    if aux is not None:          # a plain backward: the forward's inverse std, reused
+        return (tg._standardize_backward(g, ans, aux[0], axis),)
+    # Recorded (create_graph, tg.compile): r must stay a function of x, so recompute.
     return (tg._standardize_grad(g, x, axis, eps),)
 
 
@@ -151,8 +197,38 @@ def _standardize_jvp(t, ans, x, axis=(-1,), eps=1e-5):
     return tg._standardize_grad(t[0], x, axis, eps)     # t also holds None for axis, eps
 
 
-def _rms_vjp(g, ans, x, axis=(-1,), eps=1e-5):
+def _rms_vjp(g, ans, x, axis=(-1,), eps=1e-5, *, aux=None):
+    if aux is not None:
+        return (tg._rms_scale_backward(g, ans, aux[0], axis),)
     return (tg._rms_scale_grad(g, x, axis, eps),)
+
+
+# The rules of _standardize_backward / _rms_scale_backward, B(g, y, r) = r * (g - [mean(g)]
+# - y * m) with m = mean(g * y), in all three arguments (the ops are called with the
+# forward's y and r as constants, but their own rule treats them as the inputs they are):
+#     dg = B(h, y, r)                              (J is symmetric)
+#     dy = -r * (h * m + mean(h * y) * g)
+#     dr = sum(h * (g - [mean(g)] - y * m))        (r has keepdims shape)
+
+def _scaled_backward_vjp(backward_op, centred, h, g, y, r, axis):
+    dg = backward_op(h, y, r, axis) if tg.needs_grad(g) else None
+    dy = dr = None
+    if tg.needs_grad(y) or tg.needs_grad(r):
+        m = tg.mean(g * y, axis, keepdims=True)
+        if tg.needs_grad(y):
+            dy = -r * (h * m + tg.mean(h * y, axis, keepdims=True) * g)
+        if tg.needs_grad(r):
+            centre = g - tg.mean(g, axis, keepdims=True) if centred else g
+            dr = tg.sum(h * (centre - y * m), axis, keepdims=True)
+    return dg, dy, dr
+
+
+def _std_backward_vjp(h, ans, g, y, r, axis=(-1,)):
+    return _scaled_backward_vjp(tg._standardize_backward, True, h, g, y, r, axis)
+
+
+def _rms_backward_vjp(h, ans, g, y, r, axis=(-1,)):
+    return _scaled_backward_vjp(tg._rms_scale_backward, False, h, g, y, r, axis)
 
 
 def _rms_jvp(t, ans, x, axis=(-1,), eps=1e-5):
@@ -170,6 +246,8 @@ def _grad_op_vjp(grad_op, y, r, h, bg, g, x, axis, eps):
 
 
 def _standardize_grad_vjp(h, ans, g, x, axis=(-1,), eps=1e-5):
+    # NOTE: this rule is recorded whenever it runs (it is the double backward), so the
+    # _standardize and _rms_scale calls below never hand their aux arrays to a rule.
     return _grad_op_vjp(tg._standardize_grad, tg._standardize(x, axis, eps),
                         _inv_std(x, axis, eps), h, ans, g, x, axis, eps)
 
@@ -480,17 +558,27 @@ _NORMALIZE_SAMPLES = [
 ]
 
 
+def _backward_samples(forward_samples):
+    """(g, y, r, axis) for the *_backward ops, shaped as the forward samples."""
+    out = []
+    for k, s in enumerate(forward_samples):
+        x, axis = s.args[0], s.args[1]
+        out.append(tg.Sample(_r(*x.shape, seed=20 + k), _r(*x.shape, seed=30 + k),
+                             _pos(*_kept_shape(x.shape, axis), seed=40 + k), axis))
+    return out
+
+
 def register(registry):
     """Register the normalisation ops and functions (called from functional.register)."""
     reg = registry.register_op
     reg("_standardize", kernels={"cpu": _standardize_kernel}, vjp=_standardize_vjp,
         jvp=_standardize_jvp, params=("axis", "eps"), method=False, samples=_STD_SAMPLES,
-        save_ans=False,
+        aux=1,
         doc="_standardize(x, axis, eps): (x - mean) / sqrt(var + eps) over the axes `axis` "
             "(a tuple; biased variance) in one kernel, the op behind layer_norm, "
             "group_norm, instance_norm and batch_norm in training; closed-form rule.")
     reg("_rms_scale", kernels={"cpu": _rms_kernel}, vjp=_rms_vjp, jvp=_rms_jvp,
-        params=("axis", "eps"), method=False, samples=_RMS_SAMPLES, save_ans=False,
+        params=("axis", "eps"), method=False, samples=_RMS_SAMPLES, aux=1,
         doc="_rms_scale(x, axis, eps): x / sqrt(mean(x**2) + eps) over the axes `axis` in "
             "one kernel, the op behind rms_norm; closed-form rule.")
     reg("_standardize_grad", kernels={"cpu": _standardize_grad_kernel},
@@ -505,6 +593,17 @@ def register(registry):
         doc="_rms_scale_grad(g, x, axis, eps): the gradient of _rms_scale at x for the "
             "output gradient g, r * (g - y * mean(g * y)), in one kernel (its first-order "
             "rule); differentiable again.")
+    reg("_standardize_backward", kernels={"cpu": _std_backward_kernel},
+        vjp=_std_backward_vjp, params=("axis",), method=False,
+        samples=_backward_samples(_STD_SAMPLES),
+        doc="_standardize_backward(g, y, r, axis): r * (g - mean(g) - y * mean(g * y)), "
+            "the gradient of _standardize from its output y and inverse std r (its rule's "
+            "fast path, with the forward's r); differentiable in g, y and r.")
+    reg("_rms_scale_backward", kernels={"cpu": _rms_backward_kernel},
+        vjp=_rms_backward_vjp, params=("axis",), method=False,
+        samples=_backward_samples(_RMS_SAMPLES),
+        doc="_rms_scale_backward(g, y, r, axis): r * (g - y * mean(g * y)), the gradient "
+            "of _rms_scale from its output y and inverse rms r; differentiable in g, y, r.")
     fn = registry.register_function
     fn("layer_norm", layer_norm, method=False, samples=_LAYER_NORM_SAMPLES)
     fn("rms_norm", rms_norm, method=False, samples=_RMS_NORM_SAMPLES)
