@@ -95,7 +95,8 @@ _FIRST_PARTY = {
                     " _rms_scale_backward"
                     " _softmax_backward"
                     " _log_softmax_backward"
-                    " _minus_one_hot"),
+                    " _minus_one_hot"
+                    " _batch_moments"),
     "tapegrad-checkpoint": "checkpoint checkpoint_sequential",
     "tapegrad-higher": "grad vjp jvp jacobian hessian hvp",
     "tapegrad-cuda": "cuda",

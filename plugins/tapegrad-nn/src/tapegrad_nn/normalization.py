@@ -64,13 +64,50 @@ def _row_dot_mean(a, b):
     return np.einsum("ij,ij->i", a, b) * (1.0 / max(k, 1))
 
 
+def _as_channels(x, axis):
+    """x as an (N, C, L) C-contiguous array when `axis` is every axis but 1 (batch_norm
+    in training on an (N, C, *) input), else None."""
+    if x.ndim < 2 or tuple(sorted(a % x.ndim for a in axis)) != (0,) + tuple(range(2, x.ndim)):
+        return None
+    return np.ascontiguousarray(x).reshape(x.shape[0], x.shape[1], -1)
+
+
+def _channel_dot(a, b):
+    """sum(a * b) over axes 0 and 2 of (N, C, L) arrays, per channel: (C,).
+
+    NOTE: einsum accumulates each (n, c) row sequentially: pairwise sums for long rows
+    (as _row_dot_mean), and across the batch always."""
+    if a.shape[2] > 4096:
+        return (a * b).sum(axis=2).sum(axis=0)
+    return np.einsum("ncl,ncl->nc", a, b).sum(axis=0)
+
+
+def _channel_sum(a):
+    if a.shape[2] > 4096:
+        return a.sum(axis=2).sum(axis=0)
+    return np.einsum("ncl->nc", a).sum(axis=0)
+
+
+def _channel_moments(x3):
+    """(x3 - mean, biased variance, mean) per channel of an (N, C, L) array."""
+    inv = 1.0 / max(x3.shape[0] * x3.shape[2], 1)
+    mean = _channel_sum(x3) * inv
+    d = x3 - mean[:, None]
+    return d, _channel_dot(d, d) * inv, mean
+
+
 def _moments(x, axis, eps):
     """(x - mean) and the inverse std 1 / sqrt(var + eps) (biased var), both
-    broadcastable against x (rows: (M, K) and (M, 1) when `axis` is trailing)."""
+    broadcastable against x (rows: (M, K) and (M, 1) when `axis` is trailing; channels:
+    (N, C, L) and (C, 1) when it is every axis but 1)."""
     rows = _as_rows(x, axis)
     if rows is not None:
         d = rows - _row_mean(rows)[:, None]
         return d, (1.0 / np.sqrt(_row_dot_mean(d, d) + eps))[:, None]
+    chans = _as_channels(x, axis)
+    if chans is not None:
+        d, var, _ = _channel_moments(chans)
+        return d, (1.0 / np.sqrt(var + eps))[:, None]
     d = x - x.mean(axis=axis, keepdims=True)
     # NOTE: a Python float eps keeps float32 float32 (NumPy 2's weak scalars).
     return d, 1.0 / np.sqrt(np.mean(d * d, axis=axis, keepdims=True) + eps)
@@ -98,6 +135,8 @@ def _standardize_grad_kernel(g, x, axis=(-1,), eps=1e-5):
     y, r = _moments(x, axis, eps)
     y *= r
     rows = _as_rows(g, axis)            # not None: _moments took the (M, K) path too
+    if rows is None and _as_channels(x, axis) is not None:
+        return _scaled_backward(g, y.reshape(x.shape), r, axis, True)
     if rows is not None:
         out = rows - _row_mean(rows)[:, None]
         out *= r
@@ -143,6 +182,15 @@ def _scaled_backward(g, y, r, axis, centred):
             out -= _row_mean(rows)[:, None]
         out *= rr
         return out.reshape(y.shape)
+    chans, ychans = _as_channels(g, axis), _as_channels(y, axis)
+    if chans is not None:
+        inv = 1.0 / max(chans.shape[0] * chans.shape[2], 1)
+        out = ychans * (-_channel_dot(chans, ychans) * inv)[:, None]
+        out += chans
+        if centred:
+            out -= (_channel_sum(chans) * inv)[:, None]
+        out *= np.reshape(r, (-1, 1))
+        return out.reshape(y.shape)
     out = y * -np.mean(g * y, axis=axis, keepdims=True)
     out += g
     if centred:
@@ -166,6 +214,29 @@ def _rms_grad_kernel(g, x, axis=(-1,), eps=1e-5):
     out = g - y * np.mean(g * y, axis=axis, keepdims=True)
     out *= r
     return out
+
+
+def _batch_moments_kernel(x, axis=(0,), ddof=1):
+    """stack([mean, var(ddof)]) over `axis`: the batch statistics a running-statistics
+    update needs, in one pass pair (the var with Bessel's correction for ddof=1)."""
+    x = np.asarray(x)
+    chans = _as_channels(x, axis)
+    if chans is not None:
+        _, var, mean = _channel_moments(chans)
+        n = chans.shape[0] * chans.shape[2]
+        with np.errstate(divide="ignore", invalid="ignore"):    # n <= ddof: nan, as NumPy
+            return np.stack([mean, var * (n / (n - ddof)) if n > ddof else var * np.nan])
+    return np.stack([x.mean(axis=axis), x.var(axis=axis, ddof=ddof)])
+
+
+def _batch_moments_vjp(g, ans, x, axis=(0,), ddof=1):
+    # d mean / dx = 1 / n; d var / dx = 2 (x - mean) / (n - ddof): g[0] and g[1] are in
+    # the reduced shape, put back with keepdims.
+    kept = _kept_shape(x.shape, axis)
+    n = math.prod(x.shape) // max(math.prod(kept), 1)
+    g_mean, g_var = tg.reshape(g[0], kept), tg.reshape(g[1], kept)
+    mean = tg.mean(x, axis, keepdims=True)
+    return (g_mean * (1.0 / n) + g_var * (x - mean) * (2.0 / (n - ddof)),)
 
 
 def _inv_std(x, axis, eps):
@@ -432,18 +503,24 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
                              f"training, got input of shape {tuple(x.shape)}")
         if running_mean is not None or running_var is not None:
             with tg.no_grad():
-                xd = x.detach()
+                stats = tg._batch_moments(x.detach(), axis, 1)     # one op: mean, var
                 if running_mean is not None:
-                    _update_running(running_mean, tg.mean(xd, axis), momentum)
+                    _update_running(running_mean, stats[0], momentum)
                 if running_var is not None:
-                    _update_running(running_var, tg.var(xd, axis, ddof=1), momentum)
+                    _update_running(running_var, stats[1], momentum)
         return _affine(tg._standardize(x, axis, float(eps)), weight, bias, cshape)
     if running_mean is None or running_var is None:
         raise ValueError("batch_norm: running_mean and running_var are required when "
                          "training=False")
-    rm = tg.reshape(_as_tensor(running_mean), cshape)
-    r = 1.0 / tg.sqrt(tg.reshape(_as_tensor(running_var), cshape) + eps)
-    return _affine((x - rm) * r, weight, bias, cshape)
+    # Eval: one scale and one shift per channel, so the input is read by two elementwise
+    # ops (PyTorch's CPU kernel does the same): x * (w r) + (b - mean w r).
+    scale = 1.0 / tg.sqrt(_as_tensor(running_var) + eps)
+    if weight is not None:
+        scale = scale * weight
+    shift = -(_as_tensor(running_mean) * scale)
+    if bias is not None:
+        shift = shift + bias
+    return x * tg.reshape(scale, cshape) + tg.reshape(shift, cshape)
 
 
 def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,
@@ -604,6 +681,11 @@ def register(registry):
         samples=_backward_samples(_RMS_SAMPLES),
         doc="_rms_scale_backward(g, y, r, axis): r * (g - y * mean(g * y)), the gradient "
             "of _rms_scale from its output y and inverse rms r; differentiable in g, y, r.")
+    reg("_batch_moments", kernels={"cpu": _batch_moments_kernel}, vjp=_batch_moments_vjp,
+        params=("axis", "ddof"), method=False,
+        samples=[tg.Sample(_r(4, 3, 2, seed=7), (0, 2), 1), tg.Sample(_r(5, 2, seed=8), (0,), 0)],
+        doc="_batch_moments(x, axis, ddof): stack([mean, var(ddof=ddof)]) over `axis` in "
+            "one kernel (the batch statistics of a running-statistics update).")
     fn = registry.register_function
     fn("layer_norm", layer_norm, method=False, samples=_LAYER_NORM_SAMPLES)
     fn("rms_norm", rms_norm, method=False, samples=_RMS_NORM_SAMPLES)
