@@ -31,6 +31,12 @@ FUNCTIONS += tuple(n for n in tapegrad_nn.activations.NAMES if n not in OPS)
 FUNCTIONS += tapegrad_nn.losses.NAMES
 FUNCTIONS += ("embedding", "masked_fill", "scaled_dot_product_attention")  # attention
 OPS += ("_unfold", "_fold", "_max_pool_indices", "_adaptive_max_pool_indices")  # pooling
+OPS += ("_standardize_backward",  # the fused backward ops of the aux rules (normspeed)
+        "_rms_scale_backward",
+        "_batch_moments",
+        "_softmax_backward",
+        "_log_softmax_backward",
+        "_minus_one_hot")
 FUNCTIONS += tapegrad_nn.pooling.NAMES
 
 
