@@ -315,7 +315,8 @@ def check_op(op, *, atol=1e-5, rtol=1e-3, eps=1e-6) -> Report:
 
     For every sample: the op's tensor result equals its kernel's; in float64 its VJP
     matches central finite differences for every differentiable input (broadcast inputs
-    included: their gradients must come back in their own shape); its second derivatives
+    included: their gradients must come back in their own shape), for an op with
+    ``aux=`` both with its auxiliary arrays and recomputing them; its second derivatives
     pass gradgradcheck (for an op registered with ``twice_differentiable=False``: a
     gradient taken with create_graph=True raises when differentiated again); its JVP rule,
     if it has one, matches finite differences; inputs that are not differentiable get no
@@ -341,11 +342,11 @@ def check_op(op, *, atol=1e-5, rtol=1e-3, eps=1e-6) -> Report:
         if isinstance(entry, Op):
             _check_forward(entry, sample, where, report)
         _check_gradients(entry, sample, positions, where, report, atol, rtol, eps)
+        if isinstance(entry, Op) and entry.n_aux:
+            _check_aux_both_ways(entry, sample, positions, where, report, atol, rtol, eps)
         _check_replayable_rule(entry, sample, positions, where, report)
         _check_second_order(entry, sample, positions, where, report, atol, rtol, eps)
         _check_jvp(entry, sample, positions, where, report, atol, rtol, eps)
-        if isinstance(entry, Op) and entry.n_aux:
-            _check_aux_both_ways(entry, sample, positions, where, report, atol, rtol, eps)
         _check_nondifferentiable(entry, sample, positions, where, report)
         _check_float32(entry, sample, positions, where, report)
     return report
