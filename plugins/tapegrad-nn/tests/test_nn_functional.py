@@ -36,7 +36,10 @@ OPS += ("_standardize_backward",  # the fused backward ops of the aux rules (nor
         "_batch_moments",
         "_softmax_backward",
         "_log_softmax_backward",
-        "_minus_one_hot")
+        "_minus_one_hot",
+        "_channel_affine",
+        "_channel_dot",
+        "_channel_sum")
 FUNCTIONS += tapegrad_nn.pooling.NAMES
 
 

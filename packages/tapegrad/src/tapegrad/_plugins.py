@@ -96,7 +96,10 @@ _FIRST_PARTY = {
                     " _softmax_backward"
                     " _log_softmax_backward"
                     " _minus_one_hot"
-                    " _batch_moments"),
+                    " _batch_moments"
+                    " _channel_affine"
+                    " _channel_dot"
+                    " _channel_sum"),
     "tapegrad-checkpoint": "checkpoint checkpoint_sequential",
     "tapegrad-higher": "grad vjp jvp jacobian hessian hvp",
     "tapegrad-cuda": "cuda",

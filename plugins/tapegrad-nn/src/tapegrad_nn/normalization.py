@@ -239,6 +239,47 @@ def _batch_moments_vjp(g, ans, x, axis=(0,), ddof=1):
     return (g_mean * (1.0 / n) + g_var * (x - mean) * (2.0 / (n - ddof)),)
 
 
+# The per-channel affine of group_norm / batch_norm / instance_norm as one op: its
+# weight and bias gradients are per-channel reductions of (N, C, L) views (einsum, ~3x
+# faster than NumPy's sum over axes (0, 2, 3) that un-broadcasting would do).
+
+def _channels_of(a):
+    return np.ascontiguousarray(a).reshape(a.shape[0], a.shape[1], -1)
+
+
+def _channel_affine_kernel(y, w, b):
+    y = np.asarray(y)
+    out = _channels_of(y) * np.asarray(w)[:, None]
+    out += np.asarray(b)[:, None]
+    return out.reshape(y.shape)
+
+
+def _channel_affine_vjp(g, ans, y, w, b):
+    gy = g * tg.reshape(w, _channel_shape(y)) if tg.needs_grad(y) else None
+    gw = tg._channel_dot(g, y) if tg.needs_grad(w) else None
+    gb = tg._channel_sum(g) if tg.needs_grad(b) else None
+    return gy, gw, gb
+
+
+def _channel_dot_kernel(a, b):
+    """sum(a * b) over every axis but 1: (C,)."""
+    a, b = np.broadcast_arrays(np.asarray(a), np.asarray(b))
+    return _channel_dot(_channels_of(a), _channels_of(b))
+
+
+def _channel_dot_vjp(h, ans, a, b):
+    hc = tg.reshape(h, _channel_shape(a))
+    return (hc * b if tg.needs_grad(a) else None), (hc * a if tg.needs_grad(b) else None)
+
+
+def _channel_sum_kernel(a):
+    return _channel_sum(_channels_of(np.asarray(a)))
+
+
+def _channel_sum_vjp(h, ans, a):
+    return (tg.broadcast_to(tg.reshape(h, _channel_shape(a)), a.shape),)
+
+
 def _inv_std(x, axis, eps):
     return 1.0 / tg.sqrt(tg.var(x, axis, keepdims=True) + eps)
 
@@ -362,6 +403,9 @@ def _shape(v):
 
 def _affine(y, weight, bias, shape=None):
     """y * weight + bias, with weight/bias reshaped to `shape` (channel broadcasting)."""
+    if shape is not None and weight is not None and bias is not None \
+            and y.device.name in tg._channel_affine.kernels:
+        return tg._channel_affine(y, weight, bias)      # one op, channel-wise reductions
     if weight is not None:
         y = y * (weight if shape is None else tg.reshape(weight, shape))
     if bias is not None:
@@ -686,6 +730,22 @@ def register(registry):
         samples=[tg.Sample(_r(4, 3, 2, seed=7), (0, 2), 1), tg.Sample(_r(5, 2, seed=8), (0,), 0)],
         doc="_batch_moments(x, axis, ddof): stack([mean, var(ddof=ddof)]) over `axis` in "
             "one kernel (the batch statistics of a running-statistics update).")
+    reg("_channel_affine", kernels={"cpu": _channel_affine_kernel}, vjp=_channel_affine_vjp,
+        method=False, save_ans=False,
+        samples=[tg.Sample(_r(3, 2, 4, seed=11), _pos(2, seed=12), _r(2, seed=13)),
+                 tg.Sample(_r(2, 3, 2, 2, seed=14), _r(3, seed=15), _r(3, seed=16)),
+                 tg.Sample(_r(4, 3, seed=17), _r(3, seed=18), _r(3, seed=19))],
+        doc="_channel_affine(y, w, b): y * w + b with w, b of shape (C,) on axis 1 of an "
+            "(N, C, *) y, in one kernel (the affine of group/batch/instance norm).")
+    reg("_channel_dot", kernels={"cpu": _channel_dot_kernel}, vjp=_channel_dot_vjp,
+        method=False, save_ans=False,
+        samples=[tg.Sample(_r(3, 2, 4, seed=21), _r(3, 2, 4, seed=22)),
+                 tg.Sample(_r(4, 3, seed=23), _r(4, 3, seed=24))],
+        doc="_channel_dot(a, b): sum(a * b) over every axis but 1, shape (C,).")
+    reg("_channel_sum", kernels={"cpu": _channel_sum_kernel}, vjp=_channel_sum_vjp,
+        method=False, save_ans=False, save_inputs=(False,),
+        samples=[tg.Sample(_r(3, 2, 4, seed=25)), tg.Sample(_r(4, 3, 2, 2, seed=26))],
+        doc="_channel_sum(a): sum(a) over every axis but 1, shape (C,).")
     fn = registry.register_function
     fn("layer_norm", layer_norm, method=False, samples=_LAYER_NORM_SAMPLES)
     fn("rms_norm", rms_norm, method=False, samples=_RMS_NORM_SAMPLES)
