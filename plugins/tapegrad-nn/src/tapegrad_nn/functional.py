@@ -143,14 +143,24 @@ def _shifted(x, axis):
     return x - m, m, True
 
 
+def _sum_kept(a, axis):
+    """a.sum(axis, keepdims=True); over a short last axis as einsum's row sum (~3x
+    faster than NumPy's reduction there). NOTE: einsum accumulates a row sequentially
+    (in SIMD lanes): rows longer than 4096 keep NumPy's pairwise sum (float32)."""
+    if (axis == -1 or (a.ndim and axis == a.ndim - 1)) and 0 < a.shape[-1] <= 4096 \
+            and type(axis) is int and a.dtype.kind == "f":
+        return np.einsum("...i->...", a)[..., None]
+    return a.sum(axis=axis, keepdims=True)
+
+
 def _softmax_kernel(x, axis=-1):
     z, _, finite = _shifted(np.asarray(x), axis)     # z is a new array: work in it
     np.exp(z, out=z)
     if finite:                       # the maximum contributes exp(0) = 1: the sum is >= 1
-        z /= z.sum(axis=axis, keepdims=True)
+        z /= _sum_kept(z, axis)
         return z
     with np.errstate(invalid="ignore"):           # a row of -inf: 0 / 0 = nan
-        z /= z.sum(axis=axis, keepdims=True)
+        z /= _sum_kept(z, axis)
     return z
 
 
@@ -199,7 +209,7 @@ def _log_softmax_and_probs(x, axis):
     z, _, _ = _shifted(np.asarray(x), axis)
     e = np.exp(z)
     with np.errstate(divide="ignore", invalid="ignore"):   # a row of -inf: -inf - -inf
-        s = e.sum(axis=axis, keepdims=True)
+        s = _sum_kept(e, axis)
         z -= np.log(s)
         e /= s
     return z, e
@@ -232,7 +242,7 @@ def _log_softmax_backward_kernel(g, p, axis=-1):
     """g - p * sum(g, axis): log_softmax's gradient from the softmax p, one buffer."""
     p = np.asarray(p)
     g = np.broadcast_to(g, p.shape)
-    out = p * -g.sum(axis=axis, keepdims=True)
+    out = p * -_sum_kept(g, axis)
     out += g
     return out
 
