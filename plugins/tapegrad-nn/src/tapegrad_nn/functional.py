@@ -900,13 +900,15 @@ def register(registry):
     reg("_softmax_backward", kernels={"cpu": _softmax_backward_kernel},
         vjp=_softmax_backward_vjp, params=("axis",), method=False,
         samples=[tg.Sample(_logits(*s.args[0].shape, seed=5), _softmax_kernel(s.args[0], *s.args[1:2], **s.kwargs),
-                           *s.args[1:2], **s.kwargs) for s in _SOFTMAX_SAMPLES],
+                           *s.args[1:2], **s.kwargs) for s in _SOFTMAX_SAMPLES]
+        + [tg.Sample(_logits(1, 4, seed=7), _softmax_kernel(_logits(3, 4)))],   # broadcast g
         doc="_softmax_backward(g, y, axis=-1): y * (g - sum(g * y, axis)), softmax's "
             "gradient from its output in one kernel; differentiable in g and y.")
     reg("_log_softmax_backward", kernels={"cpu": _log_softmax_backward_kernel},
         vjp=_log_softmax_backward_vjp, params=("axis",), method=False, save_ans=False,
         samples=[tg.Sample(_logits(*s.args[0].shape, seed=6), _softmax_kernel(s.args[0], *s.args[1:2], **s.kwargs),
-                           *s.args[1:2], **s.kwargs) for s in _SOFTMAX_SAMPLES],
+                           *s.args[1:2], **s.kwargs) for s in _SOFTMAX_SAMPLES]
+        + [tg.Sample(_logits(1, 4, seed=8), _softmax_kernel(_logits(3, 4)))],   # broadcast g
         doc="_log_softmax_backward(g, p, axis=-1): g - p * sum(g, axis), log_softmax's "
             "gradient from the softmax p in one kernel; differentiable in g and p.")
     reg("binary_cross_entropy_with_logits", kernels={"cpu": _bce_logits_kernel},

@@ -743,6 +743,7 @@ def register(registry):
     reg("_channel_dot", kernels={"cpu": _channel_dot_kernel}, vjp=_channel_dot_vjp,
         method=False, save_ans=False,
         samples=[tg.Sample(_r(3, 2, 4, seed=21), _r(3, 2, 4, seed=22)),
+                 tg.Sample(_r(3, 2, 4, seed=27), _r(1, 2, 4, seed=28)),      # broadcast
                  tg.Sample(_r(4, 3, seed=23), _r(4, 3, seed=24))],
         doc="_channel_dot(a, b): sum(a * b) over every axis but 1, shape (C,).")
     reg("_channel_sum", kernels={"cpu": _channel_sum_kernel}, vjp=_channel_sum_vjp,
