@@ -36,6 +36,15 @@ FUNCTIONS += tapegrad_nn.losses.NAMES
 FUNCTIONS += ("embedding", "masked_fill", "scaled_dot_product_attention")  # attention
 OPS += ("_unfold", "_fold", "_max_pool_indices", "_adaptive_max_pool_indices")  # pooling
 OPS += ("_pool_gather", "_pool_scatter")  # max pooling's gather and its adjoint
+OPS += ("_standardize_backward",  # the fused backward ops of the aux rules (normspeed)
+        "_rms_scale_backward",
+        "_batch_moments",
+        "_softmax_backward",
+        "_log_softmax_backward",
+        "_minus_one_hot",
+        "_channel_affine",
+        "_channel_dot",
+        "_channel_sum")
 FUNCTIONS += tapegrad_nn.pooling.NAMES
 
 

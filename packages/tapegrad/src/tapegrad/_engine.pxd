@@ -61,6 +61,8 @@ cdef class Op:
                                       # them to axis=/keepdims= or refuses them
     cdef bint _save_no_inputs         # save_inputs=False: the VJP reads no input
     cdef bint _all_diff               # differentiable covers every input (fast path)
+    cdef readonly int n_aux           # auxiliary arrays the kernel returns after the output
+                                      # (register_op(aux=)); 0 for almost every op
     cdef bint saves_input(self, Py_ssize_t i)
 
 
@@ -100,6 +102,10 @@ cdef class OpNode(Node):
     cdef object out_dtype
     cdef long long ans_version        # its value when saved
     cdef Device device                # device of the output
+    cdef tuple aux_data               # the kernel's auxiliary arrays (Op.n_aux > 0), handed to
+                                      # the rule only when it is not recorded; None if none
+                                      # (see Note: [auxiliary outputs] in _engine.pyx)
+    cdef object _aux_tensors(self, bint recording)
 
 
 cdef class FunctionNode(Node):

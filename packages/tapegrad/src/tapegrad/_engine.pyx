@@ -525,8 +525,10 @@ cdef class Op:
 
     def __init__(self, str name, str plugin, dict kernels, vjp, jvp, int nin, bint seq_input,
                  tuple params, differentiable, bint view, bint twice_differentiable,
-                 samples, doc, save_inputs, bint save_ans, tuple not_implemented=()):
+                 samples, doc, save_inputs, bint save_ans, tuple not_implemented=(),
+                 int n_aux=0):
         self.name = name
+        self.n_aux = n_aux
         self.not_implemented = not_implemented
         self.plugin = plugin
         self.kernels = kernels
@@ -1092,6 +1094,11 @@ cdef object _apply_arrays(Op op, tuple inputs, PyObject** in_argv, dict kwargs, 
     except (ValueError, TypeError, IndexError) as exc:
         raise _op_error(op, exc, _tuple_of(in_argv, n) if inputs is None else inputs,
                         kwargs) from exc
+    aux = None
+    if op.n_aux:
+        out, aux = _split_aux(op, out, device, in_argv, n)
+        if _traced():
+            kernel, aux = _OutputOnly(kernel), None     # see Note: [auxiliary outputs]
     if type(out) is not device.array_type:
         out = device.asarray(out)
     if _traced():
@@ -1105,9 +1112,66 @@ cdef object _apply_arrays(Op op, tuple inputs, PyObject** in_argv, dict kwargs, 
     if needs_grad and _grad_enabled():
         if _is_float_array(out):
             _record(op, in_argv, n, kwargs if kwargs else _NO_PARAMS, t)
+            if aux is not None:
+                (<OpNode>t._node).aux_data = aux
         elif _is_complex_array(out):
             raise _complex_error(op, _tuple_of(in_argv, n) if inputs is None else inputs, out)
     return t
+
+
+# Note: [auxiliary outputs]
+# An op registered with aux=k (register_op) has kernels that return (out, a1, ..., ak):
+# intermediates of the forward its first-order rule can reuse (the inverse std of a
+# normalisation, the softmax inside a cross-entropy) instead of computing them again.
+# The arrays are kept on the node and passed to the rule as `aux=` (a tuple of constant
+# tensors) ONLY when the rule is not itself recorded. They are constants of the first-
+# order rule: under create_graph (tg.grad(..., create_graph=True), hessians, jvp) a rule
+# that used them would differentiate as if they did not depend on the inputs -- a silent
+# wrong second derivative -- so there the rule gets aux=None and must recompute from its
+# inputs with tapegrad ops. tg.compile's recorder gets aux=None too (the replay would
+# otherwise read the recording's arrays as constants) and records the kernel as one that
+# returns the output only (_OutputOnly). A kernel may also return the output alone (a
+# device whose kernel does not compute the intermediates): the rule then gets aux=None.
+# The aux arrays must be new arrays: one that
+# shares memory with the output or an input could be written in place behind the node's
+# back (no version counter guards it), which _split_aux refuses. Ops without aux pay one
+# C int test.
+
+cdef tuple _split_aux(Op op, object result, Device device, PyObject** in_argv, Py_ssize_t n):
+    """(out, aux tuple) of an aux kernel's (out, a1, ..., ak), checked; (out, None) for a
+    kernel that returns the output alone (one for a device that does not compute them)."""
+    cdef Py_ssize_t i
+    if type(result) is not tuple:
+        return result, None
+    if len(<tuple>result) != op.n_aux + 1:
+        raise TypeError(
+            f"{op.name}: the op is registered with aux={op.n_aux}, so its kernel must return "
+            f"a tuple (out, {op.n_aux} auxiliary arrays) or the output alone; got a tuple of "
+            f"length {len(result)}")
+    out = result[0]
+    aux = (<tuple>result)[1:]
+    for a in aux:
+        if a is out or device.may_share_memory(a, out):
+            raise ValueError(f"{op.name}: an auxiliary array shares memory with the output; "
+                             f"the kernel must return new arrays as aux")
+        for i in range(n):
+            x = <object>in_argv[i]
+            if isinstance(x, TensorBase) and device.may_share_memory(a, (<TensorBase>x)._data):
+                raise ValueError(f"{op.name}: an auxiliary array shares memory with input "
+                                 f"{i}; the kernel must return new arrays as aux")
+    return out, aux
+
+
+class _OutputOnly:
+    """An aux kernel as tg.compile records it: returns the output only."""
+
+    def __init__(self, kernel):
+        self.kernel = kernel
+        self.__name__ = getattr(kernel, "__name__", type(kernel).__name__)
+
+    def __call__(self, *args, **kwargs):
+        out = self.kernel(*args, **kwargs)
+        return out[0] if type(out) is tuple else out
 
 
 cdef void _check_params_need_no_grad(Op op, dict kwargs) except *:
@@ -1522,12 +1586,15 @@ cdef class OpNode(Node):
     cdef void release(self):
         self.inputs = None
         self.ans_data = None
+        self.aux_data = None
         self.released = True
 
     def saved_arrays(self):
         out = Node.saved_arrays(self)
         if self.ans_data is not None:
             out.append(self.ans_data)
+        if self.aux_data is not None:
+            out.extend(self.aux_data)
         return out
 
     cdef tuple _run_vjp(self, list grads):
@@ -1553,7 +1620,10 @@ cdef class OpNode(Node):
                 ans_t._requires_grad = True
             ans = ans_t
         try:
-            if self.params or len(self.inputs) > _RULE_ARGS - 2:
+            if op.n_aux:
+                args = _vjp_args(self, grads[0], ans, self.inputs, recording)
+                res = op.vjp(*args, aux=self._aux_tensors(recording), **self.params)
+            elif self.params or len(self.inputs) > _RULE_ARGS - 2:
                 args = _vjp_args(self, grads[0], ans, self.inputs, recording)
                 res = op.vjp(*args, **self.params)
             else:
@@ -1562,6 +1632,14 @@ cdef class OpNode(Node):
             add_note(exc, f"(while computing the gradient of '{self.name}')")
             raise
         return _check_arity(self, res)
+
+
+    cdef object _aux_tensors(self, bint recording):
+        """The aux arrays as constant tensors, or None when the rule must recompute
+        (recorded: create_graph or tg.compile; see Note: [auxiliary outputs])."""
+        if recording or self.aux_data is None:
+            return None
+        return tuple(_new_tensor(a, self.device) for a in self.aux_data)
 
 
 cdef class FunctionNode(Node):

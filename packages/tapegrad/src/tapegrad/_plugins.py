@@ -90,7 +90,16 @@ _FIRST_PARTY = {
                     " max_pool1d max_pool2d avg_pool1d avg_pool2d adaptive_avg_pool1d"
                     " adaptive_avg_pool2d adaptive_max_pool2d unfold fold pixel_shuffle"
                     " pixel_unshuffle interpolate upsample _unfold _fold _max_pool_indices"
-                    " _adaptive_max_pool_indices"),
+                    " _adaptive_max_pool_indices"
+                    " _standardize_backward"
+                    " _rms_scale_backward"
+                    " _softmax_backward"
+                    " _log_softmax_backward"
+                    " _minus_one_hot"
+                    " _batch_moments"
+                    " _channel_affine"
+                    " _channel_dot"
+                    " _channel_sum"),
     "tapegrad-checkpoint": "checkpoint checkpoint_sequential",
     "tapegrad-higher": "grad vjp jvp jacobian hessian hvp",
     "tapegrad-cuda": "cuda",
@@ -176,13 +185,30 @@ def _infer_signature(name, vjp, kernels):
                 nin = -1
             elif p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty:
                 nin = nin + 1 if nin >= 0 else nin
-            elif p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
-                params.append(p.name)
+            elif p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name != "aux":
+                params.append(p.name)     # (`aux` is the rule's, see register_op(aux=))
         return nin, tuple(params)
     for fn in kernels.values():
         if isinstance(fn, np.ufunc):
             return fn.nin, ()
     raise PluginError(f"op '{name}' has no VJP and no ufunc kernel: pass nin= (the number of tensor inputs)")
+
+
+def _check_aux(name, aux, vjp):
+    """register_op's `aux`, validated: a count, and a rule that takes ``aux=``."""
+    if isinstance(aux, bool) or not isinstance(aux, int) or aux < 0:
+        raise PluginError(f"op '{name}': aux must be the number (an int >= 0) of auxiliary "
+                          f"arrays its kernels return after the output, got {aux!r}")
+    if aux and vjp is None:
+        raise PluginError(f"op '{name}': aux={aux} needs a vjp (the rule that reuses them)")
+    if aux:
+        ps = inspect.signature(vjp).parameters.values()
+        if not any(p.name == "aux" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+                   and p.default is not p.empty for p in ps) \
+                and not any(p.kind is p.VAR_KEYWORD for p in ps):
+            raise PluginError(f"op '{name}': aux={aux}, so its vjp must take a keyword "
+                              f"argument aux=None (the auxiliary arrays, or None: recompute)")
+    return aux
 
 
 class Registry:
@@ -207,7 +233,7 @@ class Registry:
     def register_op(self, name, kernels, vjp=None, samples=None, *, differentiable=None,
                     nin=None, params=None, jvp=None, method=None, seq_input=False, view=False,
                     twice_differentiable=True, save_inputs=True, save_ans=True, doc=None,
-                    not_implemented=(), override=False):
+                    not_implemented=(), override=False, aux=0):
         """Define op `name`.
 
         kernels: {device name: fn(*arrays, **params) -> array}.
@@ -235,6 +261,16 @@ class Registry:
         jvp: optional forward-mode rule ``jvp(t, ans, *inputs, **params)``: `t` holds one
             tangent per input (None where it has none); returns the output's tangent (in
             ans's shape, or one that broadcasts to it). The contract kit checks it.
+        aux: the number of auxiliary arrays the kernels return after the output,
+            ``kernel(...) -> (out, a1, ..., a_aux)`` (or the output alone: the rule then
+            gets aux=None): intermediates of the forward that the
+            rule may reuse (an inverse std, a softmax). The VJP then takes a keyword
+            ``aux``: a tuple of constant tensors when the rule runs unrecorded (a plain
+            backward), and None when it is recorded (create_graph=True, tg.compile), where
+            it must recompute them from its inputs with tapegrad ops -- the arrays are
+            constants, so a rule differentiated through them would be wrong in the inputs
+            they depend on. The aux arrays must be new arrays (not the output or an input,
+            nor views of them). See docs/plugin-guide.md, "Reusing forward intermediates".
 
         An op that takes ``axis``/``keepdims`` (in `params`, the VJP's or a kernel's
         signature) and no ``dim``/``keepdim`` takes PyTorch's ``dim=``/``keepdim=`` too,
@@ -249,6 +285,7 @@ class Registry:
                 raise PluginError(f"op '{name}': kernel for '{dev}' is not callable")
         if vjp is not None and not callable(vjp):
             raise PluginError(f"op '{name}': vjp must be callable or None")
+        aux = _check_aux(name, aux, vjp)
         if vjp is None and nin is not None:
             inferred_nin, inferred_params = nin, ()
         else:
@@ -264,7 +301,7 @@ class Registry:
         op = Op(name, self.plugin, dict(kernels), vjp, jvp, nin, bool(seq_input), params,
                 differentiable, bool(view), bool(twice_differentiable),
                 [Sample.coerce(s) for s in (samples or [])], doc or "", save_inputs,
-                bool(save_ans), tuple(not_implemented))
+                bool(save_ans), tuple(not_implemented), aux)
         self._stage(self.ops, name, op, override)
         self.methods[name] = method
         return op

@@ -315,7 +315,8 @@ def check_op(op, *, atol=1e-5, rtol=1e-3, eps=1e-6) -> Report:
 
     For every sample: the op's tensor result equals its kernel's; in float64 its VJP
     matches central finite differences for every differentiable input (broadcast inputs
-    included: their gradients must come back in their own shape); its second derivatives
+    included: their gradients must come back in their own shape), for an op with
+    ``aux=`` both with its auxiliary arrays and recomputing them; its second derivatives
     pass gradgradcheck (for an op registered with ``twice_differentiable=False``: a
     gradient taken with create_graph=True raises when differentiated again); its JVP rule,
     if it has one, matches finite differences; inputs that are not differentiable get no
@@ -341,6 +342,8 @@ def check_op(op, *, atol=1e-5, rtol=1e-3, eps=1e-6) -> Report:
         if isinstance(entry, Op):
             _check_forward(entry, sample, where, report)
         _check_gradients(entry, sample, positions, where, report, atol, rtol, eps)
+        if isinstance(entry, Op) and entry.n_aux:
+            _check_aux_both_ways(entry, sample, positions, where, report, atol, rtol, eps)
         _check_replayable_rule(entry, sample, positions, where, report)
         _check_second_order(entry, sample, positions, where, report, atol, rtol, eps)
         _check_jvp(entry, sample, positions, where, report, atol, rtol, eps)
@@ -420,7 +423,10 @@ def _check_forward(op, sample, where, report):
     if op.seq_input:
         arrays = list(arrays[0]) + list(arrays[1:])
     dev = _engine.default_device()
-    expected = dev.to_numpy(dev.asarray(op.kernels[dev.name](*arrays, **sample.kwargs)))
+    expected = op.kernels[dev.name](*arrays, **sample.kwargs)
+    if op.n_aux:
+        expected = _check_aux_result(op, expected, where)
+    expected = dev.to_numpy(dev.asarray(expected))
     got = _host(out)
     if got.shape != expected.shape or got.dtype != expected.dtype or not np.array_equal(got, expected, equal_nan=True):
         raise ContractError(f"{where}: the tensor result differs from the kernel's "
@@ -534,6 +540,38 @@ def _check_second_order(entry, sample, positions, where, report, atol, rtol, eps
                              "differentiable)")
         return
     report.checks.append("float64 second derivatives (gradgradcheck)")
+
+
+def _check_aux_result(op, result, where):
+    """The output of an aux op's kernel result (out, a1, ..., ak), checked."""
+    if not isinstance(result, tuple):
+        return result                 # a kernel may return the output alone
+    if len(result) != op.n_aux + 1:
+        raise ContractError(f"{where}: the op is registered with aux={op.n_aux}, so its kernel "
+                            f"must return (out, {op.n_aux} auxiliary arrays), got "
+                            f"{type(result).__name__}")
+    return result[0]
+
+
+def _check_aux_both_ways(entry, sample, positions, where, report, atol, rtol, eps):
+    """An op with aux= has two first-order rules in one: with the forward's auxiliary
+    arrays (a plain backward) and recomputing them (the rule recorded, create_graph=True).
+    Both must match finite differences; gradgradcheck covers the recorded one's own
+    derivative (see Note: [auxiliary outputs] in _engine.pyx)."""
+    found = _sample_function(entry, sample, positions)
+    if found is None:
+        return
+    f, flat = found
+    wrt = [i for i, x in enumerate(flat) if isinstance(x, TensorBase) and x.requires_grad]
+    numeric = numeric_jacobian(f, flat, wrt, eps)
+    for create_graph, how in ((False, "with its aux arrays (create_graph=False)"),
+                              (True, "recomputing them (create_graph=True)")):
+        analytic = analytic_jacobian(f, flat, wrt, create_graph=create_graph)
+        try:
+            _compare(analytic, numeric, flat, wrt, atol, rtol, "gradient")
+        except GradcheckError as exc:
+            raise GradcheckError(f"{where}: the gradient rule {how}: {exc}") from None
+    report.checks.append("gradient with and without its aux arrays vs finite differences")
 
 
 def _check_double_backward_raises(f, flat, where):

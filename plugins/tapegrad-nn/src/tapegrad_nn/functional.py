@@ -149,24 +149,82 @@ def _shifted(x, axis):
     return x - m, m, True
 
 
+def _sum_kept(a, axis):
+    """a.sum(axis, keepdims=True); over a short last axis as einsum's row sum (~3x
+    faster than NumPy's reduction there). NOTE: einsum accumulates a row sequentially
+    (in SIMD lanes): rows longer than 4096 keep NumPy's pairwise sum (float32)."""
+    if (axis == -1 or (a.ndim and axis == a.ndim - 1)) and 0 < a.shape[-1] <= 4096 \
+            and type(axis) is int and a.dtype.kind == "f":
+        return np.einsum("...i->...", a)[..., None]
+    return a.sum(axis=axis, keepdims=True)
+
+
 def _softmax_kernel(x, axis=-1):
     z, _, finite = _shifted(np.asarray(x), axis)
     # NOTE: z is a fresh array: exp and the division run in place on it (attention's
     # (N, H, L, S) scores: two full-size allocations fewer). An integer or 0-d z is not
     # a float buffer that can hold the result; np.exp makes one.
     if z.dtype.kind == "f" and z.ndim:
-        e = np.exp(z, out=z)
+        np.exp(z, out=z)
     else:
-        e = np.asarray(np.exp(z))
-    # The maximum contributes exp(0) = 1, so a row's sum is >= 1, except for a row of
-    # -inf only: 0 / 0 = nan there (as PyTorch), silently.
-    with np.errstate(invalid="ignore") if not finite else _NO_ERRSTATE:
-        return np.divide(e, e.sum(axis=axis, keepdims=True), out=e)
+        z = np.asarray(np.exp(z))
+    if finite:                       # the maximum contributes exp(0) = 1: the sum is >= 1
+        z /= _sum_kept(z, axis)
+        return z
+    with np.errstate(invalid="ignore"):           # a row of -inf only: 0 / 0 = nan
+        z /= _sum_kept(z, axis)
+    return z
+
+
+def _has_kernel(op, t):
+    """Whether `op` has a kernel on t's device (the fused backward ops are CPU-only; the
+    rules fall back to their composite form elsewhere)."""
+    return t.device.name in op.kernels
 
 
 def _softmax_vjp(g, ans, x, axis=-1):
-    # J^T g for y = softmax(x): y * (g - sum(g * y)).
+    # J^T g for y = softmax(x): y * (g - sum(g * y)), one fused kernel where it has one.
+    if _has_kernel(tg._softmax_backward, ans):
+        return (tg._softmax_backward(g, ans, axis),)
     return (ans * (g - tg.sum(g * ans, axis, keepdims=True)),)
+
+
+def _row_dot(a, b, axis):
+    """sum(a * b, axis, keepdims=True), without the product array for the last axis."""
+    if axis in (-1, a.ndim - 1) and a.ndim and a.shape[-1] <= 4096 and a.shape == b.shape:
+        # NOTE: einsum accumulates a row sequentially: short rows only (float32)
+        return np.einsum("...i,...i->...", a, b)[..., None]
+    return np.sum(a * b, axis=axis, keepdims=True)
+
+
+def _softmax_backward_kernel(g, y, axis=-1):
+    """y * (g - sum(g * y, axis)): softmax's gradient from its output, one buffer."""
+    y = np.asarray(y)
+    g = np.broadcast_to(g, y.shape)
+    out = g - _row_dot(g, y, axis)
+    out *= y
+    return out
+
+
+def _softmax_backward_vjp(h, ans, g, y, axis=-1):
+    # B(g, y) = y * (g - s), s = sum(g * y): dg = B(h, y) (J is symmetric);
+    # dy = h * (g - s) - sum(h * y) * g.
+    dg = tg._softmax_backward(h, y, axis) if tg.needs_grad(g) else None
+    dy = None
+    if tg.needs_grad(y):
+        dy = h * (g - tg.sum(g * y, axis, keepdims=True)) - tg.sum(h * y, axis, keepdims=True) * g
+    return dg, dy
+
+
+def _log_softmax_and_probs(x, axis):
+    """(log_softmax(x), softmax(x)) from one exp of the shifted x."""
+    z, _, _ = _shifted(np.asarray(x), axis)
+    e = np.exp(z)
+    with np.errstate(divide="ignore", invalid="ignore"):   # a row of -inf: -inf - -inf
+        s = _sum_kept(e, axis)
+        z -= np.log(s)
+        e /= s
+    return z, e
 
 
 def _log_softmax_kernel(x, axis=-1):
@@ -177,9 +235,35 @@ def _log_softmax_kernel(x, axis=-1):
         return z - np.log(np.exp(z).sum(axis=axis, keepdims=True))
 
 
-def _log_softmax_vjp(g, ans, x, axis=-1):
-    # J^T g for y = log_softmax(x): g - softmax(x) * sum(g), with softmax(x) = exp(y).
-    return (g - tg.exp(ans) * tg.sum(g, axis, keepdims=True),)
+def _log_softmax_aux_kernel(x, axis=-1):
+    """(log_softmax(x), softmax(x)): the softmax is the auxiliary output its rule reuses
+    (register_op(aux=1)) instead of exp(ans) again."""
+    return _log_softmax_and_probs(x, axis)
+
+
+def _log_softmax_vjp(g, ans, x, axis=-1, *, aux=None):
+    # J^T g for y = log_softmax(x): g - softmax(x) * sum(g), with softmax(x) = exp(y):
+    # the forward's (aux) in a plain backward, exp(ans) when the rule is recorded.
+    p = aux[0] if aux is not None else tg.exp(ans)
+    if _has_kernel(tg._log_softmax_backward, p):
+        return (tg._log_softmax_backward(g, p, axis),)
+    return (g - p * tg.sum(g, axis, keepdims=True),)
+
+
+def _log_softmax_backward_kernel(g, p, axis=-1):
+    """g - p * sum(g, axis): log_softmax's gradient from the softmax p, one buffer."""
+    p = np.asarray(p)
+    g = np.broadcast_to(g, p.shape)
+    out = p * -_sum_kept(g, axis)
+    out += g
+    return out
+
+
+def _log_softmax_backward_vjp(h, ans, g, p, axis=-1):
+    # B(g, p) = g - p * sum(g): dg = h - sum(h * p) (broadcast over axis); dp = -h * sum(g).
+    dg = h - tg.sum(h * p, axis, keepdims=True) if tg.needs_grad(g) else None
+    dp = -h * tg.sum(g, axis, keepdims=True) if tg.needs_grad(p) else None
+    return dg, dp
 
 
 def _logsumexp_kernel(x, axis=None, keepdims=False):
@@ -398,10 +482,27 @@ def _check_cross_entropy_args(reduction, label_smoothing):
 
 def _cross_entropy_kernel(x, t, *, reduction="mean", weight=None, ignore_index=-100,
                           label_smoothing=0.0):
+    return _cross_entropy_aux_kernel(x, t, reduction=reduction, weight=weight,
+                                     ignore_index=ignore_index,
+                                     label_smoothing=label_smoothing)[0]
+
+
+def _cross_entropy_aux_kernel(x, t, *, reduction="mean", weight=None, ignore_index=-100,
+                              label_smoothing=0.0):
+    """(loss, softmax(x)): the softmax is the auxiliary output the rule reuses."""
+    return _cross_entropy_parts(x, t, reduction, weight, ignore_index, label_smoothing)
+
+
+def _cross_entropy_parts(x, t, reduction, weight, ignore_index, label_smoothing):
     _check_cross_entropy_args(reduction, label_smoothing)
     x = np.asarray(x)
     labels = _check_cross_entropy(x, t)
-    lsm = _log_softmax_kernel(x, axis=-1)
+    lsm, probs = _log_softmax_and_probs(x, -1)
+    return _cross_entropy_loss(x, t, labels, lsm, reduction, weight, ignore_index,
+                               label_smoothing), probs
+
+
+def _cross_entropy_loss(x, t, labels, lsm, reduction, weight, ignore_index, label_smoothing):
     if not _is_plain(t, weight, ignore_index, label_smoothing):
         a, denom = _coefficients(x.shape, x.dtype, t, labels, weight, ignore_index,
                                  label_smoothing, "cross_entropy")
@@ -422,28 +523,35 @@ def _cross_entropy_kernel(x, t, *, reduction="mean", weight=None, ignore_index=-
 
 
 def _cross_entropy_vjp(g, ans, x, t, *, reduction="mean", weight=None, ignore_index=-100,
-                       label_smoothing=0.0):
+                       label_smoothing=0.0, aux=None):
+    # aux: (softmax(x),) from the forward in a plain backward; None when the rule is
+    # recorded (create_graph, tg.compile), where the softmax must stay a function of x.
+    probs = aux[0] if aux is not None else None
     if not _is_plain(t, weight, ignore_index, label_smoothing):
         return _weighted_cross_entropy_vjp(g, x, t, reduction, weight, ignore_index,
-                                           label_smoothing)
+                                           label_smoothing, probs)
     g = _per_element(g, x.shape[:-1], reduction)
     if reduction == "none":
         g = tg.reshape(g, g.shape + (1,))          # broadcast over the class axis
     if _is_label(t):
         if not tg.needs_grad(x):
             return None, None
+        if probs is not None:
+            return tg._minus_one_hot(probs, t) * g, None
         return tg._softmax_minus_one_hot(x, t) * g, None    # (softmax - one_hot) * g
     gx = gt = None
     if tg.needs_grad(x):
         # d/dx -sum(t * log_softmax(x)) = softmax(x) * sum(t) - t  (sum(t) = 1 for
         # probabilities, but any non-negative weights are differentiated correctly).
-        gx = (tg.softmax(x, axis=-1) * tg.sum(t, -1, keepdims=True) - t) * g
+        p = probs if probs is not None else tg.softmax(x, axis=-1)
+        gx = (p * tg.sum(t, -1, keepdims=True) - t) * g
     if tg.needs_grad(t):
         gt = -tg.log_softmax(x, axis=-1) * g
     return gx, gt
 
 
-def _weighted_cross_entropy_vjp(g, x, t, reduction, weight, ignore_index, label_smoothing):
+def _weighted_cross_entropy_vjp(g, x, t, reduction, weight, ignore_index, label_smoothing,
+                                probs=None):
     # loss row = -sum(a * log_softmax(x)): d/dx = softmax(x) * sum(a) - a. With labels `a`
     # is a constant (built on the host, then put on x's device); with probabilities
     # a = w ((1 - eps) t + eps / C) is differentiated in t too.
@@ -474,7 +582,8 @@ def _weighted_cross_entropy_vjp(g, x, t, reduction, weight, ignore_index, label_
         a = a if w is None else a * w
     gx = gt = None
     if tg.needs_grad(x):
-        gx = (tg.softmax(x, axis=-1) * tg.sum(a, -1, keepdims=True) - a) * g
+        p = probs if probs is not None else tg.softmax(x, axis=-1)
+        gx = (p * tg.sum(a, -1, keepdims=True) - a) * g
     if not labels and tg.needs_grad(t):
         scale = (1.0 - float(label_smoothing)) * (1.0 if w is None else w)
         gt = -(tg.log_softmax(x, axis=-1) * scale) * g
@@ -492,6 +601,21 @@ def _softmax_minus_one_hot_kernel(x, t):
     t = _check_labels(t, p.shape[-1])
     rows[np.arange(rows.shape[0]), t.reshape(-1)] -= 1
     return p
+
+
+def _minus_one_hot_kernel(p, t):
+    """p with 1 subtracted at each row's label (p: probabilities over the last axis)."""
+    out = np.array(p, copy=True, order="C")
+    rows = out.reshape(-1, out.shape[-1])
+    # NOTE: checked here too (see _softmax_minus_one_hot_kernel): a replayed or reused
+    # call must not index rows from the end with a -100 label.
+    t = _check_labels(t, out.shape[-1])
+    rows[np.arange(rows.shape[0]), t.reshape(-1)] -= 1
+    return out
+
+
+def _minus_one_hot_vjp(h, ans, p, t):
+    return h, None                   # p - one_hot(t): the identity in p
 
 
 def _softmax_minus_one_hot_vjp(g, ans, x, t):
@@ -789,8 +913,8 @@ def register(registry):
         save_inputs=(False,), samples=_SOFTMAX_SAMPLES,
         doc="softmax(x, axis=-1): exp(x) / sum(exp(x), axis), computed with the maximum "
             "subtracted first (no overflow). `axis` may be an int, a tuple or None (all).")
-    reg("log_softmax", kernels={"cpu": _log_softmax_kernel}, vjp=_log_softmax_vjp,
-        params=("axis",), save_inputs=(False,), samples=_SOFTMAX_SAMPLES,
+    reg("log_softmax", kernels={"cpu": _log_softmax_aux_kernel}, vjp=_log_softmax_vjp,
+        params=("axis",), save_inputs=(False,), samples=_SOFTMAX_SAMPLES, aux=1,
         doc="log_softmax(x, axis=-1): x - logsumexp(x, axis), finite for any finite x "
             "(never log(softmax(x)), which is -inf where softmax underflows).")
     # NOTE: the op is `_logsumexp` (x only: one kernel per device); the public
@@ -800,8 +924,8 @@ def register(registry):
         doc="_logsumexp(x, axis=None, keepdims=False): log(sum(exp(x), axis)) computed "
             "stably, the op behind tg.logsumexp without b; the gradient is the softmax "
             "over `axis`.")
-    reg("cross_entropy", kernels={"cpu": _cross_entropy_kernel}, vjp=_cross_entropy_vjp,
-        params=(), save_ans=False, method=False, samples=_CROSS_ENTROPY_SAMPLES,
+    reg("cross_entropy", kernels={"cpu": _cross_entropy_aux_kernel}, vjp=_cross_entropy_vjp,
+        params=(), save_ans=False, method=False, samples=_CROSS_ENTROPY_SAMPLES, aux=1,
         doc="cross_entropy(logits, target, *, reduction='mean', weight=None, "
             "ignore_index=-100, label_smoothing=0.0): -sum(target * "
             "log_softmax(logits)) over the class axis (the last). `target` is either integer "
@@ -817,6 +941,25 @@ def register(registry):
         doc="_softmax_minus_one_hot(logits, labels): softmax over the last axis with 1 "
             "subtracted at each row's label, the gradient of cross_entropy with integer "
             "labels (labels are checked by cross_entropy, which calls it from its rule).")
+    reg("_minus_one_hot", kernels={"cpu": _minus_one_hot_kernel}, vjp=_minus_one_hot_vjp,
+        differentiable=(0,), save_inputs=(False, False), save_ans=False, method=False,
+        samples=[tg.Sample(s.args[0], s.args[1]) for s in _SOFTMAX_MINUS_ONE_HOT_SAMPLES],
+        doc="_minus_one_hot(probs, labels): probs with 1 subtracted at each row's label "
+            "(cross_entropy's gradient from the forward's softmax).")
+    reg("_softmax_backward", kernels={"cpu": _softmax_backward_kernel},
+        vjp=_softmax_backward_vjp, params=("axis",), method=False,
+        samples=[tg.Sample(_logits(*s.args[0].shape, seed=5), _softmax_kernel(s.args[0], *s.args[1:2], **s.kwargs),
+                           *s.args[1:2], **s.kwargs) for s in _SOFTMAX_SAMPLES]
+        + [tg.Sample(_logits(1, 4, seed=7), _softmax_kernel(_logits(3, 4)))],   # broadcast g
+        doc="_softmax_backward(g, y, axis=-1): y * (g - sum(g * y, axis)), softmax's "
+            "gradient from its output in one kernel; differentiable in g and y.")
+    reg("_log_softmax_backward", kernels={"cpu": _log_softmax_backward_kernel},
+        vjp=_log_softmax_backward_vjp, params=("axis",), method=False, save_ans=False,
+        samples=[tg.Sample(_logits(*s.args[0].shape, seed=6), _softmax_kernel(s.args[0], *s.args[1:2], **s.kwargs),
+                           *s.args[1:2], **s.kwargs) for s in _SOFTMAX_SAMPLES]
+        + [tg.Sample(_logits(1, 4, seed=8), _softmax_kernel(_logits(3, 4)))],   # broadcast g
+        doc="_log_softmax_backward(g, p, axis=-1): g - p * sum(g, axis), log_softmax's "
+            "gradient from the softmax p in one kernel; differentiable in g and p.")
     reg("binary_cross_entropy_with_logits", kernels={"cpu": _bce_logits_kernel},
         vjp=_bce_logits_vjp, params=(), save_ans=False, method=False, samples=_BCE_SAMPLES,
         doc="binary_cross_entropy_with_logits(logits, target, *, reduction='mean'): "

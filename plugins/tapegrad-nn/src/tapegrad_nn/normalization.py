@@ -54,9 +54,12 @@ def _as_rows(x, axis):
 
 
 def _row_mean(a):
-    # NOTE: not a @ ones (BLAS gemv): erratic under thread contention (x30 measured);
-    # a row sum is pairwise (accurate in float32) and memory-bound.
-    return a.sum(axis=1) * (1.0 / max(a.shape[1], 1))
+    # NOTE: not a @ ones (BLAS gemv): erratic under thread contention (x30 measured).
+    # einsum's row sum is ~3x NumPy's sum(axis=1) on short rows, but accumulates each
+    # row sequentially (in SIMD lanes): pairwise sum(axis=1) for long float32 rows.
+    if a.shape[1] > 4096:
+        return a.sum(axis=1) * (1.0 / a.shape[1])
+    return np.einsum("ij->i", a) * (1.0 / max(a.shape[1], 1))
 
 
 def _row_dot_mean(a, b):
@@ -66,23 +69,69 @@ def _row_dot_mean(a, b):
     return np.einsum("ij,ij->i", a, b) * (1.0 / max(k, 1))
 
 
+def _as_channels(x, axis):
+    """x as an (N, C, L) C-contiguous array when `axis` is every axis but 1 (batch_norm
+    in training on an (N, C, *) input), else None."""
+    if x.ndim < 2 or tuple(sorted(a % x.ndim for a in axis)) != (0,) + tuple(range(2, x.ndim)):
+        return None
+    return np.ascontiguousarray(x).reshape(x.shape[0], x.shape[1], -1)
+
+
+def _channel_dot(a, b):
+    """sum(a * b) over axes 0 and 2 of (N, C, L) arrays, per channel: (C,).
+
+    NOTE: einsum accumulates each (n, c) row sequentially: pairwise sums for long rows
+    (as _row_dot_mean), and across the batch always."""
+    if a.shape[2] > 4096:
+        return (a * b).sum(axis=2).sum(axis=0)
+    return np.einsum("ncl,ncl->nc", a, b).sum(axis=0)
+
+
+def _channel_sum(a):
+    if a.shape[2] > 4096:
+        return a.sum(axis=2).sum(axis=0)
+    return np.einsum("ncl->nc", a).sum(axis=0)
+
+
+def _channel_moments(x3):
+    """(x3 - mean, biased variance, mean) per channel of an (N, C, L) array."""
+    inv = 1.0 / max(x3.shape[0] * x3.shape[2], 1)
+    mean = _channel_sum(x3) * inv
+    d = x3 - mean[:, None]
+    return d, _channel_dot(d, d) * inv, mean
+
+
 def _moments(x, axis, eps):
     """(x - mean) and the inverse std 1 / sqrt(var + eps) (biased var), both
-    broadcastable against x (rows: (M, K) and (M, 1) when `axis` is trailing)."""
+    broadcastable against x (rows: (M, K) and (M, 1) when `axis` is trailing; channels:
+    (N, C, L) and (C, 1) when it is every axis but 1)."""
     rows = _as_rows(x, axis)
     if rows is not None:
         d = rows - _row_mean(rows)[:, None]
         return d, (1.0 / np.sqrt(_row_dot_mean(d, d) + eps))[:, None]
+    chans = _as_channels(x, axis)
+    if chans is not None:
+        d, var, _ = _channel_moments(chans)
+        return d, (1.0 / np.sqrt(var + eps))[:, None]
     d = x - x.mean(axis=axis, keepdims=True)
     # NOTE: a Python float eps keeps float32 float32 (NumPy 2's weak scalars).
     return d, 1.0 / np.sqrt(np.mean(d * d, axis=axis, keepdims=True) + eps)
 
 
+def _kept_shape(shape, axis):
+    """`shape` with the axes `axis` set to 1 (keepdims)."""
+    nd = len(shape)
+    reduced = {a % nd for a in axis} if nd else set()
+    return tuple(1 if i in reduced else n for i, n in enumerate(shape))
+
+
 def _standardize_kernel(x, axis=(-1,), eps=1e-5):
+    """(y, r): the standardised x and, as the op's auxiliary output, the inverse std r
+    (keepdims shape), which the first-order rule reuses (register_op(aux=1))."""
     x = np.asarray(x)
     d, r = _moments(x, axis, eps)
     d *= r
-    return d.reshape(x.shape)
+    return d.reshape(x.shape), np.reshape(r, _kept_shape(x.shape, axis))
 
 
 def _standardize_grad_kernel(g, x, axis=(-1,), eps=1e-5):
@@ -91,6 +140,8 @@ def _standardize_grad_kernel(g, x, axis=(-1,), eps=1e-5):
     y, r = _moments(x, axis, eps)
     y *= r
     rows = _as_rows(g, axis)            # not None: _moments took the (M, K) path too
+    if rows is None and _as_channels(x, axis) is not None:
+        return _scaled_backward(g, y.reshape(x.shape), r, axis, True)
     if rows is not None:
         out = rows - _row_mean(rows)[:, None]
         out *= r
@@ -103,11 +154,54 @@ def _standardize_grad_kernel(g, x, axis=(-1,), eps=1e-5):
 
 
 def _rms_kernel(x, axis=(-1,), eps=1e-5):
+    """(y, r): x / rms and, as the auxiliary output, the inverse rms r (keepdims)."""
     x = np.asarray(x)
     rows = _as_rows(x, axis)
     if rows is not None:
-        return (rows * (1.0 / np.sqrt(_row_dot_mean(rows, rows) + eps))[:, None]).reshape(x.shape)
-    return x * (1.0 / np.sqrt(np.mean(x * x, axis=axis, keepdims=True) + eps))
+        r = (1.0 / np.sqrt(_row_dot_mean(rows, rows) + eps))[:, None]
+        return (rows * r).reshape(x.shape), r.reshape(_kept_shape(x.shape, axis))
+    r = 1.0 / np.sqrt(np.mean(x * x, axis=axis, keepdims=True) + eps)
+    return x * r, r
+
+
+def _std_backward_kernel(g, y, r, axis=(-1,)):
+    """r * (g - mean(g) - y * mean(g * y)) over `axis`: _standardize's gradient from its
+    output y and inverse std r (no moments recomputed; one output buffer)."""
+    return _scaled_backward(g, y, r, axis, True)
+
+
+def _rms_backward_kernel(g, y, r, axis=(-1,)):
+    """r * (g - y * mean(g * y)) over `axis`: _rms_scale's gradient from y and r."""
+    return _scaled_backward(g, y, r, axis, False)
+
+
+def _scaled_backward(g, y, r, axis, centred):
+    y = np.asarray(y)
+    g = np.broadcast_to(g, y.shape)
+    rows, yrows = _as_rows(g, axis), _as_rows(y, axis)
+    if rows is not None:
+        rr = np.reshape(r, (-1, 1))
+        out = yrows * (-_row_dot_mean(rows, yrows))[:, None]
+        out += rows
+        if centred:
+            out -= _row_mean(rows)[:, None]
+        out *= rr
+        return out.reshape(y.shape)
+    chans, ychans = _as_channels(g, axis), _as_channels(y, axis)
+    if chans is not None:
+        inv = 1.0 / max(chans.shape[0] * chans.shape[2], 1)
+        out = ychans * (-_channel_dot(chans, ychans) * inv)[:, None]
+        out += chans
+        if centred:
+            out -= (_channel_sum(chans) * inv)[:, None]
+        out *= np.reshape(r, (-1, 1))
+        return out.reshape(y.shape)
+    out = y * -np.mean(g * y, axis=axis, keepdims=True)
+    out += g
+    if centred:
+        out -= g.mean(axis=axis, keepdims=True)
+    out *= r
+    return out
 
 
 def _rms_grad_kernel(g, x, axis=(-1,), eps=1e-5):
@@ -125,6 +219,70 @@ def _rms_grad_kernel(g, x, axis=(-1,), eps=1e-5):
     out = g - y * np.mean(g * y, axis=axis, keepdims=True)
     out *= r
     return out
+
+
+def _batch_moments_kernel(x, axis=(0,), ddof=1):
+    """stack([mean, var(ddof)]) over `axis`: the batch statistics a running-statistics
+    update needs, in one pass pair (the var with Bessel's correction for ddof=1)."""
+    x = np.asarray(x)
+    chans = _as_channels(x, axis)
+    if chans is not None:
+        _, var, mean = _channel_moments(chans)
+        n = chans.shape[0] * chans.shape[2]
+        with np.errstate(divide="ignore", invalid="ignore"):    # n <= ddof: nan, as NumPy
+            return np.stack([mean, var * (n / (n - ddof)) if n > ddof else var * np.nan])
+    return np.stack([x.mean(axis=axis), x.var(axis=axis, ddof=ddof)])
+
+
+def _batch_moments_vjp(g, ans, x, axis=(0,), ddof=1):
+    # d mean / dx = 1 / n; d var / dx = 2 (x - mean) / (n - ddof): g[0] and g[1] are in
+    # the reduced shape, put back with keepdims.
+    kept = _kept_shape(x.shape, axis)
+    n = math.prod(x.shape) // max(math.prod(kept), 1)
+    g_mean, g_var = tg.reshape(g[0], kept), tg.reshape(g[1], kept)
+    mean = tg.mean(x, axis, keepdims=True)
+    return (g_mean * (1.0 / n) + g_var * (x - mean) * (2.0 / (n - ddof)),)
+
+
+# The per-channel affine of group_norm / batch_norm / instance_norm as one op: its
+# weight and bias gradients are per-channel reductions of (N, C, L) views (einsum, ~3x
+# faster than NumPy's sum over axes (0, 2, 3) that un-broadcasting would do).
+
+def _channels_of(a):
+    return np.ascontiguousarray(a).reshape(a.shape[0], a.shape[1], -1)
+
+
+def _channel_affine_kernel(y, w, b):
+    y = np.asarray(y)
+    out = _channels_of(y) * np.asarray(w)[:, None]
+    out += np.asarray(b)[:, None]
+    return out.reshape(y.shape)
+
+
+def _channel_affine_vjp(g, ans, y, w, b):
+    gy = g * tg.reshape(w, _channel_shape(y)) if tg.needs_grad(y) else None
+    gw = tg._channel_dot(g, y) if tg.needs_grad(w) else None
+    gb = tg._channel_sum(g) if tg.needs_grad(b) else None
+    return gy, gw, gb
+
+
+def _channel_dot_kernel(a, b):
+    """sum(a * b) over every axis but 1: (C,)."""
+    a, b = np.broadcast_arrays(np.asarray(a), np.asarray(b))
+    return _channel_dot(_channels_of(a), _channels_of(b))
+
+
+def _channel_dot_vjp(h, ans, a, b):
+    hc = tg.reshape(h, _channel_shape(a))
+    return (hc * b if tg.needs_grad(a) else None), (hc * a if tg.needs_grad(b) else None)
+
+
+def _channel_sum_kernel(a):
+    return _channel_sum(_channels_of(np.asarray(a)))
+
+
+def _channel_sum_vjp(h, ans, a):
+    return (tg.broadcast_to(tg.reshape(h, _channel_shape(a)), a.shape),)
 
 
 def _inv_std(x, axis, eps):
@@ -145,7 +303,10 @@ def _inv_rms(x, axis, eps):
 # (differentiate h^T J(x) g through r and y, using dr/dx = -r**2 y / N and dy/dx = J).
 # It is written with the ops themselves, so every order is differentiable.
 
-def _standardize_vjp(g, ans, x, axis=(-1,), eps=1e-5):
+def _standardize_vjp(g, ans, x, axis=(-1,), eps=1e-5, *, aux=None):
+    if aux is not None:          # a plain backward: the forward's inverse std, reused
+        return (tg._standardize_backward(g, ans, aux[0], axis),)
+    # Recorded (create_graph, tg.compile): r must stay a function of x, so recompute.
     return (tg._standardize_grad(g, x, axis, eps),)
 
 
@@ -153,8 +314,38 @@ def _standardize_jvp(t, ans, x, axis=(-1,), eps=1e-5):
     return tg._standardize_grad(t[0], x, axis, eps)     # t also holds None for axis, eps
 
 
-def _rms_vjp(g, ans, x, axis=(-1,), eps=1e-5):
+def _rms_vjp(g, ans, x, axis=(-1,), eps=1e-5, *, aux=None):
+    if aux is not None:
+        return (tg._rms_scale_backward(g, ans, aux[0], axis),)
     return (tg._rms_scale_grad(g, x, axis, eps),)
+
+
+# The rules of _standardize_backward / _rms_scale_backward, B(g, y, r) = r * (g - [mean(g)]
+# - y * m) with m = mean(g * y), in all three arguments (the ops are called with the
+# forward's y and r as constants, but their own rule treats them as the inputs they are):
+#     dg = B(h, y, r)                              (J is symmetric)
+#     dy = -r * (h * m + mean(h * y) * g)
+#     dr = sum(h * (g - [mean(g)] - y * m))        (r has keepdims shape)
+
+def _scaled_backward_vjp(backward_op, centred, h, g, y, r, axis):
+    dg = backward_op(h, y, r, axis) if tg.needs_grad(g) else None
+    dy = dr = None
+    if tg.needs_grad(y) or tg.needs_grad(r):
+        m = tg.mean(g * y, axis, keepdims=True)
+        if tg.needs_grad(y):
+            dy = -r * (h * m + tg.mean(h * y, axis, keepdims=True) * g)
+        if tg.needs_grad(r):
+            centre = g - tg.mean(g, axis, keepdims=True) if centred else g
+            dr = tg.sum(h * (centre - y * m), axis, keepdims=True)
+    return dg, dy, dr
+
+
+def _std_backward_vjp(h, ans, g, y, r, axis=(-1,)):
+    return _scaled_backward_vjp(tg._standardize_backward, True, h, g, y, r, axis)
+
+
+def _rms_backward_vjp(h, ans, g, y, r, axis=(-1,)):
+    return _scaled_backward_vjp(tg._rms_scale_backward, False, h, g, y, r, axis)
 
 
 def _rms_jvp(t, ans, x, axis=(-1,), eps=1e-5):
@@ -172,6 +363,8 @@ def _grad_op_vjp(grad_op, y, r, h, bg, g, x, axis, eps):
 
 
 def _standardize_grad_vjp(h, ans, g, x, axis=(-1,), eps=1e-5):
+    # NOTE: this rule is recorded whenever it runs (it is the double backward), so the
+    # _standardize and _rms_scale calls below never hand their aux arrays to a rule.
     return _grad_op_vjp(tg._standardize_grad, tg._standardize(x, axis, eps),
                         _inv_std(x, axis, eps), h, ans, g, x, axis, eps)
 
@@ -215,6 +408,9 @@ def _shape(v):
 
 def _affine(y, weight, bias, shape=None):
     """y * weight + bias, with weight/bias reshaped to `shape` (channel broadcasting)."""
+    if shape is not None and weight is not None and bias is not None \
+            and y.device.name in tg._channel_affine.kernels:
+        return tg._channel_affine(y, weight, bias)      # one op, channel-wise reductions
     if weight is not None:
         y = y * (weight if shape is None else tg.reshape(weight, shape))
     if bias is not None:
@@ -361,18 +557,24 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
                              f"training, got input of shape {tuple(x.shape)}")
         if running_mean is not None or running_var is not None:
             with tg.no_grad():
-                xd = x.detach()
+                stats = tg._batch_moments(x.detach(), axis, 1)     # one op: mean, var
                 if running_mean is not None:
-                    _update_running(running_mean, tg.mean(xd, axis), momentum)
+                    _update_running(running_mean, stats[0], momentum)
                 if running_var is not None:
-                    _update_running(running_var, tg.var(xd, axis, ddof=1), momentum)
+                    _update_running(running_var, stats[1], momentum)
         return _affine(tg._standardize(x, axis, float(eps)), weight, bias, cshape)
     if running_mean is None or running_var is None:
         raise ValueError("batch_norm: running_mean and running_var are required when "
                          "training=False")
-    rm = tg.reshape(_as_tensor(running_mean), cshape)
-    r = 1.0 / tg.sqrt(tg.reshape(_as_tensor(running_var), cshape) + eps)
-    return _affine((x - rm) * r, weight, bias, cshape)
+    # Eval: one scale and one shift per channel, so the input is read by two elementwise
+    # ops (PyTorch's CPU kernel does the same): x * (w r) + (b - mean w r).
+    scale = 1.0 / tg.sqrt(_as_tensor(running_var) + eps)
+    if weight is not None:
+        scale = scale * weight
+    shift = -(_as_tensor(running_mean) * scale)
+    if bias is not None:
+        shift = shift + bias
+    return x * tg.reshape(scale, cshape) + tg.reshape(shift, cshape)
 
 
 def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,
@@ -489,17 +691,27 @@ _NORMALIZE_SAMPLES = [
 ]
 
 
+def _backward_samples(forward_samples):
+    """(g, y, r, axis) for the *_backward ops, shaped as the forward samples."""
+    out = []
+    for k, s in enumerate(forward_samples):
+        x, axis = s.args[0], s.args[1]
+        out.append(tg.Sample(_r(*x.shape, seed=20 + k), _r(*x.shape, seed=30 + k),
+                             _pos(*_kept_shape(x.shape, axis), seed=40 + k), axis))
+    return out
+
+
 def register(registry):
     """Register the normalisation ops and functions (called from functional.register)."""
     reg = registry.register_op
     reg("_standardize", kernels={"cpu": _standardize_kernel}, vjp=_standardize_vjp,
         jvp=_standardize_jvp, params=("axis", "eps"), method=False, samples=_STD_SAMPLES,
-        save_ans=False,
+        aux=1,
         doc="_standardize(x, axis, eps): (x - mean) / sqrt(var + eps) over the axes `axis` "
             "(a tuple; biased variance) in one kernel, the op behind layer_norm, "
             "group_norm, instance_norm and batch_norm in training; closed-form rule.")
     reg("_rms_scale", kernels={"cpu": _rms_kernel}, vjp=_rms_vjp, jvp=_rms_jvp,
-        params=("axis", "eps"), method=False, samples=_RMS_SAMPLES, save_ans=False,
+        params=("axis", "eps"), method=False, samples=_RMS_SAMPLES, aux=1,
         doc="_rms_scale(x, axis, eps): x / sqrt(mean(x**2) + eps) over the axes `axis` in "
             "one kernel, the op behind rms_norm; closed-form rule.")
     reg("_standardize_grad", kernels={"cpu": _standardize_grad_kernel},
@@ -514,6 +726,39 @@ def register(registry):
         doc="_rms_scale_grad(g, x, axis, eps): the gradient of _rms_scale at x for the "
             "output gradient g, r * (g - y * mean(g * y)), in one kernel (its first-order "
             "rule); differentiable again.")
+    reg("_standardize_backward", kernels={"cpu": _std_backward_kernel},
+        vjp=_std_backward_vjp, params=("axis",), method=False,
+        samples=_backward_samples(_STD_SAMPLES),
+        doc="_standardize_backward(g, y, r, axis): r * (g - mean(g) - y * mean(g * y)), "
+            "the gradient of _standardize from its output y and inverse std r (its rule's "
+            "fast path, with the forward's r); differentiable in g, y and r.")
+    reg("_rms_scale_backward", kernels={"cpu": _rms_backward_kernel},
+        vjp=_rms_backward_vjp, params=("axis",), method=False,
+        samples=_backward_samples(_RMS_SAMPLES),
+        doc="_rms_scale_backward(g, y, r, axis): r * (g - y * mean(g * y)), the gradient "
+            "of _rms_scale from its output y and inverse rms r; differentiable in g, y, r.")
+    reg("_batch_moments", kernels={"cpu": _batch_moments_kernel}, vjp=_batch_moments_vjp,
+        params=("axis", "ddof"), method=False,
+        samples=[tg.Sample(_r(4, 3, 2, seed=7), (0, 2), 1), tg.Sample(_r(5, 2, seed=8), (0,), 0)],
+        doc="_batch_moments(x, axis, ddof): stack([mean, var(ddof=ddof)]) over `axis` in "
+            "one kernel (the batch statistics of a running-statistics update).")
+    reg("_channel_affine", kernels={"cpu": _channel_affine_kernel}, vjp=_channel_affine_vjp,
+        method=False, save_ans=False,
+        samples=[tg.Sample(_r(3, 2, 4, seed=11), _pos(2, seed=12), _r(2, seed=13)),
+                 tg.Sample(_r(2, 3, 2, 2, seed=14), _r(3, seed=15), _r(3, seed=16)),
+                 tg.Sample(_r(4, 3, seed=17), _r(3, seed=18), _r(3, seed=19))],
+        doc="_channel_affine(y, w, b): y * w + b with w, b of shape (C,) on axis 1 of an "
+            "(N, C, *) y, in one kernel (the affine of group/batch/instance norm).")
+    reg("_channel_dot", kernels={"cpu": _channel_dot_kernel}, vjp=_channel_dot_vjp,
+        method=False, save_ans=False,
+        samples=[tg.Sample(_r(3, 2, 4, seed=21), _r(3, 2, 4, seed=22)),
+                 tg.Sample(_r(3, 2, 4, seed=27), _r(1, 2, 4, seed=28)),      # broadcast
+                 tg.Sample(_r(4, 3, seed=23), _r(4, 3, seed=24))],
+        doc="_channel_dot(a, b): sum(a * b) over every axis but 1, shape (C,).")
+    reg("_channel_sum", kernels={"cpu": _channel_sum_kernel}, vjp=_channel_sum_vjp,
+        method=False, save_ans=False, save_inputs=(False,),
+        samples=[tg.Sample(_r(3, 2, 4, seed=25)), tg.Sample(_r(4, 3, 2, 2, seed=26))],
+        doc="_channel_sum(a): sum(a) over every axis but 1, shape (C,).")
     fn = registry.register_function
     fn("layer_norm", layer_norm, method=False, samples=_LAYER_NORM_SAMPLES)
     fn("rms_norm", rms_norm, method=False, samples=_RMS_NORM_SAMPLES)
