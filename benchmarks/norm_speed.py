@@ -32,7 +32,7 @@ def _cases(tg, torch):
     rm, rv = np.zeros(32, np.float32), np.ones(32, np.float32)
     cases = {
         "layer_norm (16,64,128) affine": (
-            (ln_x, ln_w, ln_b), lambda L, x, w, b: L[1](x, (128,), w, b)),
+            (ln_x, ln_w, ln_b), lambda L, x, w, b: L[1].layer_norm(x, (128,), w, b)),
         "rms_norm (16,64,128) weight": (
             (ln_x, ln_w), lambda L, x, w: L[1].rms_norm(x, (128,), w)),
         "group_norm (64,32,8,8) G=8 affine": (
@@ -61,10 +61,6 @@ def _cases(tg, torch):
     return cases, libs
 
 
-def _layer_norm_fn(lib):
-    return lib.nn.functional.layer_norm
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser()
     parser.add_argument("-n", "--rounds", type=int, default=30)
@@ -80,10 +76,7 @@ def main(argv=None):
             continue
         runs = {}
         for lib, (mod, F, buf, lab, leaf) in libs.items():
-            L = (mod, F, buf, lab)
-            L = (mod, F, buf, lab) if name.startswith(("rms", "group", "batch", "instance",
-                                                       "softmax", "log_", "cross")) else \
-                (mod, F.layer_norm, buf, lab)
+            L = (mod, F, buf, lab)      # library, its functional module, buffer, labels
             xs = [leaf(a) for a in arrays]
             out = fn(L, *xs)
             g = np.random.default_rng(1).standard_normal(out.shape).astype(np.float32)
