@@ -27,6 +27,8 @@ OPS += ("_standardize", "_rms_scale", "_standardize_grad", "_rms_scale_grad")  #
 FUNCTIONS += ("layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm",
               "normalize")
 OPS += ("_normal_cdf", "gelu", "silu", "softplus", "logsigmoid")
+OPS += ("silu_backward",                                   # their gradients as ops
+        "softplus_backward")
 FUNCTIONS += tuple(n for n in tapegrad_nn.activations.NAMES if n not in OPS)
 FUNCTIONS += tapegrad_nn.losses.NAMES
 FUNCTIONS += ("embedding", "masked_fill", "scaled_dot_product_attention")  # attention
