@@ -270,7 +270,7 @@ def test_first_and_second_derivatives_match_torch(name, dtype):
     finite = np.isfinite(x_np) & (x_np != 0)       # (second derivatives at the kinks and at
     if name in ("relu_backward", "abs_backward"):  # inf are conventions: compared above)
         return
-    (tggx,) = torch.autograd.grad(tgx, tx)
+    (tggx,) = torch.autograd.grad(tgx.sum(), tx)
     ggx = grad(gx, x)
     np.testing.assert_allclose(ggx.numpy()[finite], tggx.numpy()[finite], rtol=2e-5)
 
