@@ -31,6 +31,8 @@ OPS += ("_normal_cdf", "gelu", "silu", "softplus", "logsigmoid")
 OPS += ("_gelu_backward",)
 OPS += ("_lstm_sequence", "_lstm_sequence_backward")  # recurrent_ops
 OPS += ("_gru_sequence", "_gru_sequence_backward")
+OPS += ("silu_backward",                                   # their gradients as ops
+        "softplus_backward")
 FUNCTIONS += tuple(n for n in tapegrad_nn.activations.NAMES if n not in OPS)
 FUNCTIONS += tapegrad_nn.losses.NAMES
 FUNCTIONS += ("embedding", "masked_fill", "scaled_dot_product_attention")  # attention
