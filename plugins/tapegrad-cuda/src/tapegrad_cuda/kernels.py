@@ -73,7 +73,19 @@ NO_KERNEL = ("linalg_inv", "linalg_det", "_linalg_slogdet", "linalg_solve",
              # and its activations with kernels of their own (the others are compositions)
              "gelu", "silu", "softplus", "logsigmoid", "_normal_cdf",
              # and the im2col and argmax ops behind its pooling layers
-             "_unfold", "_fold", "_max_pool_indices", "_adaptive_max_pool_indices")
+             "_unfold", "_fold", "_max_pool_indices", "_adaptive_max_pool_indices",
+             # the fused forward/backward ops of the norms, softmax and recurrences
+             # (issue 15 speed work, issue 16 item 2): CPU kernels only; the rules fall back
+             # to their composite forms off the CPU
+             "_batch_moments", "_channel_affine", "_channel_dot", "_channel_sum",
+             "_standardize_backward", "_rms_scale_backward", "_softmax_backward",
+             "_log_softmax_backward", "_minus_one_hot", "_gelu_backward",
+             "_lstm_sequence", "_lstm_sequence_backward", "_gru_sequence",
+             "_gru_sequence_backward", "_pool_gather", "_pool_scatter",
+             # the activations' backward ops (issue 16 item 3): Cython kernels, CPU only
+             "abs_backward", "cos_backward", "relu_backward", "sigmoid_backward",
+             "silu_backward", "sin_backward", "softplus_backward", "sqrt_backward",
+             "square_backward", "tanh_backward")
 THREADS = 256
 MAX_BLOCKS = 65535
 MAX_INDEX_ARRAYS = 8          # index.cu keeps per-index offsets in a fixed array
