@@ -33,6 +33,7 @@ import math
 
 import numpy as np
 import tapegrad as tg
+from tapegrad._engine import get_tracer as _get_tracer
 
 from . import _backward_kernels, aliases, ufuncs
 from ._samples import Draw as _Draw
@@ -161,6 +162,7 @@ def _where_vjp(g, ans, cond, x, y):
 # Backward ops: an activation's gradient as one op
 # ---------------------------------------------------------------------------------------
 
+
 # Note: [backward ops]
 # tanh's gradient g * (1 - ans * ans) is three ops (three kernel calls, three temporaries,
 # three times the engine's per-op constant); tanh_backward(g, ans) is one, with one C loop
@@ -175,61 +177,64 @@ def _where_vjp(g, ans, cond, x, y):
 _BACKWARD_OPS = {}      # name -> the Op registered (its kernels say on which devices)
 
 # Each forward rule below runs its backward op where that op has a kernel for g's device
-# (`g.device.name in op.kernels`, written out: this runs once per node of every backward).
+# (`g.device.name in op.kernels`, written out: this runs once per node of every backward),
+# except while tg.compile records (`_get_tracer()` is not None): there the composite's
+# ufunc kernels join the replay's fused steps (one fused step beats one call per backward
+# op), and both forms give the same bits.
 
 
 def _relu_vjp(g, ans, x):
     op = _BACKWARD_OPS["relu_backward"]
-    if g.device.name in op.kernels:
+    if g.device.name in op.kernels and _get_tracer() is None:
         return (op(g, ans),)
     return (tg.where(ans > 0, g, 0),)
 
 
 def _tanh_vjp(g, ans, x):
     op = _BACKWARD_OPS["tanh_backward"]
-    if g.device.name in op.kernels:
+    if g.device.name in op.kernels and _get_tracer() is None:
         return (op(g, ans),)
     return (g * (1 - ans * ans),)
 
 
 def _sigmoid_vjp(g, ans, x):
     op = _BACKWARD_OPS["sigmoid_backward"]
-    if g.device.name in op.kernels:
+    if g.device.name in op.kernels and _get_tracer() is None:
         return (op(g, ans),)
     return (g * ans * (1 - ans),)
 
 
 def _sqrt_vjp(g, ans, x):
     op = _BACKWARD_OPS["sqrt_backward"]
-    if g.device.name in op.kernels:
+    if g.device.name in op.kernels and _get_tracer() is None:
         return (op(g, ans),)
     return (g / (2 * ans),)
 
 
 def _abs_vjp(g, ans, x):
     op = _BACKWARD_OPS["abs_backward"]
-    if g.device.name in op.kernels:
+    if g.device.name in op.kernels and _get_tracer() is None:
         return (op(g, x),)
     return (g * tg.sign(x),)
 
 
 def _square_vjp(g, ans, x):
     op = _BACKWARD_OPS["square_backward"]
-    if g.device.name in op.kernels:
+    if g.device.name in op.kernels and _get_tracer() is None:
         return (op(g, x),)
     return (g * (2 * x),)
 
 
 def _sin_vjp(g, ans, x):
     op = _BACKWARD_OPS["sin_backward"]
-    if g.device.name in op.kernels:
+    if g.device.name in op.kernels and _get_tracer() is None:
         return (op(g, x),)
     return (g * tg.cos(x),)
 
 
 def _cos_vjp(g, ans, x):
     op = _BACKWARD_OPS["cos_backward"]
-    if g.device.name in op.kernels:
+    if g.device.name in op.kernels and _get_tracer() is None:
         return (op(g, x),)
     return (-g * tg.sin(x),)
 
