@@ -20,6 +20,7 @@ numpy.linalg.LinAlgError: linalg_inv: Singular matrix ...
 
 import numpy as np
 import tapegrad as tg
+from tapegrad._dim_keywords import wrap_function as _with_dim_keywords
 
 from .decompositions import (EighResult, EigResult, QRResult, SlogdetResult, SVDResult, cholesky,
                              det, eig, eigh, eigvals, eigvalsh, inv, lstsq, matrix_rank, pinv, qr,
@@ -29,6 +30,13 @@ from .products import (cross, matrix_power, matrix_transpose, multi_dot, outer, 
                        tensorsolve, vecdot)
 
 LinAlgError = np.linalg.LinAlgError
+
+# torch.linalg's dim=/keepdim= mean what axis=/keepdims= mean here (Note: [dim= and
+# keepdim=] in tapegrad/_dim_keywords.py); the flat ops (tg.linalg_norm) take them already.
+norm = _with_dim_keywords("linalg_norm", norm)
+vector_norm = _with_dim_keywords("linalg_vector_norm", vector_norm)
+cross = _with_dim_keywords("linalg_cross", cross)
+vecdot = _with_dim_keywords("linalg_vecdot", vecdot)
 
 
 def matmul(x1, x2, /):
