@@ -61,10 +61,11 @@ REDUCTIONS = ("mean", "sum", "none")
 # The public names this module forwards to the registered ops (tg.<name>), so that
 # ``tg.nn.functional.softmax`` is ``tg.softmax`` whichever plugin defined it.
 _FORWARDED = ("softmax", "log_softmax", "logsumexp", "cross_entropy",
-              "binary_cross_entropy_with_logits", "relu", "tanh", "sigmoid")
+              "relu", "tanh", "sigmoid")
 _FORWARDED += _activations.NAMES
 
-__all__ = ["linear", "dropout", "mse_loss", "register", *_FORWARDED]
+__all__ = ["linear", "dropout", "mse_loss", "binary_cross_entropy_with_logits", "register",
+           *_FORWARDED]
 __all__ += ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d"]
 __all__ += list(_pooling.NAMES)
 __all__ += ["layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm", "normalize"]
@@ -650,6 +651,51 @@ def _bce_logits_vjp(g, ans, x, t, *, reduction="mean"):
     # op by op would give -t instead of 0.5 - t at x == 0 (relu and abs have kinks there).
     return (g * (tg.sigmoid(x) - t) if tg.needs_grad(x) else None,
             -g * x if tg.needs_grad(t) else None)
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None,
+                                     reduce=None, reduction="mean", pos_weight=None):
+    """PyTorch's ``F.binary_cross_entropy_with_logits``: the op
+    ``tg.binary_cross_entropy_with_logits`` (fused, stable) when neither weight is given;
+    with ``weight`` (a rescaling of each element's loss, broadcast to the input) or
+    ``pos_weight`` (the positive term's weight, broadcast along the last axis: one per
+    class), PyTorch's per-element loss::
+
+        (1 - t) * x + (1 + (pos_weight - 1) * t) * softplus(-x)        (times weight)
+
+    with ``softplus(-x) = -logsigmoid(x)`` computed stably. The weights take the input's
+    dtype (a float64 weight does not promote a float32 loss) and get no gradient.
+
+    >>> import tapegrad as tg
+    >>> F = tg.nn.functional
+    >>> x, t = tg.zeros(2), tg.tensor([1.0, 0.0])
+    >>> round(F.binary_cross_entropy_with_logits(x, t, pos_weight=tg.tensor([3.0])).item(), 6)
+    1.386294
+    """
+    if size_average is not None or reduce is not None:
+        raise TypeError("binary_cross_entropy_with_logits: size_average= and reduce= are "
+                        "deprecated in PyTorch and not supported; use reduction='mean' | "
+                        "'sum' | 'none'")
+    if weight is None and pos_weight is None:
+        return tg.binary_cross_entropy_with_logits(input, target, reduction=reduction)
+    _check_reduction(reduction)
+    x, t = tg.asarray(input), tg.asarray(target)
+    if x.shape != t.shape:
+        raise ValueError(f"binary_cross_entropy_with_logits: target shape {t.shape} must "
+                         f"equal input shape {x.shape}")
+    for name, w in (("weight", weight), ("pos_weight", pos_weight)):
+        if w is not None and tg.needs_grad(w):
+            raise TypeError(f"binary_cross_entropy_with_logits: {name} requires grad; it "
+                            f"is a constant here (detach it), as a buffer of the module")
+    softplus_neg = -tg.logsigmoid(x)
+    if pos_weight is None:
+        loss = (1.0 - t) * x + softplus_neg
+    else:
+        pos_weight = tg.asarray(pos_weight).detach().astype(x.dtype)
+        loss = (1.0 - t) * x + (1.0 + (pos_weight - 1.0) * t) * softplus_neg
+    if weight is not None:
+        loss = loss * tg.asarray(weight).detach().astype(x.dtype)
+    return _reduce_tensor(loss, reduction)
 
 
 def mse_loss(input, target, *, reduction="mean"):

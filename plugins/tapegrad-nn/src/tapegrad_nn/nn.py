@@ -1210,26 +1210,14 @@ class BCEWithLogitsLoss(_Loss):
                              None if pos_weight is None else tg.asarray(pos_weight))
 
     def forward(self, input, target):
-        if self.weight is None and self.pos_weight is None:
-            return tg.binary_cross_entropy_with_logits(input, target, reduction=self.reduction)
-        x = tg.asarray(input)
-        t = tg.asarray(target)
-        if x.shape != t.shape:
-            raise ValueError(f"BCEWithLogitsLoss: target shape {t.shape} must equal input "
-                             f"shape {x.shape}")
-        # NOTE: the weights take the input's dtype (as binary_cross_entropy's weight does),
-        # so that a float64 buffer does not promote a float32 loss.
-        softplus_neg = -tg.logsigmoid(x)
-        if self.pos_weight is None:
-            loss = (1.0 - t) * x + softplus_neg
-        else:
-            pos_weight = self.pos_weight.astype(x.dtype)
-            loss = (1.0 - t) * x + (1.0 + (pos_weight - 1.0) * t) * softplus_neg
-        if self.weight is not None:
-            loss = loss * self.weight.astype(x.dtype)
-        if self.reduction == "mean":
-            return loss.mean()
-        return loss.sum() if self.reduction == "sum" else loss
+        if self.weight is not None or self.pos_weight is not None:
+            # the error names the layer (the fused op's own message names the op)
+            x_shape, t_shape = np.shape(input), np.shape(target)
+            if x_shape != t_shape:
+                raise ValueError(f"BCEWithLogitsLoss: target shape {t_shape} must equal "
+                                 f"input shape {x_shape}")
+        return functional.binary_cross_entropy_with_logits(
+            input, target, self.weight, reduction=self.reduction, pos_weight=self.pos_weight)
 
 
 # The convolution layers live in their own module (they subclass Module, defined above).

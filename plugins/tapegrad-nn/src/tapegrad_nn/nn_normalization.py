@@ -148,7 +148,7 @@ class GroupNorm(_Affine):
     """
 
     def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, *,
-                 dtype=None, device=None):
+                 dtype=None, device=None, bias=True):
         super().__init__()
         self.num_groups = _count(num_groups, "num_groups", "GroupNorm")
         self.num_channels = _count(num_channels, "num_channels", "GroupNorm")
@@ -158,7 +158,8 @@ class GroupNorm(_Affine):
         self.eps = float(eps)
         self.affine = bool(affine)
         dtype = _float_dtype(dtype, "GroupNorm")
-        self._make_affine((self.num_channels,), self.affine, self.affine, dtype, device)
+        self._make_affine((self.num_channels,), self.affine, self.affine and bias, dtype,
+                          device)
 
     def forward(self, x):
         xs = tuple(getattr(x, "shape", np.shape(x)))
@@ -181,7 +182,7 @@ class _NormBase(_Affine):
     _layout = ""        # how the error messages write the expected shape
 
     def __init__(self, num_features, eps, momentum, affine, track_running_stats, dtype,
-                 device):
+                 device, bias=True):
         super().__init__()
         layer = type(self).__name__
         self.num_features = _count(num_features, "num_features", layer)
@@ -194,7 +195,8 @@ class _NormBase(_Affine):
         self.track_running_stats = bool(track_running_stats)
         dtype = _float_dtype(dtype, layer)
         c = self.num_features
-        self._make_affine((c,), self.affine, self.affine, dtype, device)
+        # bias=False (keyword-only, as torch's): a learnable scale without a shift
+        self._make_affine((c,), self.affine, self.affine and bias, dtype, device)
         if self.track_running_stats:
             self.register_buffer("running_mean", tg.zeros((c,), dtype, device))
             self.register_buffer("running_var", tg.ones((c,), dtype, device))
@@ -246,9 +248,9 @@ class _NormBase(_Affine):
 
 class _BatchNorm(_NormBase):
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True,
-                 track_running_stats=True, *, dtype=None, device=None):
+                 track_running_stats=True, *, dtype=None, device=None, bias=True):
         super().__init__(num_features, eps, momentum, affine, track_running_stats, dtype,
-                         device)
+                         device, bias)
 
     def forward(self, x):
         self._check_input(x)
@@ -294,9 +296,9 @@ class BatchNorm2d(_BatchNorm):
 
 class _InstanceNorm(_NormBase):
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=False,
-                 track_running_stats=False, *, dtype=None, device=None):
+                 track_running_stats=False, *, dtype=None, device=None, bias=True):
         super().__init__(num_features, eps, momentum, affine, track_running_stats, dtype,
-                         device)
+                         device, bias)
 
     def forward(self, x):
         self._check_input(x)
