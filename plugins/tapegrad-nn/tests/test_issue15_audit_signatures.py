@@ -31,7 +31,6 @@ KNOWN = {
     "nn.ModuleList: default of modules is (), torch's is None",
     # gaps left open (docs/nn.md, "PyTorch -> tapegrad"): a call that uses them raises a
     # TypeError for the unknown keyword, never a silent difference.
-    "F.mse_loss: lacks weight",
     # SGD's lr stays required (torch 2.x defaults it to 1e-3); forgetting it raises.
     "optim.SGD: default of lr is <required parameter>, torch's is 0.001",
 }

@@ -76,3 +76,34 @@ def test_matches_torch(reduction):
     got.sum().backward()
     np.testing.assert_allclose(got.numpy(), expected.detach().numpy(), rtol=1e-12)
     np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-12)
+
+
+# F.mse_loss(weight=): torch's weighted form ('mean' divides by the sum of the weights)
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_mse_loss_weight_matches_the_formula_and_finite_differences(reduction):
+    weight = RNG.uniform(0.5, 2, X.shape)
+    se = weight * (X - T) ** 2
+    expected = {"mean": se.sum() / weight.sum(), "sum": se.sum(), "none": se}[reduction]
+    x, w = tg.tensor(X, requires_grad=True), tg.tensor(weight, requires_grad=True)
+    out = F.mse_loss(x, tg.tensor(T), reduction=reduction, weight=w)
+    np.testing.assert_allclose(out.numpy(), expected, rtol=1e-12)
+    assert tg.gradcheck(lambda a, b: F.mse_loss(a, tg.tensor(T), reduction=reduction,
+                                                weight=b), (x, w))
+    with pytest.raises(ValueError, match="weight shape"):
+        F.mse_loss(x, tg.tensor(T), weight=tg.tensor(weight[0]))
+
+
+@pytest.mark.needs_torch
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_mse_loss_weight_matches_torch(reduction):
+    import torch
+    weight = RNG.uniform(0.5, 2, X.shape)
+    tx = torch.tensor(X, requires_grad=True)
+    expected = torch.nn.functional.mse_loss(tx, torch.tensor(T), reduction=reduction,
+                                            weight=torch.tensor(weight))
+    expected.sum().backward()
+    x = tg.tensor(X, requires_grad=True)
+    got = F.mse_loss(x, tg.tensor(T), reduction=reduction, weight=tg.tensor(weight))
+    got.sum().backward()
+    np.testing.assert_allclose(got.numpy(), expected.detach().numpy(), rtol=1e-12)
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-12)

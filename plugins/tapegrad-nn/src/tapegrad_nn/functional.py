@@ -698,9 +698,11 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     return _reduce_tensor(loss, reduction)
 
 
-def mse_loss(input, target, *, reduction="mean"):
+def mse_loss(input, target, *, reduction="mean", weight=None):
     """Mean squared error ``(input - target) ** 2``, reduced by `reduction` ('mean', 'sum'
     or 'none'). input and target must have the same shape (target may be a number).
+    ``weight`` (PyTorch's, same shape as input) scales each element's error, and 'mean'
+    is then ``sum(weight * error) / sum(weight)``, as torch's.
 
     >>> import tapegrad as tg
     >>> x = tg.tensor([1., 2., 4.], requires_grad=True)
@@ -718,7 +720,16 @@ def mse_loss(input, target, *, reduction="mean"):
         _check_same_shape(input, target, "input")
     except ValueError as exc:
         raise ValueError(f"mse_loss: {exc}") from None
-    return _reduce_tensor(tg.square(tg.subtract(input, target)), reduction)
+    squared = tg.square(tg.subtract(input, target))
+    if weight is None:
+        return _reduce_tensor(squared, reduction)
+    if np.shape(weight) != np.shape(input):
+        raise ValueError(f"mse_loss: weight shape {np.shape(weight)} must equal input shape "
+                         f"{np.shape(input)} (as torch's)")
+    weighted = squared * weight
+    if reduction == "mean":
+        return tg.sum(weighted) / tg.sum(weight)
+    return _reduce_tensor(weighted, reduction)
 
 
 # ---------------------------------------------------------------------------------------
