@@ -26,13 +26,20 @@ def benchmarks(monkeypatch):
     return benchmarks
 
 
-def test_quick_w1_prints_ratios_and_writes_json(tmp_path):
+def _quick_w1(tmp_path, libraries):
+    """`python -m benchmarks --quick` on W1 with `libraries`: (the finished process, the
+    path of its JSON), after checking that it succeeded."""
     out = tmp_path / "results.json"
     proc = subprocess.run(
         [sys.executable, "-m", "benchmarks", "--quick", "--workloads", "W1",
-         "--libraries", "numpy,tapegrad", "--json", str(out)],
+         "--libraries", libraries, "--json", str(out)],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc, out
+
+
+def test_quick_w1_prints_ratios_and_writes_json(tmp_path):
+    proc, out = _quick_w1(tmp_path, "numpy,tapegrad")
 
     assert "W1" in proc.stdout
     assert re.search(r"tapegrad/numpy", proc.stdout)
@@ -220,12 +227,7 @@ def test_w7_torch_agrees_with_tapegrad(benchmarks):
 def test_quick_w1_with_compiled_prints_its_first_call(tmp_path):
     """The table reports a compiler's one-off first call (tg.compile's recording; jax.jit's
     trace + XLA compile), which the medians leave out."""
-    out = tmp_path / "results.json"
-    proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks", "--quick", "--workloads", "W1",
-         "--libraries", "numpy,tapegrad-compiled", "--json", str(out)],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc, out = _quick_w1(tmp_path, "numpy,tapegrad-compiled")
     first = json.loads(out.read_text())["workloads"]["W1"]["diagnostics"][
         "tapegrad-compiled"]["first_call_s"]
     assert first > 0
