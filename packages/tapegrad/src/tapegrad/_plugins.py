@@ -258,9 +258,14 @@ class Registry:
             but the rule does not compute (an order of a Bessel function): a tensor there
             that requires grad raises NotImplementedError at the call, instead of silently
             getting no gradient. (Masks and indices, whose derivative is 0, need nothing.)
-        jvp: optional forward-mode rule ``jvp(t, ans, *inputs, **params)``: `t` holds one
+        jvp: forward-mode rule ``jvp(t, ans, *inputs, **params)``: `t` holds one
             tangent per input (None where it has none); returns the output's tangent (in
-            ans's shape, or one that broadcasts to it). The contract kit checks it.
+            ans's shape, or one that broadcasts to it), written with tapegrad ops (so that
+            forward-over-reverse and nested forward levels work). ``jvp="linear"``: the op
+            is linear in its differentiable inputs taken together (reshape, sum,
+            concatenate, where's branches, take's values), so its tangent is the op itself
+            applied to the tangents (zeros where an input has none; the other inputs --
+            indices, masks -- as they are). The contract kit checks it.
         aux: the number of auxiliary arrays the kernels return after the output,
             ``kernel(...) -> (out, a1, ..., a_aux)`` (or the output alone: the rule then
             gets aux=None): intermediates of the forward that the
@@ -298,6 +303,13 @@ class Registry:
             save_inputs = tuple(bool(s) for s in save_inputs)
         if vjp is not None and not twice_differentiable:
             vjp = _guard_vjp(name, vjp)     # see Note: [twice_differentiable=False]
+        if isinstance(jvp, str):
+            if jvp != "linear":
+                raise PluginError(f"op '{name}': jvp must be callable, \"linear\" or None, "
+                                  f"got {jvp!r}")
+            jvp = _linear_jvp(name, differentiable, bool(seq_input))
+        elif jvp is not None and not callable(jvp):
+            raise PluginError(f"op '{name}': jvp must be callable, \"linear\" or None")
         op = Op(name, self.plugin, dict(kernels), vjp, jvp, nin, bool(seq_input), params,
                 differentiable, bool(view), bool(twice_differentiable),
                 [Sample.coerce(s) for s in (samples or [])], doc or "", save_inputs,
@@ -682,6 +694,29 @@ class _Loader:
 # unaffected; differentiating it again raises instead of returning a silent zero
 # (PyTorch's DelayedError). Without recording the wrapper costs one check. The engine
 # needs no change: it already runs rules with recording on exactly when create_graph.
+
+def _linear_jvp(name, differentiable, seq_input):
+    """The JVP of an op linear in its differentiable inputs: the op applied to the tangents.
+
+    An input outside `differentiable` (an index, a mask) is passed as it is; a
+    differentiable one without a tangent becomes zeros of its shape (the op then adds
+    nothing for it, exactly as the derivative says).
+    """
+    def linear_jvp(t, ans, *inputs, **params):
+        op = _engine.lookup(name)
+        args = []
+        for i, (ti, x) in enumerate(zip(t, inputs)):
+            if differentiable is not None and i not in differentiable:
+                args.append(x)
+            elif ti is None:
+                args.append(_engine.lookup("zeros_like")(x))
+            else:
+                args.append(ti)
+        return op(args, **params) if seq_input else op(*args, **params)
+    linear_jvp.__qualname__ = linear_jvp.__name__ = f"{name}_linear_jvp"
+    linear_jvp.is_linear = True
+    return linear_jvp
+
 
 def _guard_vjp(name, vjp):
     """`vjp`, whose gradients raise when differentiated (see the Note above)."""

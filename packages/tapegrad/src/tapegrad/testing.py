@@ -632,6 +632,35 @@ def _check_jvp(entry, sample, positions, where, report, atol, rtol, eps):
             f"{where}: JVP check failed at output index {index}: rule {got[k]:.10g} vs "
             f"numeric {expected[k]:.10g}")
     report.checks.append("float64 JVP rule vs finite differences")
+    _check_jvp_against_vjp(f, flat, wrt, tangents, got, ans, where, report, atol, rtol)
+    if entry.twice_differentiable:
+        def rule_output(*xs):
+            return entry.jvp(tuple(tangents), f(*xs), *xs, **sample.kwargs)
+        try:
+            gradcheck(rule_output, flat, eps=eps, atol=atol, rtol=rtol)
+        except GradcheckError as exc:
+            raise GradcheckError(f"{where}: the JVP rule's own gradient (reverse over "
+                                 f"forward): {exc}") from None
+        report.checks.append("float64 JVP rule differentiable (reverse over forward)")
+
+
+def _check_jvp_against_vjp(f, flat, wrt, tangents, jv, ans, where, report, atol, rtol):
+    """<u, J v> from the JVP rule equals <J^T u, v> from the VJP rule (the two rules are
+    transposes of one linear map), for one random u."""
+    u = np.random.default_rng(2).standard_normal(ans.shape)
+    with enable_grad():
+        out = f(*flat)
+        grads = run_backward((out,), (_with_value(out, u),), True, False,
+                             tuple(flat[i] for i in wrt), True)
+    lhs = float(np.sum(u.reshape(-1) * jv))
+    rhs = 0.0
+    for i, g in zip(wrt, grads):
+        if g is not None:
+            rhs += float(np.sum(_host(g).astype(np.float64) * _host(tangents[i])))
+    if abs(lhs - rhs) > atol * 10 + rtol * max(abs(lhs), abs(rhs)):
+        raise GradcheckError(f"{where}: the JVP and VJP rules are not transposes: "
+                             f"<u, J v> = {lhs:.10g} but <J^T u, v> = {rhs:.10g}")
+    report.checks.append("JVP rule is the transpose of the VJP rule")
 
 
 def _check_nondifferentiable(entry, sample, positions, where, report):
