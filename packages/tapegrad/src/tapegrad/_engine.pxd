@@ -43,7 +43,9 @@ cdef class Op:
     cdef readonly str plugin          # distribution/plugin that registered it
     cdef readonly dict kernels        # device name -> kernel(*arrays, **params) -> array
     cdef readonly object vjp          # vjp(g, ans, *inputs, **params) -> tuple, one per input
-    cdef readonly object jvp          # optional forward-mode rule (unused by the engine)
+    cdef readonly object jvp          # forward-mode rule jvp(t, ans, *inputs, **params), or None
+                                      # (forward mode then falls back to a double VJP; see
+                                      # _forward.py)
     cdef readonly int nin             # leading positional tensor inputs; -1: all positionals
     cdef readonly bint seq_input      # inputs arrive as one sequence (concatenate, stack)
     cdef readonly tuple params        # names that extra positional arguments bind to
@@ -105,6 +107,8 @@ cdef class OpNode(Node):
     cdef tuple aux_data               # the kernel's auxiliary arrays (Op.n_aux > 0), handed to
                                       # the rule only when it is not recorded; None if none
                                       # (see Note: [auxiliary outputs] in _engine.pyx)
+    cdef object ans_tangents          # the output's tangents (see TensorBase._tangents) when
+                                      # it was recorded inside a forward level, else None
     cdef object _aux_tensors(self, bint recording)
 
 
@@ -134,4 +138,11 @@ cdef class TensorBase:
     cdef Op _view_op                  # that op; None for a view made with grad mode off
     cdef dict _view_params            # its keyword parameters
     cdef long long _view_epoch        # _vc.graph_epoch when this view's graph was built
+    # Forward mode (see _forward.py): {level id: tangent Tensor} while forward levels are
+    # active, else None. A tangent is itself a Tensor, which may carry tangents of outer
+    # (lower-id) levels. Saved values keep a reference to the same dict, so a backward run
+    # inside the level sees the tangents of what its rules read (forward over reverse).
+    # NOTE: nodes recorded inside a forward level stay GC-tracked: a tangent computed by a
+    # recorded rule can reach its own dict again through its node (a cycle).
+    cdef public object _tangents
     cdef object __weakref__

@@ -8,6 +8,7 @@ the op's forward result, `x, y, ...` its inputs.
 
 cimport cython
 from cpython.contextvars cimport get_value
+from cpython.dict cimport PyDict_Size
 from cpython.float cimport PyFloat_AS_DOUBLE
 from libc.math cimport fabs, isinf
 from cpython.long cimport PyLong_AsLongLongAndOverflow
@@ -154,6 +155,8 @@ cdef Op _op_negative = None
 cdef object _grad_lock = threading.Lock()   # guards read-modify-write of .grad
 cdef object _MISS_HANDLER = None        # called once when a name is not in the table
 cdef object _TRACER = None              # tg.compile's recorder while a thread records, else None
+cdef bint _fwd_active = False           # a forward-mode level is open (see _forward.py)
+cdef object _FORWARD = None             # _forward.dispatch: runs an op whose inputs carry tangents
 cdef unsigned long _TRACER_THREAD = 0   # the thread it listens to (PyThread_get_thread_ident)
 cdef dict _READ_LOGS = {}               # thread ident -> list: constants read (see log_reads)
 cdef Py_ssize_t _n_read_logs = 0        # len(_READ_LOGS): the hot path's one test
@@ -257,6 +260,28 @@ def get_tracer():
     """The recorder listening to the calling thread, or None (also while another thread
     records)."""
     return _TRACER if _traced() else None
+
+
+def set_forward(bint active, handler=None):
+    """Open (active=True, with the dispatcher of tapegrad._forward) or close forward
+    mode: while it is open, an op any of whose tensor inputs carries tangents is run by
+    the dispatcher instead, which computes the output's tangents with the op's JVP rule."""
+    global _fwd_active, _FORWARD
+    if active:
+        _FORWARD = handler
+    _fwd_active = active
+
+
+def forward_active():
+    return _fwd_active
+
+
+cdef inline bint _has_tangents(TensorBase t):
+    return t._tangents is not None and PyDict_Size(t._tangents) != 0
+
+
+def has_tangents(TensorBase t):
+    return _has_tangents(t)
 
 
 def set_miss_handler(handler):
@@ -984,12 +1009,27 @@ cdef object _apply2(Op op, object a, object b):
             Py_XDECREF(argv[i])
 
 
+def apply_plain(Op op, tuple inputs, dict kwargs):
+    """op(*inputs, **kwargs) ignoring tangents: the primal computation of forward mode
+    (`inputs` are the tensor inputs already split from the parameters; kwargs bound)."""
+    cdef Py_ssize_t n = len(inputs), i
+    cdef PyObject* argv[_KERNEL_ARGS]
+    cdef Py_ssize_t held = 0
+    cdef tuple arrays = None if n <= _KERNEL_ARGS else PyTuple_New(n)
+    try:
+        return _apply_arrays(op, inputs, tapegrad_tuple_items(inputs), kwargs, n, argv, &held,
+                             arrays, True)
+    finally:
+        for i in range(held):
+            Py_XDECREF(argv[i])
+
+
 cdef object _apply_arrays(Op op, tuple inputs, PyObject** in_argv, dict kwargs, Py_ssize_t n,
-                          PyObject** argv, Py_ssize_t* held, tuple arrays):
+                          PyObject** argv, Py_ssize_t* held, tuple arrays, bint plain=False):
     """_apply from its inputs on. The inputs are in_argv[:n]; `inputs` is them as a tuple,
     or None, and then is built only where one is needed (errors, tg.compile's recorder).
     The kernel's arguments go into argv (the caller releases held[0] of them) or, when
-    `arrays` is given, into that tuple."""
+    `arrays` is given, into that tuple. `plain`: ignore tangents (forward mode's primal)."""
     cdef Py_ssize_t i
     cdef Device device = None
     cdef bint needs_grad = False
@@ -999,12 +1039,15 @@ cdef object _apply_arrays(Op op, tuple inputs, PyObject** in_argv, dict kwargs, 
     cdef int scalar_type = -1       # dtype all tensor operands share (see _scalars_as_arrays)
     cdef int tn
     cdef object item
+    cdef bint dual = False
     for i in range(n):
         a = <object>in_argv[i]
         if isinstance(a, TensorBase):
             t = <TensorBase>a
             if _n_read_logs:
                 _log_read(op, i, t)
+            if _fwd_active and not plain and _has_tangents(t):
+                dual = True
         elif type(a) is float or isinstance(a, _python_scalars):
             Py_INCREF(a)
             if arrays is None:
@@ -1044,7 +1087,7 @@ cdef object _apply_arrays(Op op, tuple inputs, PyObject** in_argv, dict kwargs, 
                     scalar_type = -2
             else:
                 scalar_type = -2
-        if _is_stale_view(t) and _grad_enabled():
+        if _is_stale_view(t) and (_grad_enabled() or _fwd_active):
             _refresh_view(t)
         if t._requires_grad:
             if op._all_diff or (op.differentiable is not None and i in op.differentiable):
@@ -1054,6 +1097,9 @@ cdef object _apply_arrays(Op op, tuple inputs, PyObject** in_argv, dict kwargs, 
     if converted is not None:
         inputs = tuple(converted)
         in_argv = tapegrad_tuple_items(inputs)
+    if dual:
+        # forward mode: the dispatcher computes the primal (apply_plain) and the tangents
+        return _FORWARD(op, _tuple_of(in_argv, n) if inputs is None else inputs, kwargs)
     if device is None:
         device = _DEFAULT_DEVICE
     if kwargs and _grad_enabled():
@@ -1278,6 +1324,8 @@ cdef void _take_graph(TensorBase v, TensorBase fresh) except *:
     v._node = fresh._node
     v._output_nr = fresh._output_nr
     v._requires_grad = fresh._requires_grad
+    if _fwd_active:
+        v._tangents = fresh._tangents
     if old is None or v._node is None:
         return
     if old.hooks is not None and old_nr in old.hooks:
@@ -1338,6 +1386,7 @@ cdef class SavedTensor:
     cdef int output_nr
     cdef bint requires_grad          # of the saved tensor (rules ask tg.needs_grad)
     cdef LeafRef leaf                # set for a leaf that requires grad
+    cdef object tangents             # the tensor's _tangents dict (forward mode), else None
 
     @property
     def shape(self):
@@ -1360,6 +1409,7 @@ cdef class SavedTensor:
         # NOTE: requires_grad even when not recording: rules skip the gradients of inputs
         # that do not need one (tg.needs_grad), so it must say what the saved tensor said.
         t._requires_grad = self.requires_grad
+        t._tangents = self.tangents
         if self.node is not None and recording:
             t._node = self.node
             t._output_nr = self.output_nr
@@ -1373,6 +1423,12 @@ cdef SavedTensor _save(TensorBase t):
     rec.vc = _get_vc(t)
     rec.version = rec.vc.value
     rec.requires_grad = t._requires_grad
+    if _fwd_active:
+        if t._tangents is None:
+            # NOTE: the dict is shared: tangents the dispatcher attaches to t after this
+            # (t is an op's output being recorded) are seen by the saved value too.
+            t._tangents = {}
+        rec.tangents = t._tangents
     if t._node is not None:
         rec.node = t._node
         rec.output_nr = t._output_nr
@@ -1426,9 +1482,12 @@ cdef void _record(Op op, PyObject** inputs, Py_ssize_t n, dict params, TensorBas
         PyTuple_SET_ITEM(edges, i, edge)
         Py_INCREF(item)
         PyTuple_SET_ITEM(saved, i, item)
-    PyObject_GC_UnTrack(edges)
-    PyObject_GC_UnTrack(saved)
-    PyObject_GC_UnTrack(node)
+    if not _fwd_active:
+        # see Note: [the graph holds no user-visible tensors]; a node recorded in a forward
+        # level holds tangents (Tensors), which can reach it again: it stays tracked
+        PyObject_GC_UnTrack(edges)
+        PyObject_GC_UnTrack(saved)
+        PyObject_GC_UnTrack(node)
     node.name = op.name
     node.op = op
     node.edges = edges
@@ -1442,6 +1501,10 @@ cdef void _record(Op op, PyObject** inputs, Py_ssize_t n, dict params, TensorBas
         node.ans_data = out._data
         node.ans_vc = _get_vc(out)
         node.ans_version = node.ans_vc.value
+        if _fwd_active:
+            if out._tangents is None:
+                out._tangents = {}
+            node.ans_tangents = out._tangents
     if _anomaly_on():
         node.trace = traceback.extract_stack()
     out._node = node
@@ -1614,15 +1677,21 @@ cdef class OpNode(Node):
                     f"before modifying it." + _creation_note(self) + _modified_trace(self.ans_vc))
             ans_t = _new_tensor(self.ans_data, self.device)
             ans_t._vc = self.ans_vc
+            ans_t._tangents = self.ans_tangents
             if recording:
                 # create_graph: `ans` depends on the inputs through this very node.
                 ans_t._node = self
                 ans_t._requires_grad = True
             ans = ans_t
+        if _fwd_active and not op.twice_differentiable:
+            _refuse_forward_through_rule(self, grads[0], ans)
         try:
             if op.n_aux:
                 args = _vjp_args(self, grads[0], ans, self.inputs, recording)
-                res = op.vjp(*args, aux=self._aux_tensors(recording), **self.params)
+                # NOTE: in forward mode the aux arrays are constants without tangents: the
+                # rule must recompute them (as when recorded)
+                res = op.vjp(*args, aux=self._aux_tensors(recording or _fwd_active),
+                             **self.params)
             elif self.params or len(self.inputs) > _RULE_ARGS - 2:
                 args = _vjp_args(self, grads[0], ans, self.inputs, recording)
                 res = op.vjp(*args, **self.params)
@@ -1640,6 +1709,23 @@ cdef class OpNode(Node):
         if recording or self.aux_data is None:
             return None
         return tuple(_new_tensor(a, self.device) for a in self.aux_data)
+
+
+cdef void _refuse_forward_through_rule(OpNode node, object g, object ans) except *:
+    """A rule registered twice_differentiable=False computes on arrays: run inside a
+    forward level with tangents on what it reads, it would drop them silently."""
+    cdef bint dual = (isinstance(g, TensorBase) and _has_tangents(<TensorBase>g)) or (
+        ans is not None and _has_tangents(<TensorBase>ans))
+    for item in node.inputs:
+        if type(item) is SavedTensor and (<SavedTensor>item).tangents:
+            dual = True
+    if dual:
+        raise RuntimeError(
+            f"forward mode through the gradient of '{node.name}' is not supported: its rule "
+            f"is registered with twice_differentiable=False (it computes on arrays, not with "
+            f"tapegrad ops), so the tangents of its inputs cannot be pushed through it "
+            f"(forward over reverse, tg.hessian's forward mode); use reverse over reverse "
+            f"(tg.hessian(f, x, outer_jacobian_strategy='reverse-mode'))")
 
 
 cdef class FunctionNode(Node):
@@ -1918,6 +2004,9 @@ cdef void _accumulate_grad(TensorBase t, object g, bint create_graph, bint fresh
         tracer.grad_accumulated(t, (<TensorBase>g)._data, fresh, (<TensorBase>t._grad)._data)
         return
     cdef TensorBase cur
+    if _fwd_active and (_has_tangents(<TensorBase>g) or (
+            t._grad is not None and _has_tangents(<TensorBase>t._grad))):
+        create_graph = True         # keep the tangents (see _sum_grads)
     with _grad_lock:
         if t._grad is None:
             if create_graph:
@@ -1962,7 +2051,9 @@ cdef object _sum_grads(object prev, object g, bint create_graph, bint prev_fresh
     """prev + g. Returns the sum: prev itself (updated in place) when prev_fresh, else a
     new buffer that the caller then owns."""
     cdef TensorBase cur
-    if create_graph:
+    if create_graph or (_fwd_active and (_has_tangents(<TensorBase>prev)
+                                         or _has_tangents(<TensorBase>g))):
+        # NOTE: forward mode: the raw add below would drop the gradients' tangents
         return _apply(_op_add, (prev, g), _NO_PARAMS)
     cur = <TensorBase>prev
     if prev_fresh:
@@ -2277,7 +2368,9 @@ def run_backward(tuple tensors, tuple grad_tensors, retain_graph=None, bint crea
                 f"grad: input {i} (shape {tuple(inputs[i].shape)}) was not used to compute the "
                 f"outputs (or no gradient reaches it); pass allow_unused=True to get None for it")
         if captured[i] is not None and not create_graph:
-            captured[i] = _new_tensor((<TensorBase>captured[i])._data, (<TensorBase>captured[i])._device)
+            g = _new_tensor((<TensorBase>captured[i])._data, (<TensorBase>captured[i])._device)
+            g._tangents = (<TensorBase>captured[i])._tangents    # forward over reverse
+            captured[i] = g
     return tuple(captured)
 
 
@@ -2512,6 +2605,7 @@ cdef class TensorBase:
         self._node = None
         self._output_nr = 0
         self._requires_grad = False
+        self._tangents = None           # as detach(): no forward-mode tangent either
         return self
 
     def retain_grad(self):
@@ -2762,7 +2856,7 @@ cdef class TensorBase:
 
     def __setitem__(self, index, value):
         index = _index_arrays(index)
-        if _inplace_records(self, (value,)):
+        if _inplace_records(self, (value,)) or (_fwd_active and _inplace_dual(self, (value,))):
             _inplace(self, "setitem", (value,), {"index": index})
             return
         if isinstance(value, TensorBase):
@@ -2862,9 +2956,15 @@ cdef object _inplace(TensorBase self, str op_name, tuple others, dict params):
     cdef Op op
     name = op_name if op_name == "setitem" else op_name + "_"   # setitem: x[i] = v
     params = params or {}
+    cdef bint dual = _fwd_active and _inplace_dual(self, others)
+    if dual and self._is_view:
+        raise RuntimeError(
+            f"{name}: in-place modification of a view (shape {tuple(self._data.shape)}) with "
+            f"forward-mode tangents (inside tg.jvp / tg.forward_ad.dual_level) is not "
+            f"supported: its base's tangent would not follow; use an out-of-place op")
     if not _inplace_records(self, others):
         op = _lookup(op_name)
-        if _ufunc_into(self, op, others, name):
+        if not dual and _ufunc_into(self, op, others, name):
             return self
         token = GRAD_ENABLED.set(False)
         try:
@@ -2872,6 +2972,8 @@ cdef object _inplace(TensorBase self, str op_name, tuple others, dict params):
         finally:
             GRAD_ENABLED.reset(token)
         _write_inplace(self, r, name)
+        if dual:
+            _take_tangents(self, r)
         return self
     if self._node is None and self._requires_grad:
         raise RuntimeError(
@@ -2901,15 +3003,36 @@ cdef object _inplace(TensorBase self, str op_name, tuple others, dict params):
     shadow._requires_grad = self._requires_grad
     if not saves_self:
         shadow._vc = _get_vc(self)
+    if dual:
+        shadow._tangents = self._tangents
     r = _apply(op, (shadow,) + others, params)
     _write_inplace(self, r, name)
     self._node = r._node
     self._output_nr = r._output_nr
     self._requires_grad = r._requires_grad
+    if dual:
+        _take_tangents(self, r)
     # the storage's views now belong to a graph older than it (see Note: [views of a base
     # modified in place])
     self._vc.graph_epoch += 1
     return self
+
+
+cdef bint _inplace_dual(TensorBase self, tuple others):
+    if _has_tangents(self):
+        return True
+    for o in others:
+        if isinstance(o, TensorBase) and _has_tangents(<TensorBase>o):
+            return True
+    return False
+
+
+cdef void _take_tangents(TensorBase self, TensorBase r) except *:
+    """self (just written in place with r's value) takes r's tangents; its views are now
+    stale (their tangents were taken from the old value) and are rebuilt before use."""
+    cdef VersionCounter vc = _get_vc(self)
+    self._tangents = r._tangents
+    vc.graph_epoch += 1
 
 
 cdef void _write_inplace(TensorBase self, TensorBase r, str name) except *:

@@ -101,7 +101,7 @@ _FIRST_PARTY = {
                     " _channel_dot"
                     " _channel_sum"),
     "tapegrad-checkpoint": "checkpoint checkpoint_sequential",
-    "tapegrad-higher": "grad vjp jvp jacobian hessian hvp",
+    "tapegrad-higher": "grad vjp jvp jacobian hessian hvp linearize jacfwd jacrev forward_ad",
     "tapegrad-cuda": "cuda",
     "tapegrad-distributed": "distributed",
     "tapegrad-viz": "viz",
@@ -704,15 +704,24 @@ def _linear_jvp(name, differentiable, seq_input):
     """
     def linear_jvp(t, ans, *inputs, **params):
         op = _engine.lookup(name)
+        # NOTE: parameters may arrive positionally after the tensor inputs (the contract
+        # kit passes a sample's as they are): they are passed on, never zeroed
+        if seq_input:
+            n = len(inputs)
+            while n and not isinstance(inputs[n - 1], _engine.TensorBase) and t[n - 1] is None:
+                n -= 1
+        else:
+            n = len(inputs) if op.nin < 0 else min(op.nin, len(inputs))
         args = []
-        for i, (ti, x) in enumerate(zip(t, inputs)):
+        for i, (ti, x) in enumerate(zip(t[:n], inputs[:n])):
             if differentiable is not None and i not in differentiable:
                 args.append(x)
             elif ti is None:
                 args.append(_engine.lookup("zeros_like")(x))
             else:
                 args.append(ti)
-        return op(args, **params) if seq_input else op(*args, **params)
+        rest = inputs[n:]
+        return op(args, *rest, **params) if seq_input else op(*args, *rest, **params)
     linear_jvp.__qualname__ = linear_jvp.__name__ = f"{name}_linear_jvp"
     linear_jvp.is_linear = True
     return linear_jvp

@@ -1,6 +1,7 @@
 """Custom differentiable functions without writing a plugin (the
 ``torch.autograd.Function`` pattern)."""
 
+from . import _engine, _forward
 from ._engine import GRAD_ENABLED, TensorBase, attach_function_node, new_tensor
 
 
@@ -82,6 +83,14 @@ class Function:
     def backward(ctx, *grads):
         raise NotImplementedError("a tg.Function subclass must define backward(ctx, *grads)")
 
+    @staticmethod
+    def jvp(ctx, *tangents):
+        """Forward mode (optional): the output tangent(s) given one tangent (or None) per
+        argument of ``forward``, written with tapegrad ops; `ctx` is forward's."""
+        raise NotImplementedError("a tg.Function subclass used in forward mode must define "
+                                  "jvp(ctx, *tangents)")
+    jvp._tapegrad_default = True
+
     @classmethod
     def apply(cls, *args, **kwargs):
         needs = tuple(isinstance(a, TensorBase) and a.requires_grad for a in args)
@@ -97,11 +106,18 @@ class Function:
                         f"argument), or .detach() it")
         ctx = FunctionCtx(needs)
         ctx._replay_backward = cls.replay_backward
+        level = _forward.function_level(cls, args) if _engine.forward_active() else None
         token = GRAD_ENABLED.set(False)
         try:
-            out = cls.forward(ctx, *args, **kwargs)
+            if level is None:
+                out = cls.forward(ctx, *args, **kwargs)
+            else:
+                with _forward.hidden(level):
+                    out = cls.forward(ctx, *args, **kwargs)
         finally:
             GRAD_ENABLED.reset(token)
+        if level is not None:
+            out = _with_tangents(cls, ctx, args, out, level)
         if not GRAD_ENABLED.get() or not any(needs):
             return out
         single = not isinstance(out, tuple)
@@ -125,6 +141,32 @@ class Function:
                 # A tensor with history: give the output its own identity so that
                 # recording does not rewrite that tensor's graph.
                 o = new_tensor(o._data, o.device)
+            if level is not None and outs[i]._tangents:
+                o._tangents = dict(outs[i]._tangents)
             fixed.append(o)
         attach_function_node(cls.__name__, ctx, cls.backward, args, tuple(fixed), needs)
         return fixed[0] if single else tuple(fixed)
+
+
+def _with_tangents(cls, ctx, args, out, level):
+    """forward's outputs, as new tensors that carry the tangents cls.jvp gives at `level`."""
+    tangents = tuple(_forward.tangent_of(a, level) for a in args)
+    with _forward.hidden(level):
+        found = cls.jvp(ctx, *tangents)
+    single = not isinstance(out, tuple)
+    outs = (out,) if single else out
+    found = (found,) if single and not isinstance(found, tuple) else tuple(found)
+    if len(found) != len(outs):
+        raise RuntimeError(f"{cls.__name__}.jvp returned {len(found)} tangents for "
+                           f"{len(outs)} outputs")
+    result = []
+    for o, t in zip(outs, found):
+        o = o.detach() if o.requires_grad or o._tangents else o
+        if t is not None:
+            if not isinstance(t, TensorBase) or t.shape != o.shape:
+                raise RuntimeError(f"{cls.__name__}.jvp must return a tensor of each output's "
+                                   f"shape {o.shape}, got {getattr(t, 'shape', type(t).__name__)}")
+            o = new_tensor(o._data, o.device) if o is out else o
+            _forward.set_tangent(o, level, t)
+        result.append(o)
+    return result[0] if single else tuple(result)

@@ -32,5 +32,6 @@ import tapegrad as _tapegrad  # noqa: F401
 
 __version__ = "0.1.0"
 
-API = ("grad", "vjp", "jvp", "jacobian", "hessian", "hvp")
+API = ("grad", "vjp", "jvp", "jacobian", "hessian", "hvp", "linearize", "jacfwd", "jacrev",
+       "forward_ad")
 """The public names this plugin adds to ``tapegrad``."""

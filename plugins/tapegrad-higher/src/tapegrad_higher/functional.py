@@ -69,7 +69,7 @@ import functools
 
 import numpy as np
 import tapegrad as tg
-from tapegrad import _engine
+from tapegrad import _engine, _forward
 
 _NOT_TWICE = "not twice differentiable"        # the engine's message for such ops
 
@@ -99,7 +99,9 @@ def _transform(fn):
 
 def _detached(value):
     if isinstance(value, _engine.TensorBase):
-        return value.detach() if value.requires_grad else value
+        # NOTE: keeps forward-mode tangents: a transform nested in tg.jvp must not drop
+        # the outer level's tangent (that would read as a zero derivative)
+        return _forward.detached_dual(value) if value.requires_grad else value
     if isinstance(value, tuple):
         return tuple(_detached(v) for v in value)
     return value
@@ -132,7 +134,7 @@ def _prepare_inputs(inputs, create_graph, who):
         if create_graph and x.requires_grad:
             out.append(tg.reshape(x, x.shape))
         else:
-            out.append(x.detach().requires_grad_(True))
+            out.append(_forward.detached_dual(x).requires_grad_(True))
     return tuple(out), is_tuple
 
 
@@ -212,7 +214,7 @@ def _one_hot(t, index):
 
 
 def _result(outs, is_tuple, create_graph):
-    outs = outs if create_graph else tuple(o.detach() for o in outs)
+    outs = outs if create_graph else tuple(_forward.detached_dual(o) for o in outs)
     return outs if is_tuple else outs[0]
 
 
@@ -250,43 +252,6 @@ def vjp(f, inputs, v=None, *, create_graph=False, strict=False):
     vs = _vectors(v, outs, "vjp", "output")
     grads = _fill(_backward(outs, vs, create_graph, xs), xs, strict, "vjp", "input")
     return _result(outs, out_tuple, create_graph), (grads if in_tuple else grads[0])
-
-
-@_transform
-def jvp(f, inputs, v=None, *, create_graph=False, strict=False):
-    """``(f(inputs), J v)``: the Jacobian-vector product (forward-mode derivative) at
-    `inputs` in direction `v`.
-
-    `v` has the structure and shapes of `inputs` (it may be omitted for a single input
-    with one element); the second result has the structure of f's outputs. Computed with
-    the double-VJP trick, without forming J (see Note: [forward mode without a forward
-    pass]): one backward with create_graph and one backward through its graph.
-
-    >>> import tapegrad as tg
-    >>> x = tg.tensor([1.0, 2.0])
-    >>> out, t = tg.jvp(lambda x: tg.stack([x[0] * x[1], tg.sin(x[0])]), x, tg.tensor([1.0, 0.0]))
-    >>> t.numpy().round(4)                          # d/dx0 of (x0 x1, sin x0)
-    array([2.    , 0.5403])
-    """
-    xs, in_tuple = _prepare_inputs(inputs, create_graph, "jvp")
-    outs, out_tuple = _call(f, xs, "jvp")
-    vs = _vectors(v, xs, "jvp", "input")
-    us = tuple(_engine.new_tensor(o.device.zeros(o.shape, o.dtype), o.device, True)
-               if o.requires_grad else None for o in outs)
-    live = [k for k, o in enumerate(outs) if o.requires_grad]
-    tangents = [None] * len(outs)
-    if live:
-        # g(u) = J^T u, built as a graph in u (linear), then d<g, v>/du = J v.
-        gs = _engine.run_backward(tuple(outs[k] for k in live), tuple(us[k] for k in live),
-                                  True, True, xs, True)
-        pairs = [(g, w) for g, w in zip(gs, vs) if g is not None and g.requires_grad]
-        if pairs:
-            found = _engine.run_backward(tuple(g for g, _ in pairs), tuple(w for _, w in pairs),
-                                         True, create_graph, tuple(us[k] for k in live), True)
-            for k, t in zip(live, found):
-                tangents[k] = t
-    tangents = _fill(tangents, outs, strict, "jvp", "output")
-    return _result(outs, out_tuple, create_graph), (tangents if out_tuple else tangents[0])
 
 
 @_transform
@@ -369,7 +334,7 @@ def jacobian(f, inputs, *, create_graph=False, strict=False, vectorize=False,
 
 @_transform
 def hessian(f, inputs, *, create_graph=False, strict=False, vectorize=False,
-            strategy="auto"):
+            strategy="auto", outer_jacobian_strategy="reverse-mode"):
     """The Hessian of a scalar function f at `inputs`: shape x.shape + x.shape.
 
     With several inputs, a tuple of tuples: block (i, j) is d^2 f / dx_i dx_j with shape
@@ -377,6 +342,10 @@ def hessian(f, inputs, *, create_graph=False, strict=False, vectorize=False,
     create_graph): one forward, one backward, and n more passes through the gradient's
     graph (n = input elements), or one batched pass with ``vectorize=True`` (f must
     then map a batch of inputs, leading axis, to a batch of scalars).
+    ``outer_jacobian_strategy`` (PyTorch's name): ``"reverse-mode"`` (default) takes that
+    Jacobian by reverse passes; ``"forward-mode"`` by forward mode over the gradient
+    (forward over reverse: column e is the tangent of grad f in direction e; every op on
+    the path needs a JVP rule or its double-VJP fallback).
 
     >>> import tapegrad as tg
     >>> x = tg.tensor([1.0, 2.0])
@@ -384,6 +353,19 @@ def hessian(f, inputs, *, create_graph=False, strict=False, vectorize=False,
     tensor([[2., 1.],
             [1., 2.]])
     """
+    if outer_jacobian_strategy not in ("reverse-mode", "forward-mode"):
+        raise ValueError(f"hessian: outer_jacobian_strategy must be 'reverse-mode' or "
+                         f"'forward-mode', got {outer_jacobian_strategy!r}")
+    if outer_jacobian_strategy == "forward-mode":
+        if vectorize:
+            raise ValueError("hessian: vectorize=True is a reverse-mode option; it cannot be "
+                             "combined with outer_jacobian_strategy='forward-mode'")
+        from .forward import _tensors, hessian_forward_over_reverse
+        xs_in, in_tuple = _as_tuple(inputs)
+        if not xs_in:
+            raise ValueError("hessian: inputs is empty")
+        return hessian_forward_over_reverse(f, _tensors(xs_in, "hessian"), in_tuple,
+                                            create_graph, strict)
     xs, in_tuple = _prepare_inputs(inputs, create_graph, "hessian")
 
     def gradient(*zs):
@@ -487,8 +469,9 @@ def _passes(roots, seeds_of, count, wrt, create_graph):
     def one_pass(*seeds):
         return _engine.run_backward(roots, seeds, True, create_graph, wrt, True)
 
+    # NOTE: inside a forward level the passes carry tangents, which a replay would drop
     if (create_graph or count < _REPLAY_FROM or _engine.get_tracer() is not None
-            or not _replayable(roots)):
+            or _forward.current_level() is not None or not _replayable(roots)):
         return [one_pass(*seeds_of(r)) for r in range(count)]
     present = None
 

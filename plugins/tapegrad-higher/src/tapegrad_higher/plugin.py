@@ -10,7 +10,10 @@ import tapegrad as tg
 
 @tg.hookimpl
 def tapegrad_api():
+    from . import forward_ad
     from .autograd import grad
-    from .functional import hessian, hvp, jacobian, jvp, vjp
+    from .forward import jacfwd, jacrev, jvp, linearize
+    from .functional import hessian, hvp, jacobian, vjp
     return {"grad": grad, "vjp": vjp, "jvp": jvp, "jacobian": jacobian,
-            "hessian": hessian, "hvp": hvp}
+            "hessian": hessian, "hvp": hvp, "linearize": linearize, "jacfwd": jacfwd,
+            "jacrev": jacrev, "forward_ad": forward_ad}
