@@ -227,3 +227,14 @@ def test_qr_jvp_matches_finite_differences_of_numpy_qr(shape):
         return np.concatenate([q, r.T], axis=0)
     got, expected = _apply_rule("_linalg_qr", packed, [a], [ta])
     np.testing.assert_allclose(got, expected, atol=1e-6)
+
+
+def test_lstsq_jvp_refuses_a_rank_deficient_matrix_itself():
+    # tg.linalg.lstsq refuses only inputs that require grad; a tangent need not.
+    a = np.array([[1.0, 2.0], [2.0, 4.0], [3.0, 6.0]])            # rank 1
+    b = RNG.standard_normal(3)
+    with tg.no_grad():
+        ans = tg._linalg_lstsq(tg.tensor(a), tg.tensor(b))
+    with pytest.raises(np.linalg.LinAlgError, match="rank 1 < 2"):
+        _rule("_linalg_lstsq")((tg.tensor(RNG.standard_normal((3, 2))), None), ans,
+                               tg.tensor(a), tg.tensor(b))

@@ -718,9 +718,31 @@ def _lstsq_vjp(g, ans, a, b, rcond=None):
     return ga, gb
 
 
+def _lstsq_rank(s, m, n, dtype, rcond):
+    """The rank np.linalg.lstsq gives a (m, n) matrix with singular values s (host)."""
+    eps = np.finfo(np.result_type(dtype, np.float32)).eps
+    # NumPy 2's default rcond, and LAPACK's rule that a negative rcond means eps
+    rel = eps * max(m, n) if rcond is None else (eps if rcond < 0 else rcond)
+    cut = rel * (s.max() if s.size else 0.0)
+    return int((s > cut).sum())
+
+
+def _refuse_rank_deficient(s, m, n, dtype, rcond):
+    rank = _lstsq_rank(s, m, n, dtype, rcond)
+    if rank < min(m, n):
+        raise np.linalg.LinAlgError(
+            f"linalg_lstsq: a (shape {(m, n)}) has rank {rank} < {min(m, n)}; the derivative "
+            f"of a rank-deficient least-squares solution is not supported (regularize a)")
+
+
 def _lstsq_jvp(t, ans, a, b, rcond=None):
     # Full rank (as the VJP): x = pinv(a) b, so dx = dpinv(a) b + pinv(a) db.
+    # NOTE: tg.linalg.lstsq refuses a rank-deficient call only when an input requires
+    # grad; a tangent may arrive without that, so the rule checks the rank itself.
     ta, tb = t
+    m, n = a.shape
+    dtype = np.result_type(a.dtype, b.dtype)
+    compile_check(lambda s: _refuse_rank_deficient(s, m, n, dtype, rcond), tg.linalg_svdvals(a))
     P = tg.linalg_pinv(a)
     out = None if tb is None else P @ tb
     if ta is not None:
@@ -756,12 +778,7 @@ def lstsq(a, b, rcond=None):
     # NOTE: the rank decides the residuals returned: tg.compile cannot replay that
     run_eagerly("linalg.lstsq: the rank it returns, and whether it returns residuals, "
                 "depend on a's values (a replay would repeat the recording's)")
-    s_host = _host(s)
-    eps = np.finfo(np.result_type(a.dtype, b.dtype, np.float32)).eps
-    # NumPy 2's default rcond, and LAPACK's rule that a negative rcond means eps
-    rel = eps * max(m, n) if rcond is None else (eps if rcond < 0 else rcond)
-    cut = rel * (s_host.max() if s_host.size else 0.0)
-    rank = int((s_host > cut).sum())
+    rank = _lstsq_rank(_host(s), m, n, np.result_type(a.dtype, b.dtype), rcond)
     if rank < min(m, n) and _wants_grad(a, b):
         raise np.linalg.LinAlgError(
             f"linalg.lstsq: a (shape {sa}) has rank {rank} < {min(m, n)}; the gradient of a "
