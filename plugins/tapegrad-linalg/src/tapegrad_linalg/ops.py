@@ -1,9 +1,11 @@
 """Matrix products with NumPy's names and semantics: ``matmul`` (and ``@``), ``dot``, ``einsum``.
 
 Vocabulary (as everywhere in tapegrad): ``g`` is the gradient flowing into an op's output,
-``ans`` the op's forward result, ``x, y, ...`` its inputs. Each op is registered below as
-its CPU kernel, ONE gradient rule written with tapegrad ops (so it runs on any device and
-is itself differentiable), and the sample inputs the contract kit checks it with.
+``ans`` the op's forward result, ``x, y, ...`` its inputs, ``t`` the tangents of the inputs
+(forward mode; None where an input has none). Each op is registered below as its CPU
+kernel, ONE gradient rule and one forward-mode (JVP) rule written with tapegrad ops (so
+they run on any device and are themselves differentiable), and the sample inputs the
+contract kit checks them with.
 ``dot`` and ``einsum`` are public functions: ``dot`` is composed of matmul and reshapes,
 ``einsum`` checks its subscripts and calls the op ``_einsum``.
 

@@ -1,10 +1,11 @@
 """Ops that reduce, reshape, index and join tensors, with NumPy's names and semantics.
 
 Vocabulary (as everywhere in tapegrad): ``g`` is the gradient flowing into an op's output,
-``ans`` the op's forward result, ``x, y, ...`` its inputs. Each op is registered below as
-its CPU kernel, ONE gradient rule written with tapegrad ops (so it runs on any device and
-is itself differentiable), and the sample inputs the contract kit checks it with, side by
-side. Functions that are compositions of other ops (``var``, ``squeeze``, ``split``, ...)
+``ans`` the op's forward result, ``x, y, ...`` its inputs, ``t`` the tangents of the inputs
+(forward mode; None where an input has none). Each op is registered below as its CPU
+kernel, ONE gradient rule and one forward-mode (JVP) rule written with tapegrad ops (so
+they run on any device and are themselves differentiable), and the sample inputs the
+contract kit checks them with, side by side. Functions that are compositions of other ops (``var``, ``squeeze``, ``split``, ...)
 have no rule of their own.
 
 >>> import tapegrad as tg
