@@ -297,6 +297,37 @@ def _qr_vjp(g, ans, a, mode="reduced"):
     return (tg.concatenate([gX, Q @ gV], axis=-1),)
 
 
+def _qr_jvp(t, ans, a, mode="reduced"):
+    m, n = a.shape[-2:]
+    if mode == "complete" and m > n:
+        raise ValueError(f"linalg_qr: the derivative of mode='complete' for a {m}x{n} matrix "
+                         f"(m > n) is not defined (Q's last {m - n} columns are not unique); "
+                         f"use mode='reduced'")
+    Q, R = ans[..., :m, :], _mT(ans[..., m:, :])
+    dA = t[0]
+    # A = Q R: with C = Q^T dA R^-1 = Q^T dQ + dR R^-1, where Q^T dQ is skew and dR R^-1
+    # upper triangular, Omega = Q^T dQ is the strictly lower part of C minus its transpose,
+    # dR = (C - Omega) R and dQ = dA R^-1 - Q (C - Omega) (which also holds the part of dQ
+    # outside Q's columns when m > n). For m < n, A = [X | Y] with X = Q U square, Y = Q V:
+    # the square rule for X, then dV = dQ^T Y + Q^T dY.
+    if m >= n:
+        dQ, dR = _qr_square_jvp(Q, R, dA)
+        return tg.concatenate([dQ, _mT(dR)], axis=-2)
+    U = R[..., :m]
+    dQ, dU = _qr_square_jvp(Q, U, dA[..., :m])
+    dV = _mT(dQ) @ a[..., m:] + _mT(Q) @ dA[..., m:]
+    return tg.concatenate([dQ, _mT(tg.concatenate([dU, dV], axis=-1))], axis=-2)
+
+
+def _qr_square_jvp(Q, R, dA):
+    """(dQ, dR) of A = Q R for an A with at least as many rows as columns."""
+    dA_Rinv = _mT(tg.linalg_solve(_mT(R), _mT(dA)))          # dA R^-1
+    C = _mT(Q) @ dA_Rinv
+    low = _tril(C, -1)
+    C_minus_omega = C - (low - _mT(low))                     # dR R^-1, upper triangular
+    return dA_Rinv - Q @ C_minus_omega, C_minus_omega @ R
+
+
 def qr(a, mode="reduced"):
     """The QR decomposition, as ``np.linalg.qr(a, mode)``: ``QRResult(Q, R)`` for mode
     'reduced' (differentiable) and 'complete' (differentiable for m <= n, where it equals
@@ -355,6 +386,23 @@ def _eigh_vjp(g, ans, a, UPLO="L"):
     return (_triangle_grad(V @ inner @ _mT(V), lower=UPLO == "L"),)
 
 
+def _read_triangle(ta, UPLO):
+    """The symmetric matrix that a tangent of A stands for when only the UPLO triangle
+    is read (Note: [one-triangle gradients]): the other triangle has no effect."""
+    return _copyltu(ta) if UPLO == "L" else _mT(_copyltu(_mT(ta)))
+
+
+def _eigh_jvp(t, ans, a, UPLO="L"):
+    w, V = ans[..., 0, :], ans[..., 1:, :]
+    # dw = diag(V^T dA V), dV = V (F o V^T dA V) with F_ij = 1 / (w_j - w_i) off the
+    # diagonal, 0 on it (unit eigenvectors stay unit); a zero gap refuses as the VJP's
+    # (Note: [degenerate spectra]).
+    VtdAV = _mT(V) @ _read_triangle(t[0], UPLO) @ V
+    E = tg.expand_dims(w, -2) - tg.expand_dims(w, -1)
+    dV = V @ _safe_offdiag_divide(VtdAV, E, "linalg_eigh", "eigenvectors")
+    return tg.concatenate([tg.expand_dims(_diagonal(VtdAV), -2), dV], axis=-2)
+
+
 def eigh(a, UPLO="L"):
     """Eigenvalues (ascending) and eigenvectors of symmetric matrices, as
     ``np.linalg.eigh(a, UPLO)``: ``EighResult(eigenvalues, eigenvectors)``. Only the
@@ -384,6 +432,13 @@ def _eigvalsh_vjp(g, ans, a, UPLO="L"):
     return (_triangle_grad((V * tg.expand_dims(g, -2)) @ _mT(V), lower=UPLO == "L"),)
 
 
+def _eigvalsh_jvp(t, ans, a, UPLO="L"):
+    # dw = diag(V^T dA V): the transpose of the VJP, with its convention for repeated
+    # eigenvalues (there the eigenvalues are not differentiable; see the VJP's NOTE).
+    V = tg._linalg_eigh(a, UPLO=UPLO)[..., 1:, :]
+    return _diagonal(_mT(V) @ _read_triangle(t[0], UPLO) @ V)
+
+
 # ---------------------------------------------------------------------------------------
 # eig, eigvals (real spectra only)
 # ---------------------------------------------------------------------------------------
@@ -407,6 +462,18 @@ def _eig_vjp(g, ans, a):
     E = tg.expand_dims(w, -2) - tg.expand_dims(w, -1)
     inner = _safe_offdiag_divide(VtgV, E, "linalg_eig", "eigenvectors") + _diag_embed(gw)
     return (tg.linalg_solve(_mT(V), inner @ _mT(V)),)
+
+
+def _eig_jvp(t, ans, a):
+    w, V = ans[..., 0, :], ans[..., 1:, :]
+    # A = V diag(w) V^-1: with C = V^-1 dA V, dw = diag(C) and the eigenvectors move by
+    # dV0 = V (F o C), F_ij = 1 / (w_j - w_i) off the diagonal; NumPy's unit length then
+    # removes each column's component along itself: dV = dV0 - V diag(V^T dV0).
+    C = tg.linalg_solve(V, t[0] @ V)
+    E = tg.expand_dims(w, -2) - tg.expand_dims(w, -1)
+    dV0 = V @ _safe_offdiag_divide(C, E, "linalg_eig", "eigenvectors")
+    dV = dV0 - V * tg.expand_dims(_diagonal(_mT(V) @ dV0), -2)
+    return tg.concatenate([tg.expand_dims(_diagonal(C), -2), dV], axis=-2)
 
 
 def eig(a):
@@ -437,6 +504,11 @@ def _eigvals_kernel(a):
 def _eigvals_vjp(g, ans, a):
     V = tg._linalg_eig(a)[..., 1:, :]       # its columns in the kernel's eigenvalue order
     return (tg.linalg_solve(_mT(V), _diag_embed(g) @ _mT(V)),)
+
+
+def _eigvals_jvp(t, ans, a):
+    V = tg._linalg_eig(a)[..., 1:, :]       # its columns in the kernel's eigenvalue order
+    return _diagonal(tg.linalg_solve(V, t[0] @ V))
 
 
 # ---------------------------------------------------------------------------------------
@@ -500,6 +572,38 @@ def _refuse_zero_singular_value(s, m, n):
             f"{m}x{n} matrix with a zero singular value is not defined")
 
 
+def _svd_jvp(t, ans, a, full_matrices=False):
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    if full_matrices and m != n:
+        raise ValueError(f"linalg_svd: the derivative of full_matrices=True for a {m}x{n} "
+                         f"matrix is not defined (the extra singular vectors are not unique); "
+                         f"use full_matrices=False")
+    U, S, V = _svd_unpack(ans, m, n, full_matrices)
+    dA = t[0]
+    # With dP = U^T dA V: dS = diag(dP), dU = U (F o (dP S + S dP^T)),
+    # dV = V (F o (S dP + dP^T S)), F_ij = 1 / (S_j^2 - S_i^2) off the diagonal; plus, for
+    # a non-square A, the parts outside U's (V's) columns: (I - U U^T) dA V S^-1
+    # ((I - V V^T) dA^T U S^-1). Zero gaps and zero singular values refuse as the VJP's.
+    dP = _mT(U) @ dA @ V
+    S_row, S_col = tg.expand_dims(S, -2), tg.expand_dims(S, -1)
+    S2 = S * S
+    E = tg.expand_dims(S2, -2) - tg.expand_dims(S2, -1)
+    dU = U @ _safe_offdiag_divide(dP * S_row + S_col * _mT(dP), E, "linalg_svd",
+                                  "singular vectors")
+    dV = V @ _safe_offdiag_divide(S_col * dP + _mT(dP) * S_row, E, "linalg_svd",
+                                  "singular vectors")
+    if m > k or n > k:
+        compile_check(lambda s: _refuse_zero_singular_value(s, m, n), S)
+    if m > k:
+        dAV = dA @ V
+        dU = dU + (dAV - U @ (_mT(U) @ dAV)) / S_row
+    if n > k:
+        dAtU = _mT(dA) @ U
+        dV = dV + (dAtU - V @ (_mT(V) @ dAtU)) / S_row
+    return tg.concatenate([dU, tg.expand_dims(_diagonal(dP), -2), dV], axis=-2)
+
+
 def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
     """The singular value decomposition, as ``np.linalg.svd``: ``SVDResult(U, S, Vh)``
     with ``a = U @ (S[..., None] * Vh)``, or the singular values alone for
@@ -541,6 +645,13 @@ def _svdvals_vjp(g, ans, a):
     return ((U * tg.expand_dims(g, -2)) @ _mT(V),)
 
 
+def _svdvals_jvp(t, ans, a):
+    # dS = diag(U^T dA V): the transpose of the VJP (its convention at repeated values).
+    m, n = a.shape[-2:]
+    U, _, V = _svd_unpack(tg._linalg_svd(a, full_matrices=False), m, n, False)
+    return _diagonal(_mT(U) @ t[0] @ V)
+
+
 # ---------------------------------------------------------------------------------------
 # pinv, lstsq, matrix_rank
 # ---------------------------------------------------------------------------------------
@@ -573,6 +684,23 @@ def _pinv_vjp(g, ans, a, rcond=None, hermitian=False, rtol=_NoValue):
     return (_triangle_grad(_pinv_grad(g, ans, _copyltu(a)), lower=True),)
 
 
+def _pinv_tangent(dA, P, A):
+    """The derivative of P = pinv(A) along dA (Golub & Pereyra; exact where the rank of A
+    is locally constant, as _pinv_grad, whose transpose it is):
+    dP = -P dA P + P P^T dA^T (I - A P) + (I - P A) dA^T P^T P."""
+    Pt, dAt = _mT(P), _mT(dA)
+    return (-(P @ dA @ P) + (P @ Pt) @ (dAt - dAt @ (A @ P))
+            + (dAt - (P @ A) @ dAt) @ (Pt @ P))
+
+
+def _pinv_jvp(t, ans, a, rcond=None, hermitian=False, rtol=_NoValue):
+    if not hermitian:
+        return _pinv_tangent(t[0], ans, a)
+    # hermitian=True reads the lower triangle only (see _pinv_vjp): both the matrix and
+    # its tangent are the symmetric matrices of their lower triangles.
+    return _pinv_tangent(_copyltu(t[0]), ans, _copyltu(a))
+
+
 def _lstsq_kernel(a, b, rcond=None):
     return np.linalg.lstsq(a, b, rcond=rcond)[0]
 
@@ -588,6 +716,39 @@ def _lstsq_vjp(g, ans, a, b, rcond=None):
         bb = b if b.ndim == 2 else tg.expand_dims(b, -1)
         ga = _pinv_grad(gx @ _mT(bb), P, a)
     return ga, gb
+
+
+def _lstsq_rank(s, m, n, dtype, rcond):
+    """The rank np.linalg.lstsq gives a (m, n) matrix with singular values s (host)."""
+    eps = np.finfo(np.result_type(dtype, np.float32)).eps
+    # NumPy 2's default rcond, and LAPACK's rule that a negative rcond means eps
+    rel = eps * max(m, n) if rcond is None else (eps if rcond < 0 else rcond)
+    cut = rel * (s.max() if s.size else 0.0)
+    return int((s > cut).sum())
+
+
+def _refuse_rank_deficient(s, m, n, dtype, rcond):
+    rank = _lstsq_rank(s, m, n, dtype, rcond)
+    if rank < min(m, n):
+        raise np.linalg.LinAlgError(
+            f"linalg_lstsq: a (shape {(m, n)}) has rank {rank} < {min(m, n)}; the derivative "
+            f"of a rank-deficient least-squares solution is not supported (regularize a)")
+
+
+def _lstsq_jvp(t, ans, a, b, rcond=None):
+    # Full rank (as the VJP): x = pinv(a) b, so dx = dpinv(a) b + pinv(a) db.
+    # NOTE: tg.linalg.lstsq refuses a rank-deficient call only when an input requires
+    # grad; a tangent may arrive without that, so the rule checks the rank itself.
+    ta, tb = t
+    m, n = a.shape
+    dtype = np.result_type(a.dtype, b.dtype)
+    compile_check(lambda s: _refuse_rank_deficient(s, m, n, dtype, rcond), tg.linalg_svdvals(a))
+    P = tg.linalg_pinv(a)
+    out = None if tb is None else P @ tb
+    if ta is not None:
+        term = _pinv_tangent(ta, P, a) @ b
+        out = term if out is None else out + term
+    return out
 
 
 def lstsq(a, b, rcond=None):
@@ -617,12 +778,7 @@ def lstsq(a, b, rcond=None):
     # NOTE: the rank decides the residuals returned: tg.compile cannot replay that
     run_eagerly("linalg.lstsq: the rank it returns, and whether it returns residuals, "
                 "depend on a's values (a replay would repeat the recording's)")
-    s_host = _host(s)
-    eps = np.finfo(np.result_type(a.dtype, b.dtype, np.float32)).eps
-    # NumPy 2's default rcond, and LAPACK's rule that a negative rcond means eps
-    rel = eps * max(m, n) if rcond is None else (eps if rcond < 0 else rcond)
-    cut = rel * (s_host.max() if s_host.size else 0.0)
-    rank = int((s_host > cut).sum())
+    rank = _lstsq_rank(_host(s), m, n, np.result_type(a.dtype, b.dtype), rcond)
     if rank < min(m, n) and _wants_grad(a, b):
         raise np.linalg.LinAlgError(
             f"linalg.lstsq: a (shape {sa}) has rank {rank} < {min(m, n)}; the gradient of a "
@@ -781,7 +937,7 @@ def register(registry):
                  tg.Sample(_spd(4, 4, seed=2), upper=True)],
         doc=_op_doc(cholesky))
     registry.register_op(
-        "_linalg_qr", kernels={"cpu": _qr_kernel}, vjp=_qr_vjp, method=False,
+        "_linalg_qr", kernels={"cpu": _qr_kernel}, vjp=_qr_vjp, jvp=_qr_jvp, method=False,
         samples=_QR_SAMPLES,
         doc="The op behind tg.linalg.qr: Q (m, k) stacked on R^T (n, k), shape (m + n, k). "
             "Gradient for modes 'reduced' and 'complete' with m <= n." + _doc_batched)
@@ -792,7 +948,7 @@ def register(registry):
     eigh_samples = [tg.Sample(_sym(3, 3)), tg.Sample(_sym(2, 3, 3, seed=15)),
                     tg.Sample(_sym(4, 4, seed=3), UPLO="U")]
     registry.register_op(
-        "_linalg_eigh", kernels={"cpu": _eigh_kernel}, vjp=_eigh_vjp, method=False,
+        "_linalg_eigh", kernels={"cpu": _eigh_kernel}, vjp=_eigh_vjp, jvp=_eigh_jvp, method=False,
         save_inputs=(False,), samples=eigh_samples,
         doc="The op behind tg.linalg.eigh: the eigenvalues (one row) stacked on the "
             "eigenvectors, shape (n + 1, n). The gradient through the eigenvectors divides "
@@ -800,23 +956,25 @@ def register(registry):
             "(PyTorch gives inf/nan)." + _doc_batched)
     registry.register_function("linalg_eigh", eigh, method=False, samples=eigh_samples)
     registry.register_op(
-        "linalg_eigvalsh", kernels={"cpu": _eigvalsh_kernel}, vjp=_eigvalsh_vjp, method=False,
+        "linalg_eigvalsh", kernels={"cpu": _eigvalsh_kernel}, vjp=_eigvalsh_vjp,
+        jvp=_eigvalsh_jvp, method=False,
         save_ans=False, samples=eigh_samples,
         doc=_op_doc(eigvalsh))
     eig_samples = [(_real_spectrum(3, 3),), (_real_spectrum(2, 3, 3, seed=1),)]
     registry.register_op(
-        "_linalg_eig", kernels={"cpu": _eig_kernel}, vjp=_eig_vjp, method=False,
+        "_linalg_eig", kernels={"cpu": _eig_kernel}, vjp=_eig_vjp, jvp=_eig_jvp, method=False,
         save_inputs=(False,), samples=eig_samples,
         doc="The op behind tg.linalg.eig, for matrices with a real spectrum: the "
             "eigenvalues stacked on the unit eigenvectors, (n + 1, n). A complex spectrum "
             "raises TypeError (complex dtypes: issue 18)." + _doc_batched)
     registry.register_function("linalg_eig", eig, method=False, samples=eig_samples)
     registry.register_op(
-        "linalg_eigvals", kernels={"cpu": _eigvals_kernel}, vjp=_eigvals_vjp, method=False,
+        "linalg_eigvals", kernels={"cpu": _eigvals_kernel}, vjp=_eigvals_vjp,
+        jvp=_eigvals_jvp, method=False,
         save_ans=False, samples=eig_samples,
         doc=_op_doc(eigvals))
     registry.register_op(
-        "_linalg_svd", kernels={"cpu": _svd_kernel}, vjp=_svd_vjp, method=False,
+        "_linalg_svd", kernels={"cpu": _svd_kernel}, vjp=_svd_vjp, jvp=_svd_jvp, method=False,
         save_inputs=(False,), samples=_SVD_SAMPLES,
         doc="The op behind tg.linalg.svd: U (m rows), S (one row) and V = Vh^T (n rows) "
             "stacked, zero-padded to one width. The gradient through U and V divides by gaps "
@@ -829,11 +987,12 @@ def register(registry):
     svdvals_samples = [(_distinct_sv(3, 3),), (_distinct_sv(4, 2, seed=1),),
                        (_distinct_sv(2, 2, 3, seed=2),)]
     registry.register_op(
-        "linalg_svdvals", kernels={"cpu": _svdvals_kernel}, vjp=_svdvals_vjp, method=False,
+        "linalg_svdvals", kernels={"cpu": _svdvals_kernel}, vjp=_svdvals_vjp,
+        jvp=_svdvals_jvp, method=False,
         save_ans=False, samples=svdvals_samples,
         doc=_op_doc(svdvals))
     registry.register_op(
-        "linalg_pinv", kernels={"cpu": _pinv_kernel}, vjp=_pinv_vjp, method=False,
+        "linalg_pinv", kernels={"cpu": _pinv_kernel}, vjp=_pinv_vjp, jvp=_pinv_jvp, method=False,
         samples=[tg.Sample(_distinct_sv(3, 3)), tg.Sample(_distinct_sv(4, 2, seed=1)),
                  tg.Sample(_distinct_sv(2, 2, 4, seed=2)), tg.Sample(_spd(3, 3), hermitian=True),
                  tg.Sample(_distinct_sv(3, 2, seed=3), rtol=1e-10)],
@@ -842,8 +1001,8 @@ def register(registry):
                      (_general(3, 3, seed=4), _rand(3, seed=5)),
                      (_distinct_sv(2, 3, seed=6), _rand(2, seed=7))]
     registry.register_op(
-        "_linalg_lstsq", kernels={"cpu": _lstsq_kernel}, vjp=_lstsq_vjp, method=False,
-        save_ans=False, samples=lstsq_samples,
+        "_linalg_lstsq", kernels={"cpu": _lstsq_kernel}, vjp=_lstsq_vjp, jvp=_lstsq_jvp,
+        method=False, save_ans=False, samples=lstsq_samples,
         doc="The op behind tg.linalg.lstsq: its solution x. Gradient through x = pinv(a) b "
             "(full rank only; tg.linalg.lstsq refuses a rank-deficient differentiable call).")
     registry.register_function("linalg_lstsq", lstsq, method=False, samples=lstsq_samples)

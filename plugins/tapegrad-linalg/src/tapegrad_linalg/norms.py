@@ -70,7 +70,7 @@ def _vector_norm_vjp(g, ans, x, ord=2, axis=None, keepdims=False):
     if ord == 0:
         return (tg.zeros_like(x),)
     if math.isinf(ord):
-        ties = (tg.abs(x) == ans) * 1.0
+        ties = (tg.abs(x) == ans).astype(x.dtype)     # (a float32 x keeps float32)
         red = None if axis is None else _norm_axes(axis, x.ndim, "linalg_vector_norm")
         count = tg.sum(ties, axis=red, keepdims=True)
         return (tg.sign(x) * ties / count * g,)

@@ -1,9 +1,11 @@
 """Matrix products with NumPy's names and semantics: ``matmul`` (and ``@``), ``dot``, ``einsum``.
 
 Vocabulary (as everywhere in tapegrad): ``g`` is the gradient flowing into an op's output,
-``ans`` the op's forward result, ``x, y, ...`` its inputs. Each op is registered below as
-its CPU kernel, ONE gradient rule written with tapegrad ops (so it runs on any device and
-is itself differentiable), and the sample inputs the contract kit checks it with.
+``ans`` the op's forward result, ``x, y, ...`` its inputs, ``t`` the tangents of the inputs
+(forward mode; None where an input has none). Each op is registered below as its CPU
+kernel, ONE gradient rule and one forward-mode (JVP) rule written with tapegrad ops (so
+they run on any device and are themselves differentiable), and the sample inputs the
+contract kit checks them with.
 ``dot`` and ``einsum`` are public functions: ``dot`` is composed of matmul and reshapes,
 ``einsum`` checks its subscripts and calls the op ``_einsum``.
 
@@ -143,6 +145,17 @@ def _matmul_vjp(g, ans, x, y):
         if y.ndim == 1:
             gy = tg.reshape(gy, y.shape)
     return gx, gy
+
+
+def _matmul_jvp(t, ans, x, y):
+    # Bilinear: one product per tangent. matmul promotes 1-d operands and broadcasts batch
+    # axes itself, so each term already has ans's shape.
+    tx, ty = t
+    out = None if tx is None else tg.matmul(tx, y)
+    if ty is not None:
+        term = tg.matmul(x, ty)
+        out = term if out is None else out + term
+    return out
 
 
 _MATMUL_SAMPLES = [
@@ -447,6 +460,20 @@ def _einsum_vjp(g, ans, *xs, subscripts):
                  for k, x in enumerate(xs))
 
 
+def _einsum_jvp(t, ans, *xs, subscripts):
+    # Multilinear: the sum over operands with a tangent of the same einsum with that
+    # operand replaced by its tangent. Each term has ans's shape (a length-1 axis of an
+    # operand broadcasts in the term exactly as in the forward).
+    out = None
+    for k, tk in enumerate(t):
+        if tk is None:
+            continue
+        term = tg._einsum(*(tk if j == k else x for j, x in enumerate(xs)),
+                          subscripts=subscripts)
+        out = term if out is None else out + term
+    return out
+
+
 def _einsum_grad(g, xs, k, spec):
     """The gradient of operand k: the einsum of g with the other operands, whose output
     is operand k's term.
@@ -547,7 +574,7 @@ def _einsum_samples(with_subscripts_first):
 @tg.hookimpl
 def tapegrad_register_ops(registry):
     registry.register_op(
-        "matmul", kernels={"cpu": _matmul_kernel}, vjp=_matmul_vjp,
+        "matmul", kernels={"cpu": _matmul_kernel}, vjp=_matmul_vjp, jvp=_matmul_jvp,
         save_inputs=(True, True), save_ans=False, samples=_MATMUL_SAMPLES,
         doc="The matrix product x @ y, as np.matmul: vector . vector (a 0-d result), "
             "matrix @ vector, vector @ matrix, matrix @ matrix, and stacks of matrices "
@@ -557,7 +584,7 @@ def tapegrad_register_ops(registry):
     # NOTE: einsum's rule reads every operand but the one it differentiates, so all are
     # saved (a one-operand einsum keeps its operand alive without needing it).
     registry.register_op(
-        "_einsum", kernels={"cpu": _einsum_kernel}, vjp=_einsum_vjp, view=True,
+        "_einsum", kernels={"cpu": _einsum_kernel}, vjp=_einsum_vjp, jvp=_einsum_jvp, view=True,
         save_ans=False, method=False, samples=_einsum_samples(False),
         doc="The op behind tg.einsum: einsum(subscripts, *xs) is "
             "_einsum(*xs, subscripts=subscripts), the operands as its tensor inputs. A "

@@ -1,10 +1,11 @@
 """Ops that reduce, reshape, index and join tensors, with NumPy's names and semantics.
 
 Vocabulary (as everywhere in tapegrad): ``g`` is the gradient flowing into an op's output,
-``ans`` the op's forward result, ``x, y, ...`` its inputs. Each op is registered below as
-its CPU kernel, ONE gradient rule written with tapegrad ops (so it runs on any device and
-is itself differentiable), and the sample inputs the contract kit checks it with, side by
-side. Functions that are compositions of other ops (``var``, ``squeeze``, ``split``, ...)
+``ans`` the op's forward result, ``x, y, ...`` its inputs, ``t`` the tangents of the inputs
+(forward mode; None where an input has none). Each op is registered below as its CPU
+kernel, ONE gradient rule and one forward-mode (JVP) rule written with tapegrad ops (so
+they run on any device and are themselves differentiable), and the sample inputs the
+contract kit checks them with, side by side. Functions that are compositions of other ops (``var``, ``squeeze``, ``split``, ...)
 have no rule of their own.
 
 >>> import tapegrad as tg
@@ -140,12 +141,25 @@ def _sum_vjp(g, ans, x, axis=None, *, dtype=None, keepdims=False):
     return (_unreduce(g, x.shape, axis, keepdims, "sum"),)
 
 
+# NOTE: [explicit linear rules] sum, mean, reshape, transpose, concatenate and stack are
+# linear, but their rules are written out instead of jvp="linear": the generic linear rule
+# treats every argument after the tensors as an input, so a parameter given positionally
+# (``tg.sum(x, 0)``, as the contract kit passes samples) would be replaced by zeros_like.
+# Each rule applies the op itself to the tangent, so it is exactly the linear map.
+def _sum_jvp(t, ans, x, axis=None, *, dtype=None, keepdims=False):
+    return tg.sum(t[0], axis, dtype=dtype, keepdims=keepdims)
+
+
 def _mean_kernel(x, axis=None, dtype=None, keepdims=False):
     return np.mean(x, axis=axis, dtype=dtype, keepdims=keepdims)
 
 
 def _mean_vjp(g, ans, x, axis=None, *, dtype=None, keepdims=False):
     return (_unreduce(g, x.shape, axis, keepdims, "mean") / _count(x.shape, axis, "mean"),)
+
+
+def _mean_jvp(t, ans, x, axis=None, *, dtype=None, keepdims=False):
+    return tg.mean(t[0], axis, dtype=dtype, keepdims=keepdims)   # Note: [explicit linear rules]
 
 
 def _max_kernel(x, axis=None, keepdims=False):
@@ -163,6 +177,15 @@ def _extremum_vjp(g, ans, x, axis=None, *, keepdims=False):
     hit = (x == _unreduce(ans, x.shape, axis, keepdims, "max/min")).astype(x.dtype)
     share = hit / tg.sum(hit, axis, keepdims=True)
     return (_unreduce(g, x.shape, axis, keepdims, "max/min") * share,)
+
+
+def _extremum_jvp(t, ans, x, axis=None, *, keepdims=False):
+    # NOTE: the transpose of _extremum_vjp, so ties follow its convention exactly: the
+    # tangent is the mean of the tangents of the tied entries (a one-sided derivative
+    # would pick one of them and fail <u, Jv> = <J^T u, v>). `hit` is a constant.
+    hit = (x == _unreduce(ans, x.shape, axis, keepdims, "max/min")).astype(x.dtype)
+    share = hit / tg.sum(hit, axis, keepdims=True)
+    return tg.sum(t[0] * share, axis, keepdims=keepdims)
 
 
 def var(x, axis=None, *, ddof=0, keepdims=False):
@@ -269,6 +292,10 @@ def _reshape_vjp(g, ans, x, *, shape):
     return (tg.reshape(g, x.shape),)
 
 
+def _reshape_jvp(t, ans, x, shape):
+    return tg.reshape(t[0], shape)                      # Note: [explicit linear rules]
+
+
 def _reshape_method(self, *shape, **kwargs):
     """``t.reshape(2, 3)``, ``t.reshape((2, 3))`` or ``t.reshape(-1)``, as in NumPy."""
     if not shape:
@@ -289,6 +316,10 @@ def _transpose_vjp(g, ans, x, axes=None):
         return (tg.transpose(g),)
     inverse = np.argsort([a % x.ndim for a in axes])
     return (tg.transpose(g, tuple(int(a) for a in inverse)),)
+
+
+def _transpose_jvp(t, ans, x, axes=None):
+    return tg.transpose(t[0], axes)                     # Note: [explicit linear rules]
 
 
 def _transpose_method(self, *axes):
@@ -493,6 +524,16 @@ def _concatenate_vjp(g, ans, *xs, axis=0):
     return tuple(out)
 
 
+def _joined_tangents(t, xs):
+    """The tangents of joined inputs, zeros where an input has none (their shapes and
+    dtypes are the inputs')."""
+    return [tg.zeros_like(x) if ti is None else ti for ti, x in zip(t, xs)]
+
+
+def _concatenate_jvp(t, ans, *xs, axis=0):
+    return tg.concatenate(_joined_tangents(t, xs), axis=axis)  # Note: [explicit linear rules]
+
+
 def _stack_kernel(*xs, axis=0):
     return np.stack(xs, axis=axis)
 
@@ -501,6 +542,10 @@ def _stack_vjp(g, ans, *xs, axis=0):
     (ax,) = _axes(axis, g.ndim, "stack")
     lead = (slice(None),) * ax
     return tuple(g[lead + (i,)] for i in range(len(xs)))
+
+
+def _stack_jvp(t, ans, *xs, axis=0):
+    return tg.stack(_joined_tangents(t, xs), axis=axis)  # Note: [explicit linear rules]
 
 
 # ---------------------------------------------------------------------------------------
@@ -534,17 +579,17 @@ _EXTREMUM_SAMPLES = [
 def tapegrad_register_ops(registry):
     # -- reductions --------------------------------------------------------------------
     registry.register_op(
-        "sum", kernels={"cpu": _sum_kernel}, vjp=_sum_vjp, params=("axis",),
+        "sum", kernels={"cpu": _sum_kernel}, vjp=_sum_vjp, jvp=_sum_jvp, params=("axis",),
         save_inputs=(False,), save_ans=False, samples=_REDUCE_SAMPLES,
         doc="Sum of x over `axis` (None: all; an int or a tuple; negatives count from the "
             "end), as np.sum(x, axis, dtype=None, keepdims=False).")
     registry.register_op(
-        "mean", kernels={"cpu": _mean_kernel}, vjp=_mean_vjp, params=("axis",),
+        "mean", kernels={"cpu": _mean_kernel}, vjp=_mean_vjp, jvp=_mean_jvp, params=("axis",),
         save_inputs=(False,), save_ans=False, samples=_REDUCE_SAMPLES,
         doc="Mean of x over `axis`, as np.mean(x, axis, dtype=None, keepdims=False).")
     for name, kernel in (("max", _max_kernel), ("min", _min_kernel)):
         registry.register_op(
-            name, kernels={"cpu": kernel}, vjp=_extremum_vjp, params=("axis",),
+            name, kernels={"cpu": kernel}, vjp=_extremum_vjp, jvp=_extremum_jvp, params=("axis",),
             samples=_EXTREMUM_SAMPLES,
             doc=f"{name.capitalize()}imum of x over `axis`, as np.{name}(x, axis, "
                 f"keepdims=False). The gradient is shared evenly among tied entries.")
@@ -570,15 +615,15 @@ def tapegrad_register_ops(registry):
 
     # -- shapes ------------------------------------------------------------------------
     registry.register_op(
-        "reshape", kernels={"cpu": _reshape_kernel}, vjp=_reshape_vjp, view=True,
+        "reshape", kernels={"cpu": _reshape_kernel}, vjp=_reshape_vjp, jvp=_reshape_jvp, view=True,
         save_inputs=(False,), save_ans=False, method=_reshape_method,
         samples=[tg.Sample(_rand(2, 3), shape=(3, 2)), tg.Sample(_rand(2, 3, 4), (4, -1)),
                  tg.Sample(_rand(6), shape=(1, 2, 3)), tg.Sample(_rand(2, 3), shape=-1)],
         doc="x with a new shape holding the same elements (-1 infers one length), as "
             "np.reshape(x, shape); t.reshape(2, 3) and t.reshape((2, 3)) both work.")
     registry.register_op(
-        "transpose", kernels={"cpu": _transpose_kernel}, vjp=_transpose_vjp, view=True,
-        save_inputs=(False,), save_ans=False, method=_transpose_method,
+        "transpose", kernels={"cpu": _transpose_kernel}, vjp=_transpose_vjp, jvp=_transpose_jvp,
+        view=True, save_inputs=(False,), save_ans=False, method=_transpose_method,
         samples=[tg.Sample(_rand(2, 3)), tg.Sample(_rand(2, 3, 4), axes=(1, 0, 2)),
                  tg.Sample(_rand(2, 3, 4), (-1, 0, 1))],
         doc="x with its axes permuted by `axes` (None: reversed), as np.transpose(x, axes); "
@@ -603,7 +648,7 @@ def tapegrad_register_ops(registry):
 
     # -- indexing ------------------------------------------------------------------------
     registry.register_op(
-        "getitem", kernels={"cpu": _getitem_kernel}, vjp=_getitem_vjp, view=True,
+        "getitem", kernels={"cpu": _getitem_kernel}, vjp=_getitem_vjp, jvp="linear", view=True,
         save_inputs=(False,), save_ans=False, method=False,
         samples=[
             tg.Sample(_rand(3, 4), index=1),
@@ -618,7 +663,7 @@ def tapegrad_register_ops(registry):
         doc="x[index] (the op behind t[index]): basic indexing (ints, slices, None, ...) and "
             "advanced indexing (int arrays, bool masks, mixed), as in NumPy.")
     registry.register_op(
-        "_getitem_grad", kernels={"cpu": _getitem_grad_kernel}, vjp=_getitem_grad_vjp,
+        "_getitem_grad", kernels={"cpu": _getitem_grad_kernel}, vjp=_getitem_grad_vjp, jvp="linear",
         save_inputs=(False,), save_ans=False, method=False,
         samples=[
             tg.Sample(_rand(3), index=np.array([0, 2, 0]), shape=(4,)),
@@ -628,7 +673,7 @@ def tapegrad_register_ops(registry):
         doc="The gradient of getitem: zeros of `shape` with g added at `index` (np.add.at, "
             "so repeated indices accumulate). Its own gradient is getitem.")
     registry.register_op(
-        "setitem", kernels={"cpu": _setitem_kernel}, vjp=_setitem_vjp,
+        "setitem", kernels={"cpu": _setitem_kernel}, vjp=_setitem_vjp, jvp="linear",
         save_inputs=(False, False), save_ans=False, method=False,
         samples=[
             tg.Sample(_rand(3, 4), _rand(4), index=1),
@@ -643,7 +688,7 @@ def tapegrad_register_ops(registry):
     # -- joining -------------------------------------------------------------------------
     registry.register_op(
         "concatenate", kernels={"cpu": _concatenate_kernel}, vjp=_concatenate_vjp,
-        seq_input=True, save_ans=False, method=False,
+        jvp=_concatenate_jvp, seq_input=True, save_ans=False, method=False,
         samples=[tg.Sample([_rand(2, 3), _rand(1, 3)]),
                  tg.Sample([_rand(2, 3), _rand(2, 1), _rand(2, 2)], axis=1),
                  tg.Sample([_rand(2, 3), _rand(2, 3, seed=1)], axis=-1),
@@ -651,7 +696,7 @@ def tapegrad_register_ops(registry):
         doc="The tensors joined along an existing `axis` (None: flattened first), as "
             "np.concatenate(xs, axis=0).")
     registry.register_op(
-        "stack", kernels={"cpu": _stack_kernel}, vjp=_stack_vjp,
+        "stack", kernels={"cpu": _stack_kernel}, vjp=_stack_vjp, jvp=_stack_jvp,
         seq_input=True, save_ans=False, method=False,
         samples=[tg.Sample([_rand(2, 3), _rand(2, 3, seed=1)]),
                  tg.Sample([_rand(2, 3), _rand(2, 3, seed=1), _rand(2, 3, seed=2)], axis=-1),
@@ -664,7 +709,7 @@ def tapegrad_register_ops(registry):
 
     # -- copies --------------------------------------------------------------------------
     copy = registry.register_op(
-        "copy", kernels={"cpu": np.copy}, vjp=lambda g, ans, x: (g,),
+        "copy", kernels={"cpu": np.copy}, vjp=lambda g, ans, x: (g,), jvp="linear",
         save_inputs=(False,), save_ans=False, samples=[(_rand(3, 4),)],
         doc="A copy of x that shares no storage with it (np.copy); t.copy() and t.clone().")
     registry.register_function("clone", copy, samples=[(_rand(3, 4),)])

@@ -171,6 +171,24 @@ def _cumprod_vjp(g, ans, a, axis=None, *, dtype=None):
     return (tg.reshape(grad, a.shape) if axis is None else grad,)
 
 
+def _cumprod_jvp(t, ans, a, axis=None, *, dtype=None):
+    # The transpose of _cumprod_vjp, with the same division-free running products:
+    # tangent_i = sum_{j <= i} t_j C[j, i] (exact where entries are zero).
+    x = tg.reshape(a, (-1,)) if axis is None else a
+    tx = tg.reshape(t[0], (-1,)) if axis is None else t[0]
+    ax = 0 if axis is None else axis % a.ndim
+    xm, tm = _ops.moveaxis(x, ax, -1), _ops.moveaxis(tx, ax, -1)
+    n = xm.shape[-1]
+    eye = _constant(np.eye(n, dtype=bool), xm)
+    later = _constant(np.triu(np.ones((n, n), dtype=bool)), xm)    # later[j, i]: i >= j
+    rows = tg.where(eye, xm.dtype.type(1), xm[..., None, :])          # rows[j, k]
+    terms = tg.where(later, tg.cumprod(rows, axis=-1) * tm[..., :, None], 0)
+    out = _ops.moveaxis(tg.sum(terms, axis=-2), -1, ax)
+    if out.dtype != ans.dtype:
+        out = out.astype(ans.dtype)
+    return tg.reshape(out, ans.shape) if axis is None else out
+
+
 # ---------------------------------------------------------------------------------------
 # Sorting: sort, argsort
 # ---------------------------------------------------------------------------------------
@@ -777,7 +795,7 @@ def _register_scans(registry):
         doc="Running sum of a along `axis` (None: of a flattened), as np.cumsum(a, axis=None, "
             "dtype=None); t.cumsum(). The gradient is the running sum of g from the other end.")
     registry.register_op(
-        "cumprod", kernels={"cpu": _cumprod_kernel}, vjp=_cumprod_vjp,
+        "cumprod", kernels={"cpu": _cumprod_kernel}, vjp=_cumprod_vjp, jvp=_cumprod_jvp,
         save_ans=False,
         samples=[tg.Sample(np.array([1.5, 0.0, 2.0, -0.7, 1.2])),
                  tg.Sample(_ZEROS, axis=1), tg.Sample(_ZEROS, axis=0),
@@ -823,7 +841,7 @@ def _register_gathers(registry):
             "gradient.")
     registry.register_op(
         "_take_along_axis_grad", kernels={"cpu": _take_along_axis_grad_kernel},
-        vjp=_take_along_axis_grad_vjp, differentiable=(0,), save_inputs=(False, True),
+        vjp=_take_along_axis_grad_vjp, jvp="linear", differentiable=(0,), save_inputs=(False, True),
         save_ans=False, method=False,
         samples=[tg.Sample(_rand(3, 3), np.array([[0, 3, 3], [1, 1, 0], [2, 0, 1]]),
                            shape=(3, 4), axis=1),
@@ -833,6 +851,7 @@ def _register_gathers(registry):
             "take_along_axis.")
     registry.register_op(
         "_put_along_axis", kernels={"cpu": _put_along_axis_kernel}, vjp=_put_along_axis_vjp,
+        jvp="linear",
         differentiable=(0, 2), save_inputs=(False, True, False), save_ans=False,
         method=False,
         samples=[tg.Sample(_rand(3, 4), np.array([[0], [2], [3]]), _rand(3, 1), axis=1),
@@ -857,7 +876,7 @@ def _register_gathers(registry):
             "indices, axis=None, mode='raise'; 'wrap' and 'clip' too); t.take(). Repeated "
             "indices accumulate in the gradient.")
     registry.register_op(
-        "_take_grad", kernels={"cpu": _take_grad_kernel}, vjp=_take_grad_vjp,
+        "_take_grad", kernels={"cpu": _take_grad_kernel}, vjp=_take_grad_vjp, jvp="linear",
         differentiable=(0,), save_inputs=(False, True), save_ans=False, method=False,
         samples=[tg.Sample(_rand(3), np.array([0, 2, 2]), shape=(3, 4)),
                  tg.Sample(_rand(3, 2, 2), np.array([[0, 3], [3, -1]]), shape=(3, 4), axis=1),
