@@ -611,7 +611,8 @@ def register(registry):
                     tg.Sample(np.ones_like(_WIDE), _WIDE),
                     tg.Sample(np.ones_like(_WIDE), _WIDE, approximate="tanh")]
     reg("_gelu_backward", kernels={"cpu": _gelu_backward_kernel}, vjp=_gelu_backward_vjp,
-        jvp=_gelu_backward_jvp, save_ans=False, method=False, params=("approximate",), samples=gelu_samples,
+        jvp=_gelu_backward_jvp, save_ans=False, method=False, params=("approximate",),
+        samples=gelu_samples,
         doc="_gelu_backward(g, x, approximate='none'): g * gelu'(x) in one kernel, the op "
             "gelu's rule is; its own rule gives gelu's second and higher derivatives.")
     reg("silu", kernels={"cpu": _silu_kernel}, vjp=_silu_vjp, jvp=_silu_jvp, save_ans=False,
