@@ -248,12 +248,13 @@ def _gelu_backward_vjp(gg, ans, g, x, approximate="none"):
             gg * g * _gelu_second_derivative(x, approximate) if tg.needs_grad(x) else None)
 
 
-def _sum_terms(terms, ans):
-    """The sum of the tangent terms that exist (None: that input has no tangent);
-    zeros of ans's shape when none does."""
+def _sum_terms(terms, like):
+    """The sum of a JVP's terms that exist (None: that input has no tangent; each term
+    broadcasts to the output); zeros of `like` (the output) when none does. Shared by
+    the JVP rules of every module of tapegrad-nn."""
     terms = [v for v in terms if v is not None]
     if not terms:
-        return tg.zeros_like(ans)
+        return tg.zeros_like(like)
     total = terms[0]
     for v in terms[1:]:
         total = total + v
