@@ -202,6 +202,58 @@ def _lstm_sequence_vjp(g, ans, xw, h0, c0, w_hh, reverse=False):
     return dz, dh0, dc0, dw
 
 
+# Note: [forward-mode tangents of the fused recurrences]
+# The JVP is the recurrence differentiated forward in time: the gates of every step are
+# recomputed at once from the output (as the composed BPTT does), the terms that do not
+# depend on the previous state's tangent (txw, h_{t-1} tW^T, tb_hn) for all steps in one
+# GEMM, and only the state tangents (dh, dc) run step by step, in the forward's order.
+# A missing tangent of h0 / c0 is a zero state; of xw / w_hh / b_hn a missing term.
+
+def _time_order(T, reverse):
+    return range(T - 1, -1, -1) if reverse else range(T)
+
+
+def _forcing(t_in, h_prev, t_w, T, N, H, width):
+    """The part of each step's pre-activation tangent that does not depend on the
+    previous state's tangent: t_in + h_{t-1} @ tW^T ((T, N, width), or None)."""
+    terms = [t_in] if t_in is not None else []
+    if t_w is not None:
+        terms.append(tg.reshape(tg.reshape(h_prev, (T * N, H)) @ tg.transpose(t_w),
+                                (T, N, width)))
+    if not terms:
+        return None
+    return terms[0] if len(terms) == 1 else terms[0] + terms[1]
+
+
+def _lstm_sequence_jvp(t, ans, xw, h0, c0, w_hh, reverse=False):
+    # dz = txw + dh_{t-1} W^T + h_{t-1} tW^T; dc = f' dz_f c_{t-1} + f dc_{t-1}
+    # + i' dz_i g + i g' dz_g; dh = o' dz_o tanh(c) + o (1 - tanh(c)^2) dc.
+    t_xw, t_h0, t_c0, t_w = t[0], t[1], t[2], t[3]
+    T, N, H = xw.shape[0], xw.shape[1], h0.shape[-1]
+    hs, cs = ans[..., :H], ans[..., H:]
+    h_prev, c_prev = _shifted_tensor(hs, h0, reverse), _shifted_tensor(cs, c0, reverse)
+    z = tg.reshape(tg.reshape(h_prev, (T * N, H)) @ tg.transpose(w_hh), (T, N, 4 * H)) + xw
+    i, f = tg.sigmoid(z[..., :H]), tg.sigmoid(z[..., H:2 * H])
+    gate, o = tg.tanh(z[..., 2 * H:3 * H]), tg.sigmoid(z[..., 3 * H:])
+    tc = tg.tanh(cs)
+    # per-step factors of dz's four slices and of dc in dh
+    k_i, k_f = gate * (i * (1.0 - i)), c_prev * (f * (1.0 - f))
+    k_g, k_o, k_c = i * (1.0 - gate * gate), tc * (o * (1.0 - o)), o * (1.0 - tc * tc)
+    forcing = _forcing(t_xw, h_prev, t_w, T, N, H, 4 * H)
+    dh = t_h0 if t_h0 is not None else tg.zeros_like(h0)
+    dc = t_c0 if t_c0 is not None else tg.zeros_like(c0)
+    steps = [None] * T
+    for s in _time_order(T, reverse):
+        dz = dh @ tg.transpose(w_hh)
+        if forcing is not None:
+            dz = dz + forcing[s]
+        dc = (k_i[s] * dz[:, :H] + k_f[s] * dz[:, H:2 * H] + f[s] * dc
+              + k_g[s] * dz[:, 2 * H:3 * H])
+        dh = k_o[s] * dz[:, 3 * H:] + k_c[s] * dc
+        steps[s] = tg.concatenate([dh, dc], axis=-1)
+    return tg.stack(steps, axis=0)
+
+
 # ---------------------------------------------------------------------------------------
 # GRU
 # ---------------------------------------------------------------------------------------
@@ -330,6 +382,43 @@ def _gru_sequence_vjp(g, ans, xw, h0, w_hh, b_hn, reverse=False):
     return dxw, dh0, dw, db
 
 
+def _gru_sequence_jvp(t, ans, xw, h0, w_hh, b_hn, reverse=False):
+    # (Note: [forward-mode tangents of the fused recurrences]) With hw = h_{t-1} W^T:
+    # dhw = dh_{t-1} W^T + h_{t-1} tW^T; dr = r' (txw_r + dhw_r); dz = z' (txw_z + dhw_z);
+    # dn = n' (txw_n + dr hn + r (dhw_n + tb)); dh = (1 - z) dn + z dh_{t-1}
+    # + dz (h_{t-1} - n).
+    t_xw, t_h0, t_w, t_b = t[0], t[1], t[2], t[3]
+    T, N, H = xw.shape[0], xw.shape[1], h0.shape[-1]
+    h_prev = _shifted_tensor(ans, h0, reverse)
+    hw = tg.reshape(tg.reshape(h_prev, (T * N, H)) @ tg.transpose(w_hh), (T, N, 3 * H))
+    r = tg.sigmoid(xw[..., :H] + hw[..., :H])
+    z = tg.sigmoid(xw[..., H:2 * H] + hw[..., H:2 * H])
+    hn = hw[..., 2 * H:] + b_hn
+    n = tg.tanh(xw[..., 2 * H:] + r * hn)
+    k_r, k_z, k_n = r * (1.0 - r), z * (1.0 - z), 1.0 - n * n
+    # forcing: every term of the step's [da_r | da_z | dhw_n] and of da_n without dh_{t-1}
+    f_hw = _forcing(None, h_prev, t_w, T, N, H, 3 * H)
+    if t_b is not None:
+        tb_full = tg.concatenate([tg.zeros_like(t_b), tg.zeros_like(t_b), t_b], axis=-1)
+        f_hw = tb_full if f_hw is None else f_hw + tb_full
+    dh = t_h0 if t_h0 is not None else tg.zeros_like(h0)
+    steps = [None] * T
+    for s in _time_order(T, reverse):
+        dhw = dh @ tg.transpose(w_hh)             # (with b_hn's tangent in its n slice)
+        if f_hw is not None:
+            dhw = dhw + f_hw[s]
+        da_r, da_z, d_hn = dhw[:, :H], dhw[:, H:2 * H], dhw[:, 2 * H:]
+        da_n = r[s] * d_hn
+        if t_xw is not None:
+            da_r, da_z = da_r + t_xw[s, :, :H], da_z + t_xw[s, :, H:2 * H]
+            da_n = da_n + t_xw[s, :, 2 * H:]
+        dr, dz = k_r[s] * da_r, k_z[s] * da_z
+        dn = k_n[s] * (da_n + dr * hn[s])
+        dh = (1.0 - z[s]) * dn + z[s] * dh + dz * (h_prev[s] - n[s])
+        steps[s] = dh
+    return tg.stack(steps, axis=0)
+
+
 # ---------------------------------------------------------------------------------------
 # Registration
 # ---------------------------------------------------------------------------------------
@@ -375,6 +464,7 @@ def register(registry):
     """Register the fused recurrence ops (called from functional.register)."""
     registry.register_op(
         "_gru_sequence", kernels={"cpu": _gru_sequence_kernel}, vjp=_gru_sequence_vjp,
+        jvp=_gru_sequence_jvp,
         params=("reverse",), method=False, samples=_gru_samples(),
         doc="_gru_sequence(xw, h0, w_hh, b_hn, reverse=False): every step of one GRU layer "
             "and direction (torch's gates r, z, n) given the input projection xw (T, N, 3H) "
@@ -390,6 +480,7 @@ def register(registry):
             "derivatives of _gru_sequence differentiate the recorded BPTT instead.")
     registry.register_op(
         "_lstm_sequence", kernels={"cpu": _lstm_sequence_kernel}, vjp=_lstm_sequence_vjp,
+        jvp=_lstm_sequence_jvp,
         params=("reverse",), method=False, samples=_samples(),
         doc="_lstm_sequence(xw, h0, c0, w_hh, reverse=False): every step of one LSTM layer "
             "and direction (torch's gates i, f, g, o) given the input projection xw (T, N, "
