@@ -397,16 +397,19 @@ def _gru_sequence_jvp(t, ans, xw, h0, w_hh, b_hn, reverse=False):
     n = tg.tanh(xw[..., 2 * H:] + r * hn)
     k_r, k_z, k_n = r * (1.0 - r), z * (1.0 - z), 1.0 - n * n
     # forcing: every term of the step's [da_r | da_z | dhw_n] and of da_n without dh_{t-1}
+    # (T, N, 3H), then b_hn's tangent in the n slice ((3H,): broadcast, NOT indexed by step)
     f_hw = _forcing(None, h_prev, t_w, T, N, H, 3 * H)
+    tb_full = None
     if t_b is not None:
         tb_full = tg.concatenate([tg.zeros_like(t_b), tg.zeros_like(t_b), t_b], axis=-1)
-        f_hw = tb_full if f_hw is None else f_hw + tb_full
     dh = t_h0 if t_h0 is not None else tg.zeros_like(h0)
     steps = [None] * T
     for s in _time_order(T, reverse):
-        dhw = dh @ tg.transpose(w_hh)             # (with b_hn's tangent in its n slice)
+        dhw = dh @ tg.transpose(w_hh)
         if f_hw is not None:
             dhw = dhw + f_hw[s]
+        if tb_full is not None:
+            dhw = dhw + tb_full
         da_r, da_z, d_hn = dhw[:, :H], dhw[:, H:2 * H], dhw[:, 2 * H:]
         da_n = r[s] * d_hn
         if t_xw is not None:
