@@ -206,3 +206,169 @@ def test_lstm_tangent_of_a_zero_state_tangent_is_zero():
     got = _jvp("_lstm_sequence", [None, np.zeros_like(h0), None, None], xw, h0, c0, w_hh)
     assert got.shape == (xw.shape[0], xw.shape[1], 2 * h0.shape[1])
     assert not got.any()
+
+
+# ---------------------------------------------------------------------------------------
+# Against PyTorch's forward mode (torch.func.jvp), float64
+# ---------------------------------------------------------------------------------------
+
+RNG = np.random.default_rng(17)
+
+
+def _torch():
+    return pytest.importorskip("torch")
+
+
+def _torch_jvp(f, primals, tangents):
+    torch = _torch()
+    p = tuple(torch.tensor(a, dtype=torch.float64) for a in primals)
+    v = tuple(torch.tensor(a, dtype=torch.float64) for a in tangents)
+    return torch.func.jvp(f, p, v)[1].numpy()
+
+
+@pytest.mark.needs_torch
+@pytest.mark.parametrize("name, tg_kwargs, torch_fn", [
+    ("gelu", {}, lambda F, x: F.gelu(x)),
+    ("gelu", {"approximate": "tanh"}, lambda F, x: F.gelu(x, approximate="tanh")),
+    ("silu", {}, lambda F, x: F.silu(x)),
+    ("softplus", {"beta": 2.0, "threshold": 3.0}, lambda F, x: F.softplus(x, 2.0, 3.0)),
+    ("softplus", {"beta": -1.0}, lambda F, x: F.softplus(x, -1.0)),
+    ("logsigmoid", {}, lambda F, x: F.logsigmoid(x)),
+    ("softmax", {"axis": 0}, lambda F, x: F.softmax(x, 0)),
+    ("log_softmax", {"axis": -1}, lambda F, x: F.log_softmax(x, -1)),
+])
+def test_unary_jvp_matches_torch(name, tg_kwargs, torch_fn):
+    F = _torch().nn.functional
+    x = 3.0 * RNG.standard_normal((4, 5))
+    v = RNG.standard_normal(x.shape)
+    np.testing.assert_allclose(_jvp(name, [v], x, **tg_kwargs),
+                               _torch_jvp(lambda a: torch_fn(F, a), [x], [v]),
+                               rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.needs_torch
+@pytest.mark.parametrize("kwargs", [
+    {}, {"reduction": "sum"}, {"reduction": "none"},
+    {"weight": np.array([0.3, 1.0, 2.5, 0.7])},
+    {"ignore_index": 2, "reduction": "mean"},
+    {"label_smoothing": 0.2, "weight": np.array([0.3, 1.0, 2.5, 0.7])},
+])
+def test_cross_entropy_jvp_with_labels_matches_torch(kwargs):
+    torch = _torch()
+    x = RNG.standard_normal((6, 4))
+    y = np.array([0, 2, 3, 1, 2, 0])
+    v = RNG.standard_normal(x.shape)
+    tw = {k: (torch.tensor(a) if isinstance(a, np.ndarray) else a) for k, a in kwargs.items()}
+
+    def loss(a):
+        return torch.nn.functional.cross_entropy(a, torch.tensor(y), **tw)
+    np.testing.assert_allclose(_jvp("cross_entropy", [v, None], x, y, **kwargs),
+                               _torch_jvp(loss, [x], [v]), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.needs_torch
+@pytest.mark.parametrize("kwargs", [{}, {"label_smoothing": 0.3, "reduction": "none"}])
+def test_cross_entropy_jvp_with_probabilities_matches_torch(kwargs):
+    torch = _torch()
+    x = RNG.standard_normal((5, 3))
+    p = RNG.uniform(0.1, 1.0, (5, 3))
+    p /= p.sum(-1, keepdims=True)
+    vx, vp = RNG.standard_normal(x.shape), RNG.standard_normal(p.shape)
+
+    def loss(a, b):
+        return torch.nn.functional.cross_entropy(a, b, **kwargs)
+    np.testing.assert_allclose(_jvp("cross_entropy", [vx, vp], x, p, **kwargs),
+                               _torch_jvp(loss, [x, p], [vx, vp]), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.needs_torch
+def test_bce_with_logits_and_linear_jvp_match_torch():
+    torch = _torch()
+    F = torch.nn.functional
+    x, t = RNG.standard_normal((4, 3)), RNG.uniform(0, 1, (4, 3))
+    vx, vt = RNG.standard_normal(x.shape), RNG.standard_normal(t.shape)
+    np.testing.assert_allclose(
+        _jvp("binary_cross_entropy_with_logits", [vx, vt], x, t, reduction="sum"),
+        _torch_jvp(lambda a, b: F.binary_cross_entropy_with_logits(a, b, reduction="sum"),
+                   [x, t], [vx, vt]), rtol=1e-10, atol=1e-12)
+    a, w, b = RNG.standard_normal((2, 4, 3)), RNG.standard_normal((5, 3)), RNG.standard_normal(5)
+    ta, tw, tb = (RNG.standard_normal(z.shape) for z in (a, w, b))
+    np.testing.assert_allclose(_jvp("linear", [ta, tw, tb], a, w, b),
+                               _torch_jvp(F.linear, [a, w, b], [ta, tw, tb]),
+                               rtol=1e-10, atol=1e-12)
+
+
+def _torch_lstm(xw, h0, c0, w_hh, reverse):
+    """The LSTM recurrence written out in torch ops (gates i, f, g, o), a slow obvious
+    reference: [h_t | c_t] per step."""
+    torch = _torch()
+    H = h0.shape[1]
+    h, c, out = h0, c0, [None] * xw.shape[0]
+    for t in (range(xw.shape[0] - 1, -1, -1) if reverse else range(xw.shape[0])):
+        z = xw[t] + h @ w_hh.T
+        i, f = torch.sigmoid(z[:, :H]), torch.sigmoid(z[:, H:2 * H])
+        g, o = torch.tanh(z[:, 2 * H:3 * H]), torch.sigmoid(z[:, 3 * H:])
+        c = f * c + i * g
+        h = o * torch.tanh(c)
+        out[t] = torch.cat([h, c], -1)
+    return torch.stack(out)
+
+
+def _torch_gru(xw, h0, w_hh, b_hn, reverse):
+    torch = _torch()
+    H = h0.shape[1]
+    h, out = h0, [None] * xw.shape[0]
+    for t in (range(xw.shape[0] - 1, -1, -1) if reverse else range(xw.shape[0])):
+        hw = h @ w_hh.T
+        r = torch.sigmoid(xw[t, :, :H] + hw[:, :H])
+        z = torch.sigmoid(xw[t, :, H:2 * H] + hw[:, H:2 * H])
+        n = torch.tanh(xw[t, :, 2 * H:] + r * (hw[:, 2 * H:] + b_hn))
+        h = (1 - z) * n + z * h
+        out[t] = h
+    return torch.stack(out)
+
+
+@pytest.mark.needs_torch
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("with_tangent", [(1, 1, 1, 1), (0, 1, 0, 0), (1, 0, 0, 1),
+                                          (0, 0, 1, 0)])
+def test_recurrence_jvps_match_torch(reverse, with_tangent):
+    T, N, H = 5, 2, 3
+    lstm = [RNG.standard_normal((T, N, 4 * H)), RNG.standard_normal((N, H)),
+            RNG.standard_normal((N, H)), 0.6 * RNG.standard_normal((4 * H, H))]
+    gru = [RNG.standard_normal((T, N, 3 * H)), RNG.standard_normal((N, H)),
+           0.6 * RNG.standard_normal((3 * H, H)), RNG.standard_normal(H)]
+    for name, args, ref in [("_lstm_sequence", lstm, _torch_lstm),
+                            ("_gru_sequence", gru, _torch_gru)]:
+        vs = [RNG.standard_normal(a.shape) if on else np.zeros(a.shape)
+              for a, on in zip(args, with_tangent)]
+        got = _jvp(name, [v if on else None for v, on in zip(vs, with_tangent)], *args,
+                   reverse=reverse)
+        want = _torch_jvp(lambda *a: ref(*a, reverse), args, vs)
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12, err_msg=name)
+
+
+@pytest.mark.needs_torch
+@pytest.mark.parametrize("name, centred", [("_standardize_grad", True),
+                                           ("_rms_scale_grad", False)])
+def test_normalization_grad_ops_jvp_is_torch_forward_over_reverse(name, centred):
+    # B(g, x) = J(x)^T g of layer_norm / rms_norm over the last two axes; its tangent in
+    # (g, x) from torch.func.jvp over torch.func.vjp (forward over reverse)
+    torch = _torch()
+    eps = 1e-3
+    axis = (-2, -1)
+
+    def f(x):
+        if centred:
+            return torch.nn.functional.layer_norm(x, x.shape[-2:], eps=eps)
+        return x / torch.sqrt((x * x).mean(dim=axis, keepdim=True) + eps)
+
+    def grad_op(g, x):
+        return torch.func.vjp(f, x)[1](g)[0]
+    g, x = RNG.standard_normal((3, 2, 4)), RNG.standard_normal((3, 2, 4))
+    vg, vx = RNG.standard_normal(g.shape), RNG.standard_normal(x.shape)
+    for tangents in ([vg, vx], [None, vx], [vg, None]):
+        got = _jvp(name, tangents, g, x, axis=axis, eps=eps)
+        want = _torch_jvp(grad_op, [g, x], [np.zeros_like(g) if v is None else v
+                                            for v in tangents])
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-11)
