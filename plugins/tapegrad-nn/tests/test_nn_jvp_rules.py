@@ -372,3 +372,48 @@ def test_normalization_grad_ops_jvp_is_torch_forward_over_reverse(name, centred)
         want = _torch_jvp(grad_op, [g, x], [np.zeros_like(g) if v is None else v
                                             for v in tangents])
         np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-11)
+
+
+@pytest.mark.needs_torch
+@pytest.mark.parametrize("name, kwargs, torch_fn", [
+    ("_gelu_backward", {}, lambda F, x: F.gelu(x)),
+    ("_gelu_backward", {"approximate": "tanh"}, lambda F, x: F.gelu(x, approximate="tanh")),
+    ("silu_backward", {}, lambda F, x: F.silu(x)),
+    ("softplus_backward", {"beta": 1.5, "threshold": 4.0},
+     lambda F, x: F.softplus(x, 1.5, 4.0)),
+])
+def test_activation_backward_ops_jvp_is_torch_forward_over_reverse(name, kwargs, torch_fn):
+    # op(g, x) = f'(x) g; its tangent in (g, x) is torch's jvp of torch's vjp of f
+    torch = _torch()
+    F = torch.nn.functional
+    x = np.array([-4.1, -2.3, -0.6, 0.2, 1.1, 2.05, 2.9, 3.8])   # off softplus's threshold
+    g = RNG.standard_normal(x.shape)
+    vg, vx = RNG.standard_normal(x.shape), RNG.standard_normal(x.shape)
+
+    def grad_op(g, x):
+        return torch.func.vjp(lambda a: torch_fn(F, a), x)[1](g)[0]
+    for tangents in ([vg, vx], [None, vx], [vg, None]):
+        got = _jvp(name, tangents, g, x, **kwargs)
+        want = _torch_jvp(grad_op, [g, x], [np.zeros_like(g) if v is None else v
+                                            for v in tangents])
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-11)
+
+
+@pytest.mark.needs_torch
+def test_softmax_backward_ops_jvp_is_torch_forward_over_reverse():
+    # with y = softmax(x) (p for log_softmax) as the op's input, the tangents of
+    # _softmax_backward(g, y) and _log_softmax_backward(g, p) along (vg, vy) are those of
+    # torch's vjp of softmax / log_softmax along (vg, vx) when vy is y's tangent from vx
+    torch = _torch()
+    F = torch.nn.functional
+    x, g = RNG.standard_normal((3, 5)), RNG.standard_normal((3, 5))
+    vx, vg = RNG.standard_normal(x.shape), RNG.standard_normal(x.shape)
+    y = np.exp(x) / np.exp(x).sum(-1, keepdims=True)
+    vy = y * (vx - (y * vx).sum(-1, keepdims=True))          # softmax's tangent
+    for name, fn in [("_softmax_backward", lambda a: F.softmax(a, -1)),
+                     ("_log_softmax_backward", lambda a: F.log_softmax(a, -1))]:
+        def grad_op(g, x):
+            return torch.func.vjp(fn, x)[1](g)[0]
+        got = _jvp(name, [vg, vy], g, y, axis=-1)
+        np.testing.assert_allclose(got, _torch_jvp(grad_op, [g, x], [vg, vx]),
+                                   rtol=1e-9, atol=1e-11, err_msg=name)
