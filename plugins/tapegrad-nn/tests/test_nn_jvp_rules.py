@@ -417,3 +417,98 @@ def test_softmax_backward_ops_jvp_is_torch_forward_over_reverse():
         got = _jvp(name, [vg, vy], g, y, axis=-1)
         np.testing.assert_allclose(got, _torch_jvp(grad_op, [g, x], [vg, vx]),
                                    rtol=1e-9, atol=1e-11, err_msg=name)
+
+
+# ---------------------------------------------------------------------------------------
+# The BPTT ops: no VJP (never differentiated in reverse), but a JVP rule for forward over
+# reverse through a plain backward; the kit checks JVPs of ops with a VJP only, so here
+# ---------------------------------------------------------------------------------------
+
+BPTT_OPS = ("_lstm_sequence_backward", "_gru_sequence_backward")
+
+
+def _bptt_cases():
+    cases = []
+    for name in BPTT_OPS:
+        for k, sample in enumerate(_ops()[name].samples):
+            for which in ["all"] + list(range(len(sample.args))):
+                cases.append(pytest.param(name, k, which, id=f"{name}-s{k}-{which}"))
+    return cases
+
+
+@pytest.mark.parametrize("name, k, which", _bptt_cases())
+def test_bptt_op_jvp_matches_finite_differences(name, k, which):
+    op = _ops()[name]
+    assert op.vjp is None and op.jvp is not None
+    sample = op.samples[k]
+    args = [a.astype(np.float64) for a in sample.args]
+    rng = np.random.default_rng(k)
+    vs = [rng.standard_normal(a.shape) if which in ("all", j) else np.zeros(a.shape)
+          for j, a in enumerate(args)]
+    got = _jvp(name, [v if which in ("all", j) else None for j, v in enumerate(vs)], *args,
+               **sample.kwargs)
+    eps = 1e-6
+
+    def at(step):
+        with tg.no_grad():
+            return op(*[tg.asarray(a + step * v) for a, v in zip(args, vs)],
+                      **sample.kwargs).numpy()
+    np.testing.assert_allclose(got, (at(eps) - at(-eps)) / (2 * eps), rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("name", BPTT_OPS)
+def test_bptt_op_jvp_rule_is_differentiable(name):
+    # reverse over forward: the rule is tapegrad ops, so its own gradient in every input
+    # (for fixed tangents) passes gradcheck
+    op = _ops()[name]
+    sample = op.samples[1]                          # reverse=True
+    rng = np.random.default_rng(5)
+    ts = tuple(tg.asarray(rng.standard_normal(a.shape)) for a in sample.args)
+    xs = [tg.tensor(a.astype(np.float64), requires_grad=True) for a in sample.args]
+    with tg.no_grad():
+        ans = op(*[x.detach() for x in xs], **sample.kwargs)
+
+    def rule(*inputs):
+        return op.jvp(ts, ans, *inputs, **sample.kwargs)
+    assert tt.gradcheck(rule, tuple(xs))
+
+
+@pytest.mark.parametrize("name", BPTT_OPS)
+def test_bptt_op_jvp_keeps_float32(name):
+    op = _ops()[name]
+    sample = op.samples[0]
+    xs = _as_tensors(list(sample.args), np.float32)
+    ts = tuple(tg.asarray(np.ones(x.shape, np.float32)) for x in xs)
+    with tg.no_grad():
+        ans = op(*xs, **sample.kwargs)
+        assert op.jvp(ts, ans, *xs, **sample.kwargs).dtype == np.float32
+
+
+@pytest.mark.needs_torch
+@pytest.mark.parametrize("reverse", [False, True])
+def test_bptt_op_jvps_are_torch_forward_over_reverse(reverse):
+    # forward over reverse as the engine will run it through a plain backward: seq is the
+    # forward's output, its tangent the forward's tangent (_lstm_sequence's own JVP rule);
+    # the xw-gradient part of each BPTT op's tangent is torch's jvp of its vjp in xw
+    torch = _torch()
+    T, N, H = 4, 2, 3
+    cases = [("_lstm_sequence", _torch_lstm,
+              [RNG.standard_normal((T, N, 4 * H)), RNG.standard_normal((N, H)),
+               RNG.standard_normal((N, H)), 0.6 * RNG.standard_normal((4 * H, H))],
+              lambda out: out[..., :4 * H]),
+             ("_gru_sequence", _torch_gru,
+              [RNG.standard_normal((T, N, 3 * H)), RNG.standard_normal((N, H)),
+               0.6 * RNG.standard_normal((3 * H, H)), RNG.standard_normal(H)],
+              lambda out: np.concatenate([out[..., :2 * H], out[..., 3 * H:4 * H]], -1))]
+    for name, ref, args, dxw_part in cases:
+        vs = [RNG.standard_normal(a.shape) for a in args]
+        with tg.no_grad():
+            seq = _ops()[name](*_as_tensors(args), reverse=reverse).numpy()
+        t_seq = _jvp(name, vs, *args, reverse=reverse)
+        g, vg = RNG.standard_normal(seq.shape), RNG.standard_normal(seq.shape)
+        got = _jvp(name + "_backward", [vg, t_seq] + vs, g, seq, *args, reverse=reverse)
+
+        def grad_xw(g, *a):
+            return torch.func.vjp(lambda *p: ref(*p, reverse), *a)[1](g)[0]
+        want = _torch_jvp(grad_xw, [g] + args, [vg] + vs)
+        np.testing.assert_allclose(dxw_part(got), want, rtol=1e-9, atol=1e-11, err_msg=name)
