@@ -208,9 +208,11 @@ def _lstm_sequence_vjp(g, ans, xw, h0, c0, w_hh, reverse=False):
 # Note: [forward-mode tangents of the fused recurrences]
 # The JVP is the recurrence differentiated forward in time: the gates of every step are
 # recomputed at once from the output (as the composed BPTT does), the terms that do not
-# depend on the previous state's tangent (txw, h_{t-1} tW^T, tb_hn) for all steps in one
-# GEMM, and only the state tangents (dh, dc) run step by step, in the forward's order.
-# A missing tangent of h0 / c0 is a zero state; of xw / w_hh / b_hn a missing term.
+# depend on the previous state's tangent (txw and h_{t-1} tW^T) for all steps at once
+# (one GEMM), and only the state tangents (dh, dc) run step by step, in the forward's
+# order. A missing tangent of h0 / c0 is a zero state; of xw / w_hh / b_hn a missing
+# term. The BPTT ops' JVPs (forward over reverse) do the same for the backward
+# recurrence, in the kernel's (reversed) order.
 
 def _time_order(T, reverse):
     return range(T - 1, -1, -1) if reverse else range(T)
@@ -228,6 +230,10 @@ def _forcing(t_in, h_prev, t_w, T, N, H, width):
     return terms[0] if len(terms) == 1 else terms[0] + terms[1]
 
 
+def _zero_if_none(v, like):
+    return tg.zeros_like(like) if v is None else v
+
+
 def _lstm_sequence_jvp(t, ans, xw, h0, c0, w_hh, reverse=False):
     # dz = txw + dh_{t-1} W^T + h_{t-1} tW^T; dc = f' dz_f c_{t-1} + f dc_{t-1}
     # + i' dz_i g + i g' dz_g; dh = o' dz_o tanh(c) + o (1 - tanh(c)^2) dc.
@@ -243,8 +249,7 @@ def _lstm_sequence_jvp(t, ans, xw, h0, c0, w_hh, reverse=False):
     k_i, k_f = gate * (i * (1.0 - i)), c_prev * (f * (1.0 - f))
     k_g, k_o, k_c = i * (1.0 - gate * gate), tc * (o * (1.0 - o)), o * (1.0 - tc * tc)
     forcing = _forcing(t_xw, h_prev, t_w, T, N, H, 4 * H)
-    dh = t_h0 if t_h0 is not None else tg.zeros_like(h0)
-    dc = t_c0 if t_c0 is not None else tg.zeros_like(c0)
+    dh, dc = _zero_if_none(t_h0, h0), _zero_if_none(t_c0, c0)
     steps = [None] * T
     for s in _time_order(T, reverse):
         dz = dh @ tg.transpose(w_hh)
@@ -255,10 +260,6 @@ def _lstm_sequence_jvp(t, ans, xw, h0, c0, w_hh, reverse=False):
         dh = k_o[s] * dz[:, 3 * H:] + k_c[s] * dc
         steps[s] = tg.concatenate([dh, dc], axis=-1)
     return tg.stack(steps, axis=0)
-
-
-def _zero_if_none(v, like):
-    return tg.zeros_like(like) if v is None else v
 
 
 def _lstm_sequence_backward_jvp(t, ans, g, seq, xw, h0, c0, w_hh, reverse=False):
@@ -467,7 +468,7 @@ def _gru_sequence_jvp(t, ans, xw, h0, w_hh, b_hn, reverse=False):
     tb_full = None
     if t_b is not None:
         tb_full = tg.concatenate([tg.zeros_like(t_b), tg.zeros_like(t_b), t_b], axis=-1)
-    dh = t_h0 if t_h0 is not None else tg.zeros_like(h0)
+    dh = _zero_if_none(t_h0, h0)
     steps = [None] * T
     for s in _time_order(T, reverse):
         dhw = dh @ tg.transpose(w_hh)
