@@ -124,6 +124,21 @@ def _normal_cdf_vjp(g, ans, x):
     return (g * (_INV_SQRT_2PI * tg.exp(-0.5 * (x * x))),)
 
 
+# NOTE: the unary ops below are elementwise, so their Jacobian is diagonal and the VJP
+# applied to the tangent IS the JVP (the same masks, the same NaN/inf behaviour, the same
+# device fallbacks); _unary_jvp says so once.
+
+def _unary_jvp(vjp, t, ans, x, *params, **kwparams):
+    """The tangent of an elementwise one-input op from its VJP (diagonal Jacobian)."""
+    if t[0] is None:
+        return tg.zeros_like(ans)
+    return vjp(t[0], ans, x, *params, **kwparams)[0]
+
+
+def _normal_cdf_jvp(t, ans, x):
+    return _unary_jvp(_normal_cdf_vjp, t, ans, x)
+
+
 def _check_approximate(approximate):
     if approximate not in ("none", "tanh"):
         raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
@@ -223,10 +238,35 @@ def _gelu_vjp(g, ans, x, approximate="none"):
     return (tg._gelu_backward(g, x, approximate=approximate),)
 
 
+def _gelu_jvp(t, ans, x, approximate="none"):
+    return _unary_jvp(_gelu_vjp, t, ans, x, approximate)
+
+
 def _gelu_backward_vjp(gg, ans, g, x, approximate="none"):
     # ans = g * gelu'(x): d/dg = gelu'(x), d/dx = g * gelu''(x).
     return (tg._gelu_backward(gg, x, approximate=approximate) if tg.needs_grad(g) else None,
             gg * g * _gelu_second_derivative(x, approximate) if tg.needs_grad(x) else None)
+
+
+def _sum_terms(terms, like):
+    """The sum of a JVP's terms that exist (None: that input has no tangent; each term
+    broadcasts to the output); zeros of `like` (the output) when none does. Shared by
+    the JVP rules of every module of tapegrad-nn."""
+    terms = [v for v in terms if v is not None]
+    if not terms:
+        return tg.zeros_like(like)
+    total = terms[0]
+    for v in terms[1:]:
+        total = total + v
+    return total
+
+
+def _gelu_backward_jvp(t, ans, g, x, approximate="none"):
+    # ans = g * gelu'(x): tangent gelu'(x) tg + g gelu''(x) tx (each broadcasts to ans).
+    tg_, tx = t[0], t[1]
+    return _sum_terms([
+        tg._gelu_backward(tg_, x, approximate=approximate) if tg_ is not None else None,
+        g * tx * _gelu_second_derivative(x, approximate) if tx is not None else None], ans)
 
 
 def _silu_kernel(x):
@@ -261,6 +301,10 @@ def _silu_vjp(g, ans, x):
     return (g * (s * (1.0 + x * (1.0 - s))),)
 
 
+def _silu_jvp(t, ans, x):
+    return _unary_jvp(_silu_vjp, t, ans, x)
+
+
 def _silu_backward_kernel(g, x):
     # g * (s * (1 + x * (1 - s))), s = sigmoid(x), step by step into one buffer
     s = _sigmoid_array(x)
@@ -281,6 +325,16 @@ def _silu_backward_vjp(gg, out, g, x):
         s = tg.sigmoid(x)
         gx = gg * g * (s * (1.0 - s) * (2.0 + x * (1.0 - 2.0 * s)))
     return (tg.silu_backward(gg, x) if tg.needs_grad(g) else None, gx)
+
+
+def _silu_backward_jvp(t, ans, g, x):
+    # ans = g silu'(x): tangent silu'(x) tg + g silu''(x) tx, silu'' as in the VJP above.
+    tg_, tx = t[0], t[1]
+    gx = None
+    if tx is not None:
+        s = tg.sigmoid(x)
+        gx = g * tx * (s * (1.0 - s) * (2.0 + x * (1.0 - 2.0 * s)))
+    return _sum_terms([tg.silu_backward(tg_, x) if tg_ is not None else None, gx], ans)
 
 
 def _softplus_kernel(x, beta=1.0, threshold=20.0):
@@ -307,6 +361,11 @@ def _softplus_vjp(g, ans, x, beta=1.0, threshold=20.0):
     return (tg.where(bx > threshold, g, g * s),)
 
 
+def _softplus_jvp(t, ans, x, beta=1.0, threshold=20.0):
+    # (the VJP's threshold conventions, detached sigmoid included, carry over as they are)
+    return _unary_jvp(_softplus_vjp, t, ans, x, beta, threshold)
+
+
 def _softplus_backward_kernel(g, x, beta=1.0, threshold=20.0):
     # where(beta x > threshold, g, g * sigmoid(beta x)), as _softplus_vjp's composition
     bx = np.multiply(x, beta)
@@ -331,6 +390,19 @@ def _softplus_backward_vjp(gg, out, g, x, beta=1.0, threshold=20.0):
     return (tg.softplus_backward(gg, x, beta, threshold) if tg.needs_grad(g) else None, gx)
 
 
+def _softplus_backward_jvp(t, ans, g, x, beta=1.0, threshold=20.0):
+    # The VJP's partials as a forward product: d/dg where(bx > t, 1, s) applied to tg is
+    # softplus_backward itself; d/dx masked to bx < threshold as PyTorch's double backward.
+    tg_, tx = t[0], t[1]
+    gx = None
+    if tx is not None:
+        bx = x * beta
+        s = tg.sigmoid(bx)
+        gx = tg.where(bx < threshold, g * tx * (beta * s * (1.0 - s)), 0)
+    return _sum_terms([tg.softplus_backward(tg_, x, beta, threshold) if tg_ is not None
+                       else None, gx], ans)
+
+
 def _logsigmoid_kernel(x):
     x = _float(x, "logsigmoid")
     # log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|)): finite for any finite x.
@@ -339,6 +411,10 @@ def _logsigmoid_kernel(x):
 
 def _logsigmoid_vjp(g, ans, x):
     return (g * tg.sigmoid(-x),)
+
+
+def _logsigmoid_jvp(t, ans, x):
+    return _unary_jvp(_logsigmoid_vjp, t, ans, x)
 
 
 # ---------------------------------------------------------------------------------------
@@ -519,10 +595,10 @@ def register(registry):
     """Register the activations with `registry` (called from functional.register)."""
     reg, fn = registry.register_op, registry.register_function
     reg("_normal_cdf", kernels={"cpu": _normal_cdf_kernel}, vjp=_normal_cdf_vjp,
-        save_ans=False, method=False, samples=_UNARY,
+        jvp=_normal_cdf_jvp, save_ans=False, method=False, samples=_UNARY,
         doc="_normal_cdf(x): the standard normal CDF Phi(x) = (1 + erf(x / sqrt(2))) / 2, "
             "the op exact gelu's rule is written with.")
-    reg("gelu", kernels={"cpu": _gelu_kernel}, vjp=_gelu_vjp, save_ans=False,
+    reg("gelu", kernels={"cpu": _gelu_kernel}, vjp=_gelu_vjp, jvp=_gelu_jvp, save_ans=False,
         method=False, params=("approximate",),
         samples=_UNARY + [tg.Sample(_x(3, 4), approximate="tanh"),
                           tg.Sample(_WIDE, "tanh")],
@@ -536,14 +612,15 @@ def register(registry):
                     tg.Sample(np.ones_like(_WIDE), _WIDE),
                     tg.Sample(np.ones_like(_WIDE), _WIDE, approximate="tanh")]
     reg("_gelu_backward", kernels={"cpu": _gelu_backward_kernel}, vjp=_gelu_backward_vjp,
-        save_ans=False, method=False, params=("approximate",), samples=gelu_samples,
+        jvp=_gelu_backward_jvp, save_ans=False, method=False, params=("approximate",),
+        samples=gelu_samples,
         doc="_gelu_backward(g, x, approximate='none'): g * gelu'(x) in one kernel, the op "
             "gelu's rule is; its own rule gives gelu's second and higher derivatives.")
-    reg("silu", kernels={"cpu": _silu_kernel}, vjp=_silu_vjp, save_ans=False,
+    reg("silu", kernels={"cpu": _silu_kernel}, vjp=_silu_vjp, jvp=_silu_jvp, save_ans=False,
         method=False, samples=_UNARY + [tg.Sample(np.array([-60.0, -20.0, 20.0, 60.0]))],
         doc="silu(input): x * sigmoid(x) (swish), as torch.nn.functional.silu, without "
             "overflow for large |x|.")
-    reg("softplus", kernels={"cpu": _softplus_kernel}, vjp=_softplus_vjp,
+    reg("softplus", kernels={"cpu": _softplus_kernel}, vjp=_softplus_vjp, jvp=_softplus_jvp,
         save_ans=False, method=False, params=("beta", "threshold"),
         samples=_UNARY + [tg.Sample(_x(3, 4), 2.0), tg.Sample(_x(3, 4), beta=2.0),
                           tg.Sample(4 * _WIDE, beta=1.0, threshold=5.0),
@@ -556,14 +633,14 @@ def register(registry):
     # their gradients as one op each (Note: [silu_backward and softplus_backward])
     _BACKWARD_OPS["silu_backward"] = reg(
         "silu_backward", kernels={"cpu": _silu_backward_kernel}, vjp=_silu_backward_vjp,
-        save_ans=False, method=False,
+        jvp=_silu_backward_jvp, save_ans=False, method=False,
         samples=[tg.Sample(_x(3, 4, seed=3), _x(3, 4)), tg.Sample(_x(4, seed=4), _WIDE[:4]),
                  tg.Sample(np.array(0.3), np.array(-1.2)),
                  tg.Sample(_x(3, 4, seed=5), _x(4, seed=6))],
         doc="silu_backward(g, x): g * silu'(x), silu's gradient from its input as one op.")
     _BACKWARD_OPS["softplus_backward"] = reg(
         "softplus_backward", kernels={"cpu": _softplus_backward_kernel},
-        vjp=_softplus_backward_vjp, save_ans=False, method=False,
+        vjp=_softplus_backward_vjp, jvp=_softplus_backward_jvp, save_ans=False, method=False,
         params=("beta", "threshold"),
         samples=[tg.Sample(_x(3, 4, seed=3), _x(3, 4)),
                  tg.Sample(_x(9, seed=4), 4 * _WIDE, beta=1.0, threshold=5.0),
@@ -572,7 +649,7 @@ def register(registry):
         doc="softplus_backward(g, x, beta=1, threshold=20): softplus's gradient g * "
             "sigmoid(beta x), and g where beta x > threshold, as one op.")
     reg("logsigmoid", kernels={"cpu": _logsigmoid_kernel}, vjp=_logsigmoid_vjp,
-        save_ans=False, method=False,
+        jvp=_logsigmoid_jvp, save_ans=False, method=False,
         samples=_UNARY + [tg.Sample(np.array([-800.0, -30.0, 30.0, 800.0]))],
         doc="logsigmoid(input): log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|)), finite for "
             "every finite x, as torch.nn.functional.logsigmoid (also tg.log_sigmoid).")

@@ -51,6 +51,7 @@ from . import normalization as _normalization
 from .normalization import (batch_norm, group_norm, instance_norm, layer_norm,  # noqa: F401
                             normalize, rms_norm)
 from . import activations as _activations
+from .activations import _sum_terms
 from . import recurrent_ops as _recurrent_ops
 from . import attention as _attention
 from .attention import (dropout1d, dropout2d, embedding, masked_fill, one_hot,  # noqa: F401
@@ -190,6 +191,13 @@ def _softmax_vjp(g, ans, x, axis=-1):
     return (ans * (g - tg.sum(g * ans, axis, keepdims=True)),)
 
 
+def _softmax_jvp(t, ans, x, axis=-1):
+    # J = diag(y) - y y^T is symmetric: the VJP applied to the tangent is the JVP.
+    if t[0] is None:
+        return tg.zeros_like(ans)
+    return _softmax_vjp(t[0], ans, x, axis)[0]
+
+
 def _row_dot(a, b, axis):
     """sum(a * b, axis, keepdims=True), without the product array for the last axis."""
     if axis in (-1, a.ndim - 1) and a.ndim and a.shape[-1] <= 4096 and a.shape == b.shape:
@@ -215,6 +223,18 @@ def _softmax_backward_vjp(h, ans, g, y, axis=-1):
     if tg.needs_grad(y):
         dy = h * (g - tg.sum(g * y, axis, keepdims=True)) - tg.sum(h * y, axis, keepdims=True) * g
     return dg, dy
+
+
+def _softmax_backward_jvp(t, ans, g, y, axis=-1):
+    # d B(g, y) = B(tg, y) + ty * (g - sum(g * y)) - y * sum(g * ty)
+    tg_, ty = t[0], t[1]
+    terms = []
+    if tg_ is not None:
+        terms.append(tg._softmax_backward(tg_, y, axis))
+    if ty is not None:
+        terms.append(ty * (g - tg.sum(g * y, axis, keepdims=True))
+                     - y * tg.sum(g * ty, axis, keepdims=True))
+    return _sum_terms(terms, ans)
 
 
 def _log_softmax_and_probs(x, axis):
@@ -251,6 +271,14 @@ def _log_softmax_vjp(g, ans, x, axis=-1, *, aux=None):
     return (g - p * tg.sum(g, axis, keepdims=True),)
 
 
+def _log_softmax_jvp(t, ans, x, axis=-1):
+    # J = I - 1 p^T (rows), not symmetric: the tangent is t - sum(p * t) with p = exp(ans),
+    # recomputed (a JVP gets no aux).
+    if t[0] is None:
+        return tg.zeros_like(ans)
+    return t[0] - tg.sum(tg.exp(ans) * t[0], axis, keepdims=True)
+
+
 def _log_softmax_backward_kernel(g, p, axis=-1):
     """g - p * sum(g, axis): log_softmax's gradient from the softmax p, one buffer."""
     p = np.asarray(p)
@@ -265,6 +293,14 @@ def _log_softmax_backward_vjp(h, ans, g, p, axis=-1):
     dg = h - tg.sum(h * p, axis, keepdims=True) if tg.needs_grad(g) else None
     dp = -h * tg.sum(g, axis, keepdims=True) if tg.needs_grad(p) else None
     return dg, dp
+
+
+def _log_softmax_backward_jvp(t, ans, g, p, axis=-1):
+    # B(g, p) = g - p * sum(g) is bilinear: B(tg, p) - tp * sum(g).
+    tg_, tp = t[0], t[1]
+    return _sum_terms([
+        tg._log_softmax_backward(tg_, p, axis) if tg_ is not None else None,
+        -tp * tg.sum(g, axis, keepdims=True) if tp is not None else None], ans)
 
 
 def _logsumexp_kernel(x, axis=None, keepdims=False):
@@ -284,6 +320,14 @@ def _logsumexp_vjp(g, ans, x, axis=None, *, keepdims=False):
         kept = _kept_shape(x.shape, axis)
         g, ans = tg.reshape(g, kept), tg.reshape(ans, kept)
     return (g * tg.exp(x - ans),)
+
+
+def _logsumexp_jvp(t, ans, x, axis=None, *, keepdims=False):
+    # sum(softmax(x) * t) over `axis`, the softmax as the VJP's exp(x - ans).
+    if t[0] is None:
+        return tg.zeros_like(ans)
+    kept = ans if keepdims else tg.reshape(ans, _kept_shape(x.shape, axis))
+    return tg.sum(tg.exp(x - kept) * t[0], axis, keepdims=keepdims)
 
 
 def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
@@ -591,6 +635,53 @@ def _weighted_cross_entropy_vjp(g, x, t, reduction, weight, ignore_index, label_
     return gx, gt
 
 
+def _cross_entropy_jvp(t, ans, x, target, *, reduction="mean", weight=None,
+                       ignore_index=-100, label_smoothing=0.0):
+    # Each row's loss is -sum(a * log_softmax(x)) with a the coefficients of
+    # _coefficients (one_hot(label) on the plain path, the target itself for plain
+    # probabilities): its tangent is sum((softmax(x) sum(a) - a) * tx) - sum(da * lsm)
+    # (da: a's tangent, from a probability target's), then reduced as the loss is
+    # ('mean' divides by the VJP's denom, the kept rows' weight sum with labels).
+    tx, tt = t[0], t[1]
+    labels = _is_label(target)
+    n_classes = x.shape[-1]
+    w = None
+    if _is_plain(target, weight, ignore_index, label_smoothing):
+        denom = max(math.prod(x.shape[:-1]), 1)
+        a = None if labels else target
+    else:
+        if labels:
+            run_eagerly("cross_entropy: with a class weight, label smoothing or ignored "
+                        "labels its tangent is built from the labels' values")
+        a_np, denom = _coefficients(x.shape, x.dtype, np.asarray(target) if labels else
+                                    np.zeros(x.shape, x.dtype), labels, weight, ignore_index,
+                                    label_smoothing, "cross_entropy")
+        w = None if weight is None else _class_weight(weight, n_classes, x.dtype,
+                                                      "cross_entropy")
+        w = None if w is None else tg.asarray(w, device=x.device)
+        if labels:
+            a = tg.asarray(a_np, device=x.device)
+        else:
+            eps = float(label_smoothing)
+            a = (1.0 - eps) * target + eps / n_classes
+            a = a if w is None else a * w
+    terms = []
+    if tx is not None:
+        if a is None:       # plain labels: sum(a) = 1, softmax - one_hot is the VJP's op
+            d_row = tg._softmax_minus_one_hot(x, target)
+        else:
+            d_row = tg.softmax(x, axis=-1) * tg.sum(a, -1, keepdims=True) - a
+        terms.append(tg.sum(d_row * tx, -1))
+    if tt is not None and not labels:
+        da = (1.0 - float(label_smoothing)) * (tt if w is None else tt * w)
+        terms.append(-tg.sum(tg.log_softmax(x, axis=-1) * da, -1))
+    row = _sum_terms(terms, ans)
+    if reduction == "mean":
+        with np.errstate(invalid="ignore", divide="ignore"):    # all ignored: nan
+            return tg.sum(row) / denom
+    return _reduce_tensor(row, reduction)
+
+
 def _softmax_minus_one_hot_kernel(x, t):
     # One pass instead of softmax, a one-hot mask and a where (the hot part of every
     # classifier's backward); the same arithmetic: p - 1 at each label, p elsewhere.
@@ -619,9 +710,22 @@ def _minus_one_hot_vjp(h, ans, p, t):
     return h, None                   # p - one_hot(t): the identity in p
 
 
+def _minus_one_hot_jvp(t, ans, p, labels):
+    # p - one_hot(labels) is affine in p (not linear: jvp="linear" would subtract the
+    # one-hot from the tangent too): its tangent is p's.
+    return t[0] if t[0] is not None else tg.zeros_like(ans)
+
+
 def _softmax_minus_one_hot_vjp(g, ans, x, t):
     # The one-hot part is constant: the Jacobian is softmax's.
     return _softmax_vjp(g, tg.softmax(x, axis=-1), x)[0], None
+
+
+def _softmax_minus_one_hot_jvp(t, ans, x, labels):
+    # softmax(x) minus a constant: softmax's tangent (its symmetric Jacobian, as the VJP).
+    if t[0] is None:
+        return tg.zeros_like(ans)
+    return _softmax_vjp(t[0], tg.softmax(x, axis=-1), x)[0]
 
 
 # ---------------------------------------------------------------------------------------
@@ -651,6 +755,14 @@ def _bce_logits_vjp(g, ans, x, t, *, reduction="mean"):
     # op by op would give -t instead of 0.5 - t at x == 0 (relu and abs have kinks there).
     return (g * (tg.sigmoid(x) - t) if tg.needs_grad(x) else None,
             -g * x if tg.needs_grad(t) else None)
+
+
+def _bce_logits_jvp(t, ans, x, target, *, reduction="mean"):
+    # per element (sigmoid(x) - target) tx - x ttarget, reduced as the loss
+    tx, tt = t[0], t[1]
+    terms = [(tg.sigmoid(x) - target) * tx if tx is not None else None,
+             -x * tt if tt is not None else None]
+    return _reduce_tensor(_sum_terms(terms, x), reduction)
 
 
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None,
@@ -784,6 +896,15 @@ def _linear_vjp(g, ans, x, w, *b):
     if b:
         return gx, gw, (g if tg.needs_grad(b[0]) else None)   # summed to b's shape
     return gx, gw
+
+
+def _linear_jvp(t, ans, x, w, *b):
+    # bilinear in (x, w) plus the bias: linear(tx, w) + linear(x, tw) + tb (each
+    # broadcasts to ans)
+    tx, tw = t[0], t[1]
+    tb = t[2] if b else None
+    return _sum_terms([tg.linear(tx, w) if tx is not None else None,
+                       tg.linear(x, tw) if tw is not None else None, tb], ans)
 
 
 def linear(x, weight, bias=None):
@@ -966,22 +1087,26 @@ def register(registry):
     _attention.register(registry)
     _losses.register(registry)
     _recurrent_ops.register(registry)
-    reg("softmax", kernels={"cpu": _softmax_kernel}, vjp=_softmax_vjp, params=("axis",),
+    reg("softmax", kernels={"cpu": _softmax_kernel}, vjp=_softmax_vjp,
+        jvp=_softmax_jvp, params=("axis",),
         save_inputs=(False,), samples=_SOFTMAX_SAMPLES,
         doc="softmax(x, axis=-1): exp(x) / sum(exp(x), axis), computed with the maximum "
             "subtracted first (no overflow). `axis` may be an int, a tuple or None (all).")
     reg("log_softmax", kernels={"cpu": _log_softmax_aux_kernel}, vjp=_log_softmax_vjp,
+        jvp=_log_softmax_jvp,
         params=("axis",), save_inputs=(False,), samples=_SOFTMAX_SAMPLES, aux=1,
         doc="log_softmax(x, axis=-1): x - logsumexp(x, axis), finite for any finite x "
             "(never log(softmax(x)), which is -inf where softmax underflows).")
     # NOTE: the op is `_logsumexp` (x only: one kernel per device); the public
     # `tg.logsumexp` is the function above, which adds scipy's scale factors b=.
     reg("_logsumexp", kernels={"cpu": _logsumexp_kernel}, vjp=_logsumexp_vjp,
+        jvp=_logsumexp_jvp,
         params=("axis",), method=False, samples=_LOGSUMEXP_SAMPLES,
         doc="_logsumexp(x, axis=None, keepdims=False): log(sum(exp(x), axis)) computed "
             "stably, the op behind tg.logsumexp without b; the gradient is the softmax "
             "over `axis`.")
     reg("cross_entropy", kernels={"cpu": _cross_entropy_aux_kernel}, vjp=_cross_entropy_vjp,
+        jvp=_cross_entropy_jvp,
         params=(), save_ans=False, method=False, samples=_CROSS_ENTROPY_SAMPLES, aux=1,
         doc="cross_entropy(logits, target, *, reduction='mean', weight=None, "
             "ignore_index=-100, label_smoothing=0.0): -sum(target * "
@@ -993,36 +1118,42 @@ def register(registry):
             "PyTorch's, with its weighted mean (divided by the sum of the kept rows' "
             "weights); calls with them run on the CPU kernel only.")
     reg("_softmax_minus_one_hot", kernels={"cpu": _softmax_minus_one_hot_kernel},
-        vjp=_softmax_minus_one_hot_vjp, differentiable=(0,), save_inputs=(True, False),
+        vjp=_softmax_minus_one_hot_vjp,
+        jvp=_softmax_minus_one_hot_jvp, differentiable=(0,), save_inputs=(True, False),
         save_ans=False, method=False, samples=_SOFTMAX_MINUS_ONE_HOT_SAMPLES,
         doc="_softmax_minus_one_hot(logits, labels): softmax over the last axis with 1 "
             "subtracted at each row's label, the gradient of cross_entropy with integer "
             "labels (labels are checked by cross_entropy, which calls it from its rule).")
     reg("_minus_one_hot", kernels={"cpu": _minus_one_hot_kernel}, vjp=_minus_one_hot_vjp,
+        jvp=_minus_one_hot_jvp,
         differentiable=(0,), save_inputs=(False, False), save_ans=False, method=False,
         samples=[tg.Sample(s.args[0], s.args[1]) for s in _SOFTMAX_MINUS_ONE_HOT_SAMPLES],
         doc="_minus_one_hot(probs, labels): probs with 1 subtracted at each row's label "
             "(cross_entropy's gradient from the forward's softmax).")
     reg("_softmax_backward", kernels={"cpu": _softmax_backward_kernel},
-        vjp=_softmax_backward_vjp, params=("axis",), method=False,
+        vjp=_softmax_backward_vjp,
+        jvp=_softmax_backward_jvp, params=("axis",), method=False,
         samples=[tg.Sample(_logits(*s.args[0].shape, seed=5), _softmax_kernel(s.args[0], *s.args[1:2], **s.kwargs),
                            *s.args[1:2], **s.kwargs) for s in _SOFTMAX_SAMPLES]
         + [tg.Sample(_logits(1, 4, seed=7), _softmax_kernel(_logits(3, 4)))],   # broadcast g
         doc="_softmax_backward(g, y, axis=-1): y * (g - sum(g * y, axis)), softmax's "
             "gradient from its output in one kernel; differentiable in g and y.")
     reg("_log_softmax_backward", kernels={"cpu": _log_softmax_backward_kernel},
-        vjp=_log_softmax_backward_vjp, params=("axis",), method=False, save_ans=False,
+        vjp=_log_softmax_backward_vjp,
+        jvp=_log_softmax_backward_jvp, params=("axis",), method=False, save_ans=False,
         samples=[tg.Sample(_logits(*s.args[0].shape, seed=6), _softmax_kernel(s.args[0], *s.args[1:2], **s.kwargs),
                            *s.args[1:2], **s.kwargs) for s in _SOFTMAX_SAMPLES]
         + [tg.Sample(_logits(1, 4, seed=8), _softmax_kernel(_logits(3, 4)))],   # broadcast g
         doc="_log_softmax_backward(g, p, axis=-1): g - p * sum(g, axis), log_softmax's "
             "gradient from the softmax p in one kernel; differentiable in g and p.")
     reg("binary_cross_entropy_with_logits", kernels={"cpu": _bce_logits_kernel},
-        vjp=_bce_logits_vjp, params=(), save_ans=False, method=False, samples=_BCE_SAMPLES,
+        vjp=_bce_logits_vjp,
+        jvp=_bce_logits_jvp, params=(), save_ans=False, method=False, samples=_BCE_SAMPLES,
         doc="binary_cross_entropy_with_logits(logits, target, *, reduction='mean'): "
             "-(t log sigmoid(x) + (1 - t) log(1 - sigmoid(x))) computed as max(x, 0) - x t "
             "+ log1p(exp(-|x|)); target (probabilities, same shape) is differentiable.")
-    reg("linear", kernels={"cpu": _linear_kernel}, vjp=_linear_vjp, save_ans=False,
+    reg("linear", kernels={"cpu": _linear_kernel}, vjp=_linear_vjp,
+        jvp=_linear_jvp, save_ans=False,
         method=False, samples=_LINEAR_SAMPLES,
         doc="linear(x, weight[, bias]): x @ weight.T + bias with weight of shape (out, in), "
             "as PyTorch's F.linear (the layer tg.nn.Linear); one op instead of three.")

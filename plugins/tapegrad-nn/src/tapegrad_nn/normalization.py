@@ -35,6 +35,7 @@ import numpy as np
 import tapegrad as tg
 
 from ._dtype_check import check_float_operands
+from .activations import _sum_terms
 
 __all__ = ["layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm",
            "normalize"]
@@ -244,6 +245,17 @@ def _batch_moments_vjp(g, ans, x, axis=(0,), ddof=1):
     return (g_mean * (1.0 / n) + g_var * (x - mean) * (2.0 / (n - ddof)),)
 
 
+def _batch_moments_jvp(t, ans, x, axis=(0,), ddof=1):
+    # stack([mean(tx), 2 sum((x - mean) tx) / (n - ddof)]) over `axis`
+    if t[0] is None:
+        return tg.zeros_like(ans)
+    kept = _kept_shape(x.shape, axis)
+    n = math.prod(x.shape) // max(math.prod(kept), 1)
+    d_mean = tg.mean(t[0], axis)
+    d_var = tg.sum((x - tg.mean(x, axis, keepdims=True)) * t[0], axis) * (2.0 / (n - ddof))
+    return tg.stack([d_mean, d_var])
+
+
 # The per-channel affine of group_norm / batch_norm / instance_norm as one op: its
 # weight and bias gradients are per-channel reductions of (N, C, L) views (einsum, ~3x
 # faster than NumPy's sum over axes (0, 2, 3) that un-broadcasting would do).
@@ -266,6 +278,16 @@ def _channel_affine_vjp(g, ans, y, w, b):
     return gy, gw, gb
 
 
+def _channel_affine_jvp(t, ans, y, w, b):
+    # y * w + b per channel: ty w + y tw + tb (w, b, tw, tb on axis 1)
+    ty, tw, tb = t
+    shape = _channel_shape(y)
+    return _sum_terms([ty * tg.reshape(w, shape) if ty is not None else None,
+                       y * tg.reshape(tw, shape) if tw is not None else None,
+                       tg.broadcast_to(tg.reshape(tb, shape), ans.shape)
+                       if tb is not None else None], ans)
+
+
 def _channel_dot_kernel(a, b):
     """sum(a * b) over every axis but 1: (C,)."""
     a, b = np.broadcast_arrays(np.asarray(a), np.asarray(b))
@@ -275,6 +297,12 @@ def _channel_dot_kernel(a, b):
 def _channel_dot_vjp(h, ans, a, b):
     hc = tg.reshape(h, _channel_shape(a))
     return (hc * b if tg.needs_grad(a) else None), (hc * a if tg.needs_grad(b) else None)
+
+
+def _channel_dot_jvp(t, ans, a, b):
+    ta, tb = t
+    return _sum_terms([tg._channel_dot(ta, b) if ta is not None else None,
+                       tg._channel_dot(a, tb) if tb is not None else None], ans)
 
 
 def _channel_sum_kernel(a):
@@ -348,6 +376,30 @@ def _rms_backward_vjp(h, ans, g, y, r, axis=(-1,)):
     return _scaled_backward_vjp(tg._rms_scale_backward, False, h, g, y, r, axis)
 
 
+# Their tangents, from B(g, y, r) = r * (g - [mean(g)] - y * m), m = mean(g * y):
+#     B(tg, y, r) - r * (ty * m + y * mean(g * ty)) + tr * (g - [mean(g)] - y * m)
+
+def _scaled_backward_jvp(backward_op, centred, t, ans, g, y, r, axis):
+    tg_, ty, tr = t[0], t[1], t[2]
+    terms = [backward_op(tg_, y, r, axis) if tg_ is not None else None]
+    if ty is not None or tr is not None:
+        m = tg.mean(g * y, axis, keepdims=True)
+        if ty is not None:
+            terms.append(-r * (ty * m + y * tg.mean(g * ty, axis, keepdims=True)))
+        if tr is not None:
+            centre = g - tg.mean(g, axis, keepdims=True) if centred else g
+            terms.append(tr * (centre - y * m))
+    return _sum_terms(terms, ans)
+
+
+def _std_backward_jvp(t, ans, g, y, r, axis=(-1,)):
+    return _scaled_backward_jvp(tg._standardize_backward, True, t, ans, g, y, r, axis)
+
+
+def _rms_backward_jvp(t, ans, g, y, r, axis=(-1,)):
+    return _scaled_backward_jvp(tg._rms_scale_backward, False, t, ans, g, y, r, axis)
+
+
 def _rms_jvp(t, ans, x, axis=(-1,), eps=1e-5):
     return tg._rms_scale_grad(t[0], x, axis, eps)
 
@@ -369,9 +421,41 @@ def _standardize_grad_vjp(h, ans, g, x, axis=(-1,), eps=1e-5):
                         _inv_std(x, axis, eps), h, ans, g, x, axis, eps)
 
 
+# NOTE: [the tangent of a *_grad op]  f = _standardize (or _rms_scale) has a symmetric
+# Jacobian everywhere, so f is the gradient of a scalar function phi and B(g, x) = J(x) g
+# has d/dx B(g, x)[v] = D3 phi(x)[., g, v], symmetric in all three slots. The x-tangent
+# of B at tx is therefore the x-gradient of <h, B(g, x)> at h = tx: _grad_op_vjp's dx
+# with h = tx, term for term.
+
+def _grad_op_jvp(grad_op, y, r, t, ans, g, x, axis, eps):
+    tg_, tx = t[0], t[1]
+    terms = [grad_op(tg_, x, axis, eps) if tg_ is not None else None]
+    if tx is not None:
+        bt = grad_op(tx, x, axis, eps)
+        terms.append(-r * (y * tg.mean(tx * ans, axis, keepdims=True)
+                           + tg.mean(tx * y, axis, keepdims=True) * ans
+                           + tg.mean(g * y, axis, keepdims=True) * bt))
+    return _sum_terms(terms, ans)
+
+
+def _standardize_grad_jvp(t, ans, g, x, axis=(-1,), eps=1e-5):
+    if t[1] is None:            # no x tangent: B is linear in g (y and r not needed)
+        return _grad_op_jvp(tg._standardize_grad, None, None, t, ans, g, x, axis, eps)
+    return _grad_op_jvp(tg._standardize_grad, tg._standardize(x, axis, eps),
+                        _inv_std(x, axis, eps), t, ans, g, x, axis, eps)
+
+
 def _rms_grad_vjp(h, ans, g, x, axis=(-1,), eps=1e-5):
     return _grad_op_vjp(tg._rms_scale_grad, tg._rms_scale(x, axis, eps),
                         _inv_rms(x, axis, eps), h, ans, g, x, axis, eps)
+
+
+def _rms_grad_jvp(t, ans, g, x, axis=(-1,), eps=1e-5):
+    # (Note: [the tangent of a *_grad op])
+    if t[1] is None:
+        return _grad_op_jvp(tg._rms_scale_grad, None, None, t, ans, g, x, axis, eps)
+    return _grad_op_jvp(tg._rms_scale_grad, tg._rms_scale(x, axis, eps),
+                        _inv_rms(x, axis, eps), t, ans, g, x, axis, eps)
 
 
 # ---------------------------------------------------------------------------------------
@@ -715,34 +799,40 @@ def register(registry):
         doc="_rms_scale(x, axis, eps): x / sqrt(mean(x**2) + eps) over the axes `axis` in "
             "one kernel, the op behind rms_norm; closed-form rule.")
     reg("_standardize_grad", kernels={"cpu": _standardize_grad_kernel},
-        vjp=_standardize_grad_vjp, params=("axis", "eps"), method=False,
+        vjp=_standardize_grad_vjp,
+        jvp=_standardize_grad_jvp, params=("axis", "eps"), method=False,
         samples=[tg.Sample(_r(*s.args[0].shape, seed=9), *s.args) for s in _STD_SAMPLES],
         doc="_standardize_grad(g, x, axis, eps): the gradient of _standardize at x for "
             "the output gradient g, r * (g - mean(g) - y * mean(g * y)), in one kernel "
             "(its first-order rule); differentiable again.")
     reg("_rms_scale_grad", kernels={"cpu": _rms_grad_kernel}, vjp=_rms_grad_vjp,
+        jvp=_rms_grad_jvp,
         params=("axis", "eps"), method=False,
         samples=[tg.Sample(_r(*s.args[0].shape, seed=9), *s.args) for s in _RMS_SAMPLES],
         doc="_rms_scale_grad(g, x, axis, eps): the gradient of _rms_scale at x for the "
             "output gradient g, r * (g - y * mean(g * y)), in one kernel (its first-order "
             "rule); differentiable again.")
     reg("_standardize_backward", kernels={"cpu": _std_backward_kernel},
-        vjp=_std_backward_vjp, params=("axis",), method=False,
+        vjp=_std_backward_vjp,
+        jvp=_std_backward_jvp, params=("axis",), method=False,
         samples=_backward_samples(_STD_SAMPLES),
         doc="_standardize_backward(g, y, r, axis): r * (g - mean(g) - y * mean(g * y)), "
             "the gradient of _standardize from its output y and inverse std r (its rule's "
             "fast path, with the forward's r); differentiable in g, y and r.")
     reg("_rms_scale_backward", kernels={"cpu": _rms_backward_kernel},
-        vjp=_rms_backward_vjp, params=("axis",), method=False,
+        vjp=_rms_backward_vjp,
+        jvp=_rms_backward_jvp, params=("axis",), method=False,
         samples=_backward_samples(_RMS_SAMPLES),
         doc="_rms_scale_backward(g, y, r, axis): r * (g - y * mean(g * y)), the gradient "
             "of _rms_scale from its output y and inverse rms r; differentiable in g, y, r.")
     reg("_batch_moments", kernels={"cpu": _batch_moments_kernel}, vjp=_batch_moments_vjp,
+        jvp=_batch_moments_jvp,
         params=("axis", "ddof"), method=False,
         samples=[tg.Sample(_r(4, 3, 2, seed=7), (0, 2), 1), tg.Sample(_r(5, 2, seed=8), (0,), 0)],
         doc="_batch_moments(x, axis, ddof): stack([mean, var(ddof=ddof)]) over `axis` in "
             "one kernel (the batch statistics of a running-statistics update).")
     reg("_channel_affine", kernels={"cpu": _channel_affine_kernel}, vjp=_channel_affine_vjp,
+        jvp=_channel_affine_jvp,
         method=False, save_ans=False,
         samples=[tg.Sample(_r(3, 2, 4, seed=11), _pos(2, seed=12), _r(2, seed=13)),
                  tg.Sample(_r(2, 3, 2, 2, seed=14), _r(3, seed=15), _r(3, seed=16)),
@@ -750,12 +840,14 @@ def register(registry):
         doc="_channel_affine(y, w, b): y * w + b with w, b of shape (C,) on axis 1 of an "
             "(N, C, *) y, in one kernel (the affine of group/batch/instance norm).")
     reg("_channel_dot", kernels={"cpu": _channel_dot_kernel}, vjp=_channel_dot_vjp,
+        jvp=_channel_dot_jvp,
         method=False, save_ans=False,
         samples=[tg.Sample(_r(3, 2, 4, seed=21), _r(3, 2, 4, seed=22)),
                  tg.Sample(_r(3, 2, 4, seed=27), _r(1, 2, 4, seed=28)),      # broadcast
                  tg.Sample(_r(4, 3, seed=23), _r(4, 3, seed=24))],
         doc="_channel_dot(a, b): sum(a * b) over every axis but 1, shape (C,).")
     reg("_channel_sum", kernels={"cpu": _channel_sum_kernel}, vjp=_channel_sum_vjp,
+        jvp="linear",
         method=False, save_ans=False, save_inputs=(False,),
         samples=[tg.Sample(_r(3, 2, 4, seed=25)), tg.Sample(_r(4, 3, 2, 2, seed=26))],
         doc="_channel_sum(a): sum(a) over every axis but 1, shape (C,).")

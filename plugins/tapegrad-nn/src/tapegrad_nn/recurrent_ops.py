@@ -23,6 +23,9 @@ its arithmetic: at seq 50, batch 32, hidden 64 that made tg.nn.LSTM ~3x torch. H
   ``_lstm_sequence_backward`` itself is therefore never recorded, and declares its
   inputs not differentiable (``not_implemented``: asking for its derivative raises
   instead of giving zeros).
+- Forward mode: ``_lstm_sequence`` has a JVP rule (the tangent recurrence forward in
+  time), and so does ``_lstm_sequence_backward`` (the BPTT's tangent, for forward over
+  reverse through a plain backward); both are written with tapegrad ops.
 
 Gate order and formulas are torch's (i, f, g, o): z = xw_t + h_{t-1} @ W_hh.T,
 c_t = sigmoid(z_f) c_{t-1} + sigmoid(z_i) tanh(z_g), h_t = sigmoid(z_o) tanh(c_t).
@@ -202,6 +205,121 @@ def _lstm_sequence_vjp(g, ans, xw, h0, c0, w_hh, reverse=False):
     return dz, dh0, dc0, dw
 
 
+# Note: [forward-mode tangents of the fused recurrences]
+# The JVP is the recurrence differentiated forward in time: the gates of every step are
+# recomputed at once from the output (as the composed BPTT does), the terms that do not
+# depend on the previous state's tangent (txw and h_{t-1} tW^T) for all steps at once
+# (one GEMM), and only the state tangents (dh, dc) run step by step, in the forward's
+# order. A missing tangent of h0 / c0 is a zero state; of xw / w_hh / b_hn a missing
+# term. The BPTT ops' JVPs (forward over reverse) do the same for the backward
+# recurrence, in the kernel's (reversed) order.
+
+def _time_order(T, reverse):
+    return range(T - 1, -1, -1) if reverse else range(T)
+
+
+def _forcing(t_in, h_prev, t_w, T, N, H, width):
+    """The part of each step's pre-activation tangent that does not depend on the
+    previous state's tangent: t_in + h_{t-1} @ tW^T ((T, N, width), or None)."""
+    terms = [t_in] if t_in is not None else []
+    if t_w is not None:
+        terms.append(tg.reshape(tg.reshape(h_prev, (T * N, H)) @ tg.transpose(t_w),
+                                (T, N, width)))
+    if not terms:
+        return None
+    return terms[0] if len(terms) == 1 else terms[0] + terms[1]
+
+
+def _zero_if_none(v, like):
+    return tg.zeros_like(like) if v is None else v
+
+
+def _lstm_sequence_jvp(t, ans, xw, h0, c0, w_hh, reverse=False):
+    # dz = txw + dh_{t-1} W^T + h_{t-1} tW^T; dc = f' dz_f c_{t-1} + f dc_{t-1}
+    # + i' dz_i g + i g' dz_g; dh = o' dz_o tanh(c) + o (1 - tanh(c)^2) dc.
+    t_xw, t_h0, t_c0, t_w = t[0], t[1], t[2], t[3]
+    T, N, H = xw.shape[0], xw.shape[1], h0.shape[-1]
+    hs, cs = ans[..., :H], ans[..., H:]
+    h_prev, c_prev = _shifted_tensor(hs, h0, reverse), _shifted_tensor(cs, c0, reverse)
+    z = tg.reshape(tg.reshape(h_prev, (T * N, H)) @ tg.transpose(w_hh), (T, N, 4 * H)) + xw
+    i, f = tg.sigmoid(z[..., :H]), tg.sigmoid(z[..., H:2 * H])
+    gate, o = tg.tanh(z[..., 2 * H:3 * H]), tg.sigmoid(z[..., 3 * H:])
+    tc = tg.tanh(cs)
+    # per-step factors of dz's four slices and of dc in dh
+    k_i, k_f = gate * (i * (1.0 - i)), c_prev * (f * (1.0 - f))
+    k_g, k_o, k_c = i * (1.0 - gate * gate), tc * (o * (1.0 - o)), o * (1.0 - tc * tc)
+    forcing = _forcing(t_xw, h_prev, t_w, T, N, H, 4 * H)
+    dh, dc = _zero_if_none(t_h0, h0), _zero_if_none(t_c0, c0)
+    steps = [None] * T
+    for s in _time_order(T, reverse):
+        dz = dh @ tg.transpose(w_hh)
+        if forcing is not None:
+            dz = dz + forcing[s]
+        dc = (k_i[s] * dz[:, :H] + k_f[s] * dz[:, H:2 * H] + f[s] * dc
+              + k_g[s] * dz[:, 2 * H:3 * H])
+        dh = k_o[s] * dz[:, 3 * H:] + k_c[s] * dc
+        steps[s] = tg.concatenate([dh, dc], axis=-1)
+    return tg.stack(steps, axis=0)
+
+
+def _lstm_sequence_backward_jvp(t, ans, g, seq, xw, h0, c0, w_hh, reverse=False):
+    # The tangent of the BPTT kernel (forward over reverse through _lstm_sequence's plain
+    # backward), term for term: every input is independent here (seq too, as the op
+    # sees it). With the kernel's factors a, b_* and the recurrence
+    #     dh = g_h + dz_next W;  dc = g_c + dc_in_next + dh a;
+    #     dz = [dc b_i, dc b_f, dc b_g, dh b_o];  dc_in = dc f
+    # the tangent runs the same recurrence with the product rule on each line, from the
+    # factors' tangents (the gates' derivatives along z's tangent).
+    T, N, H = xw.shape[0], xw.shape[1], h0.shape[-1]
+    t_g, t_seq, t_xw, t_h0, t_c0, t_w = t[:6]
+    hs, cs = seq[..., :H], seq[..., H:]
+    h_prev, c_prev = _shifted_tensor(hs, h0, reverse), _shifted_tensor(cs, c0, reverse)
+    z = tg.reshape(tg.reshape(h_prev, (T * N, H)) @ tg.transpose(w_hh), (T, N, 4 * H)) + xw
+    i, f = tg.sigmoid(z[..., :H]), tg.sigmoid(z[..., H:2 * H])
+    gate, o = tg.tanh(z[..., 2 * H:3 * H]), tg.sigmoid(z[..., 3 * H:])
+    tc = tg.tanh(cs)
+    di, df, do = i * (1.0 - i), f * (1.0 - f), o * (1.0 - o)
+    dgate, dtc = 1.0 - gate * gate, 1.0 - tc * tc
+    a = o * dtc
+    b_i, b_f, b_g, b_o = gate * di, c_prev * df, i * dgate, tc * do
+    # the factors' tangents (zeros where no input tangent reaches them)
+    t_seq = _zero_if_none(t_seq, seq)
+    t_hs, t_cs = t_seq[..., :H], t_seq[..., H:]
+    t_hprev = _shifted_tensor(t_hs, _zero_if_none(t_h0, h0), reverse)
+    t_cprev = _shifted_tensor(t_cs, _zero_if_none(t_c0, c0), reverse)
+    t_z = _forcing(t_xw, h_prev, t_w, T, N, H, 4 * H)
+    t_z = tg.reshape(tg.reshape(t_hprev, (T * N, H)) @ tg.transpose(w_hh),
+                     (T, N, 4 * H)) + (0.0 if t_z is None else t_z)
+    t_i, t_f = di * t_z[..., :H], df * t_z[..., H:2 * H]
+    t_gate, t_o = dgate * t_z[..., 2 * H:3 * H], do * t_z[..., 3 * H:]
+    t_tc = dtc * t_cs
+    t_a = t_o * dtc - 2.0 * o * tc * t_tc
+    t_bi = t_gate * di + gate * (1.0 - 2.0 * i) * t_i
+    t_bf = t_cprev * df + c_prev * (1.0 - 2.0 * f) * t_f
+    t_bg = t_i * dgate - 2.0 * i * gate * t_gate
+    t_bo = t_tc * do + tc * (1.0 - 2.0 * o) * t_o
+    t_g = _zero_if_none(t_g, g)
+    steps = [None] * T
+    dh_rec = dc_rec = t_dh_rec = t_dc_rec = None
+    for s in (range(T) if reverse else range(T - 1, -1, -1)):    # the kernel's order
+        dh, t_dh = g[s, :, :H], t_g[s, :, :H]
+        dc, t_dc = g[s, :, H:], t_g[s, :, H:]
+        if dh_rec is not None:
+            dh, t_dh = dh + dh_rec, t_dh + t_dh_rec
+            dc, t_dc = dc + dc_rec, t_dc + t_dc_rec
+        dc, t_dc = dc + dh * a[s], t_dc + t_dh * a[s] + dh * t_a[s]
+        dz = tg.concatenate([dc * b_i[s], dc * b_f[s], dc * b_g[s], dh * b_o[s]], axis=-1)
+        t_dz = tg.concatenate([t_dc * b_i[s] + dc * t_bi[s], t_dc * b_f[s] + dc * t_bf[s],
+                               t_dc * b_g[s] + dc * t_bg[s], t_dh * b_o[s] + dh * t_bo[s]],
+                              axis=-1)
+        dc_rec, t_dc_rec = dc * f[s], t_dc * f[s] + dc * t_f[s]
+        dh_rec, t_dh_rec = dz @ w_hh, t_dz @ w_hh
+        if t_w is not None:
+            t_dh_rec = t_dh_rec + dz @ t_w
+        steps[s] = tg.concatenate([t_dz, t_dc_rec], axis=-1)
+    return tg.stack(steps, axis=0)
+
+
 # ---------------------------------------------------------------------------------------
 # GRU
 # ---------------------------------------------------------------------------------------
@@ -330,6 +448,96 @@ def _gru_sequence_vjp(g, ans, xw, h0, w_hh, b_hn, reverse=False):
     return dxw, dh0, dw, db
 
 
+def _gru_sequence_jvp(t, ans, xw, h0, w_hh, b_hn, reverse=False):
+    # (Note: [forward-mode tangents of the fused recurrences]) With hw = h_{t-1} W^T:
+    # dhw = dh_{t-1} W^T + h_{t-1} tW^T; dr = r' (txw_r + dhw_r); dz = z' (txw_z + dhw_z);
+    # dn = n' (txw_n + dr hn + r (dhw_n + tb)); dh = (1 - z) dn + z dh_{t-1}
+    # + dz (h_{t-1} - n).
+    t_xw, t_h0, t_w, t_b = t[0], t[1], t[2], t[3]
+    T, N, H = xw.shape[0], xw.shape[1], h0.shape[-1]
+    h_prev = _shifted_tensor(ans, h0, reverse)
+    hw = tg.reshape(tg.reshape(h_prev, (T * N, H)) @ tg.transpose(w_hh), (T, N, 3 * H))
+    r = tg.sigmoid(xw[..., :H] + hw[..., :H])
+    z = tg.sigmoid(xw[..., H:2 * H] + hw[..., H:2 * H])
+    hn = hw[..., 2 * H:] + b_hn
+    n = tg.tanh(xw[..., 2 * H:] + r * hn)
+    k_r, k_z, k_n = r * (1.0 - r), z * (1.0 - z), 1.0 - n * n
+    # forcing: every term of the step's [da_r | da_z | dhw_n] and of da_n without dh_{t-1}
+    # (T, N, 3H), then b_hn's tangent in the n slice ((3H,): broadcast, NOT indexed by step)
+    f_hw = _forcing(None, h_prev, t_w, T, N, H, 3 * H)
+    tb_full = None
+    if t_b is not None:
+        tb_full = tg.concatenate([tg.zeros_like(t_b), tg.zeros_like(t_b), t_b], axis=-1)
+    dh = _zero_if_none(t_h0, h0)
+    steps = [None] * T
+    for s in _time_order(T, reverse):
+        dhw = dh @ tg.transpose(w_hh)
+        if f_hw is not None:
+            dhw = dhw + f_hw[s]
+        if tb_full is not None:
+            dhw = dhw + tb_full
+        da_r, da_z, d_hn = dhw[:, :H], dhw[:, H:2 * H], dhw[:, 2 * H:]
+        da_n = r[s] * d_hn
+        if t_xw is not None:
+            da_r, da_z = da_r + t_xw[s, :, :H], da_z + t_xw[s, :, H:2 * H]
+            da_n = da_n + t_xw[s, :, 2 * H:]
+        dr, dz = k_r[s] * da_r, k_z[s] * da_z
+        dn = k_n[s] * (da_n + dr * hn[s])
+        dh = (1.0 - z[s]) * dn + z[s] * dh + dz * (h_prev[s] - n[s])
+        steps[s] = dh
+    return tg.stack(steps, axis=0)
+
+
+def _gru_sequence_backward_jvp(t, ans, g, seq, xw, h0, w_hh, b_hn, reverse=False):
+    # The tangent of the GRU's BPTT kernel, term for term (as _lstm_sequence_backward's,
+    # every input independent): rows = dh * [k_r, k_z, k_hn, k_n, z] with
+    #     dh = g + rows_next[:3H] W + rows_next[4H:]
+    # so the tangent of a row is t_dh * k + dh * t_k, from the factors' tangents.
+    T, N, H = xw.shape[0], xw.shape[1], h0.shape[-1]
+    t_g, t_seq, t_xw, t_h0, t_w, t_b = t[:6]
+    h_prev = _shifted_tensor(seq, h0, reverse)
+    hw = tg.reshape(tg.reshape(h_prev, (T * N, H)) @ tg.transpose(w_hh), (T, N, 3 * H))
+    r = tg.sigmoid(xw[..., :H] + hw[..., :H])
+    z = tg.sigmoid(xw[..., H:2 * H] + hw[..., H:2 * H])
+    hn = hw[..., 2 * H:] + b_hn
+    n = tg.tanh(xw[..., 2 * H:] + r * hn)
+    dr, dz, dn = r * (1.0 - r), z * (1.0 - z), 1.0 - n * n
+    k_n = (1.0 - z) * dn
+    k = tg.concatenate([k_n * hn * dr, (h_prev - n) * dz, k_n * r, k_n, z], axis=-1)
+    # the factors' tangents
+    t_hprev = _shifted_tensor(_zero_if_none(t_seq, seq), _zero_if_none(t_h0, h0), reverse)
+    t_hw = _forcing(None, h_prev, t_w, T, N, H, 3 * H)
+    t_hw = tg.reshape(tg.reshape(t_hprev, (T * N, H)) @ tg.transpose(w_hh),
+                      (T, N, 3 * H)) + (0.0 if t_hw is None else t_hw)
+    t_a = t_hw[..., :2 * H] if t_xw is None else t_hw[..., :2 * H] + t_xw[..., :2 * H]
+    t_r, t_z = dr * t_a[..., :H], dz * t_a[..., H:]                # (a_r, a_z: pre-sigmoid)
+    t_hn = t_hw[..., 2 * H:] if t_b is None else t_hw[..., 2 * H:] + t_b
+    t_pre_n = t_r * hn + r * t_hn
+    if t_xw is not None:
+        t_pre_n = t_pre_n + t_xw[..., 2 * H:]
+    t_n = dn * t_pre_n
+    t_kn = -t_z * dn - (1.0 - z) * (2.0 * n) * t_n
+    t_k = tg.concatenate([
+        t_kn * hn * dr + k_n * t_hn * dr + k_n * hn * (1.0 - 2.0 * r) * t_r,
+        (t_hprev - t_n) * dz + (h_prev - n) * (1.0 - 2.0 * z) * t_z,
+        t_kn * r + k_n * t_r, t_kn, t_z], axis=-1)
+    t_g = _zero_if_none(t_g, g)
+    steps = [None] * T
+    dh_rec = t_dh_rec = None
+    for s in (range(T) if reverse else range(T - 1, -1, -1)):    # the kernel's order
+        dh, t_dh = g[s], t_g[s]
+        if dh_rec is not None:
+            dh, t_dh = dh + dh_rec, t_dh + t_dh_rec
+        rep, t_rep = tg.concatenate([dh] * 5, axis=-1), tg.concatenate([t_dh] * 5, axis=-1)
+        row, t_row = rep * k[s], t_rep * k[s] + rep * t_k[s]
+        dh_rec = row[:, :3 * H] @ w_hh + row[:, 4 * H:]
+        t_dh_rec = t_row[:, :3 * H] @ w_hh + t_row[:, 4 * H:]
+        if t_w is not None:
+            t_dh_rec = t_dh_rec + row[:, :3 * H] @ t_w
+        steps[s] = t_row
+    return tg.stack(steps, axis=0)
+
+
 # ---------------------------------------------------------------------------------------
 # Registration
 # ---------------------------------------------------------------------------------------
@@ -375,6 +583,7 @@ def register(registry):
     """Register the fused recurrence ops (called from functional.register)."""
     registry.register_op(
         "_gru_sequence", kernels={"cpu": _gru_sequence_kernel}, vjp=_gru_sequence_vjp,
+        jvp=_gru_sequence_jvp,
         params=("reverse",), method=False, samples=_gru_samples(),
         doc="_gru_sequence(xw, h0, w_hh, b_hn, reverse=False): every step of one GRU layer "
             "and direction (torch's gates r, z, n) given the input projection xw (T, N, 3H) "
@@ -383,13 +592,16 @@ def register(registry):
     registry.register_op(
         "_gru_sequence_backward", kernels={"cpu": _gru_sequence_backward_kernel},
         vjp=None, nin=6, params=("reverse",), differentiable=(),
+        jvp=_gru_sequence_backward_jvp,
         not_implemented=(0, 1, 2, 3, 4, 5), method=False, samples=_gru_backward_samples(),
         doc="_gru_sequence_backward(g, seq, xw, h0, w_hh, b_hn, reverse=False): "
             "backpropagation through time for _gru_sequence (its rule's kernel): (T, N, 5H) "
-            "= [da_r | da_z | dhw_n | da_n | dh z]. Not differentiable itself: higher "
-            "derivatives of _gru_sequence differentiate the recorded BPTT instead.")
+            "= [da_r | da_z | dhw_n | da_n | dh z]. Not differentiable itself in reverse "
+            "mode: higher derivatives of _gru_sequence differentiate the recorded BPTT "
+            "instead; it has a forward-mode (JVP) rule, for forward over reverse.")
     registry.register_op(
         "_lstm_sequence", kernels={"cpu": _lstm_sequence_kernel}, vjp=_lstm_sequence_vjp,
+        jvp=_lstm_sequence_jvp,
         params=("reverse",), method=False, samples=_samples(),
         doc="_lstm_sequence(xw, h0, c0, w_hh, reverse=False): every step of one LSTM layer "
             "and direction (torch's gates i, f, g, o) given the input projection xw (T, N, "
@@ -398,8 +610,10 @@ def register(registry):
     registry.register_op(
         "_lstm_sequence_backward", kernels={"cpu": _lstm_sequence_backward_kernel},
         vjp=None, nin=6, params=("reverse",), differentiable=(),
+        jvp=_lstm_sequence_backward_jvp,
         not_implemented=(0, 1, 2, 3, 4, 5), method=False, samples=_backward_samples(),
         doc="_lstm_sequence_backward(g, seq, xw, h0, c0, w_hh, reverse=False): "
             "backpropagation through time for _lstm_sequence (its rule's kernel): (T, N, "
-            "5H) = [dz_t | dc_(t-1)]. Not differentiable itself: higher derivatives of "
-            "_lstm_sequence differentiate the composed recurrence instead.")
+            "5H) = [dz_t | dc_(t-1)]. Not differentiable itself in reverse mode: higher "
+            "derivatives of _lstm_sequence differentiate the composed recurrence instead; "
+            "it has a forward-mode (JVP) rule, for forward over reverse.")
