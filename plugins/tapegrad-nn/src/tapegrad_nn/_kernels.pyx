@@ -348,3 +348,76 @@ def pool_scatter(const floating[:, ::1] g, const int64_t[:, ::1] idx, Py_ssize_t
     if bad:
         raise IndexError(f"pool_scatter: an index is outside the plane of {size} entries")
     return out
+
+
+# ---------------------------------------------------------------------------------------
+# Convolution: col2im (the input gradient's scatter of window columns)
+# ---------------------------------------------------------------------------------------
+
+def col2im_add(const floating[:, ::1] cols, floating[:, :, :, ::1] acc, int kh, int kw,
+               int sh, int sw, int ph, int pw, int dh, int dw, Py_ssize_t oh,
+               Py_ssize_t ow):
+    """acc[n, ih, iw, :] += cols[(n, i, j), (a, b, :)] for every window entry (a, b) of
+    output position (i, j) that lands inside acc (ih = i*sh - ph + a*dh, iw likewise):
+    the adjoint of im2col, channels last. cols is (N*oh*ow, kh*kw*C) with rows (n, i, j)
+    and columns (a, b, c); acc is (N, H, W, C). Entries landing in the padding are
+    dropped (they are the padding's gradient)."""
+    cdef Py_ssize_t n = acc.shape[0], height = acc.shape[1], width = acc.shape[2]
+    cdef Py_ssize_t c = acc.shape[3], s, i, j, a, b, ih, iw, k, row
+    if cols.shape[0] != n * oh * ow or cols.shape[1] != kh * kw * c:
+        raise ValueError("col2im_add: cols does not match acc and the window geometry")
+    if n == 0 or c == 0 or oh <= 0 or ow <= 0:
+        return
+    cdef const floating* src
+    cdef floating* dst
+    with nogil:
+        for s in range(n):
+            for i in range(oh):
+                for j in range(ow):
+                    row = (s * oh + i) * ow + j
+                    for a in range(kh):
+                        ih = i * sh - ph + a * dh
+                        if ih < 0 or ih >= height:
+                            continue
+                        for b in range(kw):
+                            iw = j * sw - pw + b * dw
+                            if iw < 0 or iw >= width:
+                                continue
+                            src = &cols[row, (a * kw + b) * c]
+                            dst = &acc[s, ih, iw, 0]
+                            for k in range(c):      # one contiguous run of C: vectorised
+                                dst[k] += src[k]
+
+
+def im2col(const floating[:, :, :, ::1] x, floating[:, ::1] cols, int kh, int kw, int sh,
+           int sw, int ph, int pw, int dh, int dw, Py_ssize_t oh, Py_ssize_t ow):
+    """cols[(n, i, j), (a, b, :)] = x[n, ih, iw, :] (ih = i*sh - ph + a*dh, iw likewise),
+    zeros where that lands in the padding: the im2col matrix of a channels-last x
+    (N, H, W, C), rows the output positions (n, i, j), columns the window entries
+    (a, b, c); written into cols (N*oh*ow, kh*kw*C)."""
+    cdef Py_ssize_t n = x.shape[0], height = x.shape[1], width = x.shape[2]
+    cdef Py_ssize_t c = x.shape[3], s, i, j, a, b, ih, iw, k, row
+    if cols.shape[0] != n * oh * ow or cols.shape[1] != kh * kw * c:
+        raise ValueError("im2col: cols does not match x and the window geometry")
+    if n == 0 or c == 0 or oh <= 0 or ow <= 0:
+        return
+    cdef const floating* src
+    cdef floating* dst
+    cdef floating zero = 0
+    with nogil:
+        for s in range(n):
+            for i in range(oh):
+                for j in range(ow):
+                    row = (s * oh + i) * ow + j
+                    for a in range(kh):
+                        ih = i * sh - ph + a * dh
+                        for b in range(kw):
+                            iw = j * sw - pw + b * dw
+                            dst = &cols[row, (a * kw + b) * c]
+                            if ih < 0 or ih >= height or iw < 0 or iw >= width:
+                                for k in range(c):
+                                    dst[k] = zero
+                            else:
+                                src = &x[s, ih, iw, 0]
+                                for k in range(c):      # one contiguous run of C
+                                    dst[k] = src[k]

@@ -35,6 +35,7 @@ import numpy as np
 import tapegrad as tg
 
 from . import _kernels
+from ._c_kernel_args import c_kernel_ok as _c_kernel_ok
 from ._dtype_check import check_float_operands
 
 __all__ = ["layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm",
@@ -68,19 +69,6 @@ def _row_dot_mean(a, b):
     if k > 4096:     # NOTE: einsum accumulates sequentially: keep long float32 rows pairwise
         return np.mean(a * b, axis=1)
     return np.einsum("ij,ij->i", a, b) * (1.0 / max(k, 1))
-
-
-# The dtypes the C kernels (_kernels.pyx) run on: native float32 and float64 (a
-# byte-swapped '>f4' compares unequal to these and takes the NumPy path).
-_C_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
-
-
-def _c_kernel_ok(*arrays):
-    """Whether the C kernels can take these arrays: ndarrays (not subclasses), one dtype,
-    native float32 or float64."""
-    dtype = arrays[0].dtype if type(arrays[0]) is np.ndarray else None
-    return dtype in _C_DTYPES and all(type(a) is np.ndarray and a.dtype == dtype
-                                      for a in arrays)
 
 
 def _as_channels(x, axis):

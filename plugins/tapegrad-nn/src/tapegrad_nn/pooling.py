@@ -45,8 +45,8 @@ import tapegrad as tg
 from numpy.lib.stride_tricks import sliding_window_view
 
 from . import _kernels
+from ._c_kernel_args import c_kernel_ok as _c_kernel_ok
 from .conv import _ints
-from .normalization import _c_kernel_ok
 
 __all__ = ["max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool1d",
            "adaptive_avg_pool2d", "adaptive_max_pool2d", "unfold", "fold", "pixel_shuffle",
