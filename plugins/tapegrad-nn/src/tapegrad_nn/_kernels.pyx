@@ -25,6 +25,7 @@ cimport cython
 from cython cimport floating
 from libc.math cimport sqrt
 from libc.stdint cimport int64_t
+from libc.string cimport memcpy
 
 import numpy as np
 
@@ -389,35 +390,34 @@ def col2im_add(const floating[:, ::1] cols, floating[:, :, :, ::1] acc, int kh, 
                                 dst[k] += src[k]
 
 
-def im2col(const floating[:, :, :, ::1] x, floating[:, ::1] cols, int kh, int kw, int sh,
-           int sw, int ph, int pw, int dh, int dw, Py_ssize_t oh, Py_ssize_t ow):
-    """cols[(n, i, j), (a, b, :)] = x[n, ih, iw, :] (ih = i*sh - ph + a*dh, iw likewise),
-    zeros where that lands in the padding: the im2col matrix of a channels-last x
-    (N, H, W, C), rows the output positions (n, i, j), columns the window entries
-    (a, b, c); written into cols (N*oh*ow, kh*kw*C)."""
-    cdef Py_ssize_t n = x.shape[0], height = x.shape[1], width = x.shape[2]
-    cdef Py_ssize_t c = x.shape[3], s, i, j, a, b, ih, iw, k, row
+def im2col(const floating[:, :, :, ::1] xp, floating[:, ::1] cols, int kh, int kw, int sh,
+           int sw, int dh, int dw, Py_ssize_t oh, Py_ssize_t ow):
+    """cols[(n, i, j), (a, b, :)] = xp[n, i*sh + a*dh, j*sw + b*dw, :]: the im2col matrix
+    of a zero-padded channels-last xp (N, Hp, Wp, C), rows the output positions (n, i, j),
+    columns the window entries (a, b, c); written into cols (N*oh*ow, kh*kw*C). Every
+    window must lie inside xp (the caller padded it). At dilation 1 along W a window row
+    is one contiguous run of kw*C entries: one memcpy."""
+    cdef Py_ssize_t n = xp.shape[0], height = xp.shape[1], width = xp.shape[2]
+    cdef Py_ssize_t c = xp.shape[3], s, i, j, a, b, row
     if cols.shape[0] != n * oh * ow or cols.shape[1] != kh * kw * c:
-        raise ValueError("im2col: cols does not match x and the window geometry")
+        raise ValueError("im2col: cols does not match xp and the window geometry")
     if n == 0 or c == 0 or oh <= 0 or ow <= 0:
         return
+    if (oh - 1) * sh + (kh - 1) * dh >= height or (ow - 1) * sw + (kw - 1) * dw >= width:
+        raise ValueError("im2col: a window reaches outside xp")
+    cdef size_t run = c * sizeof(floating)
     cdef const floating* src
     cdef floating* dst
-    cdef floating zero = 0
     with nogil:
         for s in range(n):
             for i in range(oh):
                 for j in range(ow):
                     row = (s * oh + i) * ow + j
                     for a in range(kh):
-                        ih = i * sh - ph + a * dh
-                        for b in range(kw):
-                            iw = j * sw - pw + b * dw
-                            dst = &cols[row, (a * kw + b) * c]
-                            if ih < 0 or ih >= height or iw < 0 or iw >= width:
-                                for k in range(c):
-                                    dst[k] = zero
-                            else:
-                                src = &x[s, ih, iw, 0]
-                                for k in range(c):      # one contiguous run of C
-                                    dst[k] = src[k]
+                        src = &xp[s, i * sh + a * dh, j * sw, 0]
+                        dst = &cols[row, a * kw * c]
+                        if dw == 1:
+                            memcpy(dst, src, kw * run)
+                        else:
+                            for b in range(kw):
+                                memcpy(dst + b * c, src + b * dw * c, run)

@@ -166,21 +166,31 @@ def _as_2d(nd, *per_axis):
             for p in per_axis]
 
 
-def _c_im2col(xt, ksize, stride, padding, dilation, out):
-    """The im2col matrix (N*L, prod(K)*C) of a channels-last xt (N, *S, C), 1-d or 2-d,
-    by the C kernel: one pass, the zero padding written in place (no padded copy)."""
+def _c_im2col_pays(x, ksize, stride, dilation, groups, w):
+    """Whether _conv / _conv_weight take the C im2col path: groups=1, 1-d or 2-d, float32
+    or float64, and a window row (kW*C entries) at least as long as an output row (the
+    NumPy path's channels-first copy is faster for grey images: C = 1, runs of kW)."""
+    if groups != 1 or len(ksize) not in (1, 2) or not c_kernel_ok(x, w):
+        return False
+    out_w = (x.shape[-1] - dilation[-1] * (ksize[-1] - 1) - 1) // stride[-1] + 1
+    return x.shape[1] * ksize[-1] >= out_w
+
+
+def _c_im2col(x, ksize, stride, padding, dilation, out):
+    """The im2col matrix (N*L, prod(K)*C) of x (N, C, *S), 1-d or 2-d, by the C kernel:
+    x zero-padded channels last (one copy, _padded), then one memcpy per window row."""
     nd = len(ksize)
-    k, st, pd, dl, o = _as_2d(nd, ksize, stride, padding, dilation, out)
-    x4 = xt.reshape((xt.shape[0],) + (1,) * (2 - nd) + xt.shape[1:])
-    cols = np.empty((xt.shape[0] * math.prod(out), math.prod(ksize) * xt.shape[-1]), xt.dtype)
-    _kernels.im2col(x4, cols, k[0], k[1], st[0], st[1], pd[0][0], pd[1][0], dl[0], dl[1],
-                    o[0], o[1])
+    k, st, dl, o = _as_2d(nd, ksize, stride, dilation, out)
+    xp = _padded(x, padding, True)                                    # (N, *Sp, C)
+    x4 = xp.reshape((xp.shape[0],) + (1,) * (2 - nd) + xp.shape[1:])
+    cols = np.empty((x.shape[0] * math.prod(out), math.prod(ksize) * x.shape[1]), x.dtype)
+    _kernels.im2col(x4, cols, k[0], k[1], st[0], st[1], dl[0], dl[1], o[0], o[1])
     return cols
 
 
 def _conv_kernel(x, w, *, stride, padding, dilation, groups):
     n, k = x.shape[0], w.shape[2:]
-    if groups == 1 and len(k) in (1, 2) and c_kernel_ok(x, w):
+    if _c_im2col_pays(x, k, stride, dilation, groups, w):
         return _conv_by_c_im2col(x, w, stride=stride, padding=padding, dilation=dilation)
     out = _out_size(x.shape[2:], k, stride, padding, dilation)
     wm = _weight_matrix(w, groups)                                   # (G, *K * C/G, O/G)
@@ -197,16 +207,15 @@ def _conv_kernel(x, w, *, stride, padding, dilation, groups):
 
 
 def _conv_by_c_im2col(x, w, *, stride, padding, dilation):
-    """_conv_kernel for groups=1 in 1-d and 2-d (float32/float64): x moved to channels
-    last once, then per batch chunk the C im2col (padding included) and one GEMM."""
+    """_conv_kernel for groups=1 in 1-d and 2-d (float32/float64): per batch chunk the
+    C im2col and one GEMM, then one transpose of the output to (N, O, *L)."""
     n, o, k = x.shape[0], w.shape[0], w.shape[2:]
     out = _out_size(x.shape[2:], k, stride, padding, dilation)
     wm = _weight_matrix(w, 1)[0]                                     # (*K * C, O)
-    xt = np.ascontiguousarray(np.moveaxis(x, 1, -1))                 # (N, *S, C)
     length = math.prod(out)
     y = np.empty((n * length, o), x.dtype)
     for part in _batch_chunks(x, k, 1, out):
-        cols = _c_im2col(xt[part], k, stride, padding, dilation, out)
+        cols = _c_im2col(x[part], k, stride, padding, dilation, out)
         np.matmul(cols, wm, out=y[part.start * length:part.stop * length])
         del cols
     return np.ascontiguousarray(np.moveaxis(y.reshape((n,) + out + (o,)), -1, 1))
@@ -217,14 +226,13 @@ def _conv_weight_kernel(x, g, *, ksize, stride, padding, dilation, groups):
     if out != g.shape[2:]:
         raise ValueError(f"_conv_weight: g's spatial shape {g.shape[2:]} is not the "
                          f"convolution's output shape {out}")
-    if groups == 1 and len(ksize) in (1, 2) and c_kernel_ok(x, g) and x.shape[0] > 0:
-        # As _conv_by_c_im2col: x channels last once, the C im2col per chunk.
-        xt = np.ascontiguousarray(np.moveaxis(x, 1, -1))             # (N, *S, C)
+    if _c_im2col_pays(x, ksize, stride, dilation, groups, g) and x.shape[0] > 0:
+        # As _conv_by_c_im2col: the C im2col per chunk.
         rows = _grad_rows(g, 1)[0].T                                 # (O, N*L)
         length = math.prod(out)
         gw = None
         for part in _batch_chunks(x, ksize, 1, out):
-            cols = _c_im2col(xt[part], ksize, stride, padding, dilation, out)
+            cols = _c_im2col(x[part], ksize, stride, padding, dilation, out)
             term = rows[:, part.start * length:part.stop * length] @ cols
             gw = term if gw is None else np.add(gw, term, out=gw)    # (O, *K * C)
             del cols
