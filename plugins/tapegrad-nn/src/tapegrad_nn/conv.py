@@ -54,6 +54,9 @@ import numpy as np
 import tapegrad as tg
 from numpy.lib.stride_tricks import as_strided
 
+from . import _kernels
+from ._c_kernel_args import c_kernel_ok
+
 __all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "register"]
 
 
@@ -156,8 +159,39 @@ def _batch_chunks(x, ksize, groups, out):
     return [slice(i, min(i + step, n)) for i in range(0, n, step)]
 
 
+def _as_2d(nd, *per_axis):
+    """Per-axis parameters of a 1-d convolution as those of a 2-d one of height 1 (the
+    C kernels are 2-d); 2-d ones unchanged."""
+    return [((1,) if not isinstance(p[0], tuple) else ((0, 0),)) * (2 - nd) + tuple(p)
+            for p in per_axis]
+
+
+def _c_im2col_pays(x, ksize, stride, dilation, groups, w):
+    """Whether _conv / _conv_weight take the C im2col path: groups=1, 1-d or 2-d, float32
+    or float64, and a window row (kW*C entries) at least as long as an output row (the
+    NumPy path's channels-first copy is faster for grey images: C = 1, runs of kW)."""
+    if groups != 1 or len(ksize) not in (1, 2) or not c_kernel_ok(x, w):
+        return False
+    out_w = (x.shape[-1] - dilation[-1] * (ksize[-1] - 1) - 1) // stride[-1] + 1
+    return x.shape[1] * ksize[-1] >= out_w
+
+
+def _c_im2col(x, ksize, stride, padding, dilation, out):
+    """The im2col matrix (N*L, prod(K)*C) of x (N, C, *S), 1-d or 2-d, by the C kernel:
+    x zero-padded channels last (one copy, _padded), then one memcpy per window row."""
+    nd = len(ksize)
+    k, st, dl, o = _as_2d(nd, ksize, stride, dilation, out)
+    xp = _padded(x, padding, True)                                    # (N, *Sp, C)
+    x4 = xp.reshape((xp.shape[0],) + (1,) * (2 - nd) + xp.shape[1:])
+    cols = np.empty((x.shape[0] * math.prod(out), math.prod(ksize) * x.shape[1]), x.dtype)
+    _kernels.im2col(x4, cols, k[0], k[1], st[0], st[1], dl[0], dl[1], o[0], o[1])
+    return cols
+
+
 def _conv_kernel(x, w, *, stride, padding, dilation, groups):
     n, k = x.shape[0], w.shape[2:]
+    if _c_im2col_pays(x, k, stride, dilation, groups, w):
+        return _conv_by_c_im2col(x, w, stride=stride, padding=padding, dilation=dilation)
     out = _out_size(x.shape[2:], k, stride, padding, dilation)
     wm = _weight_matrix(w, groups)                                   # (G, *K * C/G, O/G)
     length = math.prod(out)
@@ -172,11 +206,39 @@ def _conv_kernel(x, w, *, stride, padding, dilation, groups):
     return np.ascontiguousarray(y).reshape((n, w.shape[0]) + out)
 
 
+def _conv_by_c_im2col(x, w, *, stride, padding, dilation):
+    """_conv_kernel for groups=1 in 1-d and 2-d (float32/float64): per batch chunk the
+    C im2col and one GEMM, then one transpose of the output to (N, O, *L)."""
+    n, o, k = x.shape[0], w.shape[0], w.shape[2:]
+    out = _out_size(x.shape[2:], k, stride, padding, dilation)
+    wm = _weight_matrix(w, 1)[0]                                     # (*K * C, O)
+    length = math.prod(out)
+    y = np.empty((n * length, o), x.dtype)
+    for part in _batch_chunks(x, k, 1, out):
+        cols = _c_im2col(x[part], k, stride, padding, dilation, out)
+        np.matmul(cols, wm, out=y[part.start * length:part.stop * length])
+        del cols
+    return np.ascontiguousarray(np.moveaxis(y.reshape((n,) + out + (o,)), -1, 1))
+
+
 def _conv_weight_kernel(x, g, *, ksize, stride, padding, dilation, groups):
     out = _out_size(x.shape[2:], ksize, stride, padding, dilation)
     if out != g.shape[2:]:
         raise ValueError(f"_conv_weight: g's spatial shape {g.shape[2:]} is not the "
                          f"convolution's output shape {out}")
+    if _c_im2col_pays(x, ksize, stride, dilation, groups, g) and x.shape[0] > 0:
+        # As _conv_by_c_im2col: the C im2col per chunk.
+        rows = _grad_rows(g, 1)[0].T                                 # (O, N*L)
+        length = math.prod(out)
+        gw = None
+        for part in _batch_chunks(x, ksize, 1, out):
+            cols = _c_im2col(x[part], ksize, stride, padding, dilation, out)
+            term = rows[:, part.start * length:part.stop * length] @ cols
+            gw = term if gw is None else np.add(gw, term, out=gw)    # (O, *K * C)
+            del cols
+        o, c, nd = g.shape[1], x.shape[1], len(ksize)
+        gw = np.moveaxis(gw.reshape((o,) + tuple(ksize) + (c,)), -1, 1)   # (O, C, *K)
+        return np.ascontiguousarray(gw)
     rows = _grad_rows(g, groups).transpose(0, 2, 1)                  # (G, O/G, N*L)
     length = math.prod(out)
     gw = None
@@ -204,6 +266,9 @@ def _conv_transpose_kernel(y, w, *, size, stride, padding, dilation, groups):
     if _out_size(size, k, stride, padding, dilation) != out:
         raise ValueError(f"_conv_transpose: size {tuple(size)} does not convolve back to the "
                          f"input's spatial shape {out}")
+    if groups == 1 and len(k) in (1, 2) and c_kernel_ok(y, w):
+        return _adjoint_by_gemm_and_c_col2im(y, w, size=size, stride=stride, padding=padding,
+                                             dilation=dilation)
     full = _full_padding(k, padding, dilation)
     if all(st == 1 for st in stride) and all(lo >= 0 and hi >= 0 for lo, hi in full):
         return _adjoint_by_full_correlation(y, w, padding=padding, dilation=dilation, groups=groups)
@@ -220,6 +285,32 @@ def _adjoint_by_full_correlation(y, w, *, padding, dilation, groups):
     wf = wf[(slice(None), slice(None)) + (slice(None, None, -1),) * len(k)]
     return _conv_kernel(y, wf, stride=(1,) * len(k), padding=_full_padding(k, padding, dilation),
                         dilation=dilation, groups=groups)
+
+
+def _adjoint_by_gemm_and_c_col2im(y, w, *, size, stride, padding, dilation):
+    """_conv_transpose for groups=1 in 1-d and 2-d (float32/float64): per batch chunk one
+    GEMM (rows, O) @ (O, prod(K)*C) into window columns, then the C col2im adds each
+    column run of C entries where its window entry lands (channels-last accumulator), and
+    one transpose to (N, C, *S). Against the full correlation (an im2col of y, prod(K)*O
+    wide, and a GEMM only C wide) it copies half to a quarter as much and its GEMM is the
+    wide one: about 1.5x faster on W7's layers (measured, alternating calls)."""
+    n, o, out = y.shape[0], y.shape[1], y.shape[2:]
+    k, c, nd = w.shape[2:], w.shape[1], len(out)
+    k2, out2, size2, st2, dl2, pd2 = _as_2d(nd, k, out, size, stride, dilation, padding)
+    wt = _weight_matrix(w, 1)[0].T                                   # (O, *K * C), a view
+    rows = _grad_rows(y, 1)[0]                                       # (N*L, O)
+    acc = np.zeros((n,) + size2 + (c,), np.result_type(y, w))        # (N, *S, C)
+    length = math.prod(out)
+    # chunks of about _CHUNK_BYTES of window columns, as the im2col kernels
+    step = max(1, min(n, _CHUNK_BYTES // max(length * wt.shape[1] * acc.itemsize, 1)))
+    for start in range(0, n, step):
+        stop = min(start + step, n)
+        cols = rows[start * length:stop * length] @ wt               # (rows, *K * C)
+        _kernels.col2im_add(cols, acc[start:stop], k2[0], k2[1], st2[0], st2[1], pd2[0][0],
+                            pd2[1][0], dl2[0], dl2[1], out2[0], out2[1])
+        del cols
+    x = np.moveaxis(acc.reshape((n,) + tuple(size) + (c,)), -1, 1)    # (N, C, *S)
+    return np.ascontiguousarray(x)
 
 
 def _adjoint_by_col2im(y, w, *, size, stride, padding, dilation, groups):

@@ -34,6 +34,8 @@ import numbers
 import numpy as np
 import tapegrad as tg
 
+from . import _kernels
+from ._c_kernel_args import c_kernel_ok as _c_kernel_ok
 from ._dtype_check import check_float_operands
 from .activations import _sum_terms
 
@@ -130,6 +132,10 @@ def _standardize_kernel(x, axis=(-1,), eps=1e-5):
     """(y, r): the standardised x and, as the op's auxiliary output, the inverse std r
     (keepdims shape), which the first-order rule reuses (register_op(aux=1))."""
     x = np.asarray(x)
+    chans = _as_channels(x, axis) if _c_kernel_ok(x) else None
+    if chans is not None:          # batch norm in training: one C pass pair per channel
+        y, r = _kernels.standardize_channels(chans, eps)
+        return y.reshape(x.shape), r.reshape(_kept_shape(x.shape, axis))
     d, r = _moments(x, axis, eps)
     d *= r
     return d.reshape(x.shape), np.reshape(r, _kept_shape(x.shape, axis))
@@ -138,6 +144,10 @@ def _standardize_kernel(x, axis=(-1,), eps=1e-5):
 def _standardize_grad_kernel(g, x, axis=(-1,), eps=1e-5):
     x = np.asarray(x)
     g = np.broadcast_to(g, x.shape)     # so g's rows line up with x's
+    chans = _as_channels(x, axis) if _c_kernel_ok(x, np.asarray(g)) else None
+    if chans is not None:
+        y, r = _kernels.standardize_channels(chans, eps)
+        return _kernels.scaled_backward_channels(_channels_of(g), y, r, True).reshape(x.shape)
     y, r = _moments(x, axis, eps)
     y *= r
     rows = _as_rows(g, axis)            # not None: _moments took the (M, K) path too
@@ -189,6 +199,9 @@ def _scaled_backward(g, y, r, axis, centred):
         out *= rr
         return out.reshape(y.shape)
     chans, ychans = _as_channels(g, axis), _as_channels(y, axis)
+    if chans is not None and _c_kernel_ok(chans, ychans, np.asarray(r)):
+        return _kernels.scaled_backward_channels(
+            chans, ychans, np.ascontiguousarray(r).reshape(-1), centred).reshape(y.shape)
     if chans is not None:
         inv = 1.0 / max(chans.shape[0] * chans.shape[2], 1)
         out = ychans * (-_channel_dot(chans, ychans) * inv)[:, None]
@@ -228,8 +241,12 @@ def _batch_moments_kernel(x, axis=(0,), ddof=1):
     x = np.asarray(x)
     chans = _as_channels(x, axis)
     if chans is not None:
-        _, var, mean = _channel_moments(chans)
         n = chans.shape[0] * chans.shape[2]
+        if _c_kernel_ok(chans) and n > 0:
+            mean, m2 = _kernels.channel_moments(chans)     # float64: m2 / n stays exact-ish
+            mean, var = mean.astype(x.dtype), (m2 * (1.0 / n)).astype(x.dtype)
+        else:
+            _, var, mean = _channel_moments(chans)
         with np.errstate(divide="ignore", invalid="ignore"):    # n <= ddof: nan, as NumPy
             return np.stack([mean, var * (n / (n - ddof)) if n > ddof else var * np.nan])
     return np.stack([x.mean(axis=axis), x.var(axis=axis, ddof=ddof)])
@@ -265,7 +282,10 @@ def _channels_of(a):
 
 
 def _channel_affine_kernel(y, w, b):
-    y = np.asarray(y)
+    y, w, b = np.asarray(y), np.asarray(w), np.asarray(b)
+    if _c_kernel_ok(y, w, b) and y.ndim >= 2 and w.shape == b.shape == (y.shape[1],):
+        return _kernels.channel_affine(_channels_of(y), np.ascontiguousarray(w),
+                                       np.ascontiguousarray(b)).reshape(y.shape)
     out = _channels_of(y) * np.asarray(w)[:, None]
     out += np.asarray(b)[:, None]
     return out.reshape(y.shape)
@@ -291,6 +311,8 @@ def _channel_affine_jvp(t, ans, y, w, b):
 def _channel_dot_kernel(a, b):
     """sum(a * b) over every axis but 1: (C,)."""
     a, b = np.broadcast_arrays(np.asarray(a), np.asarray(b))
+    if _c_kernel_ok(a, b) and a.ndim >= 2:
+        return _kernels.channel_dot(_channels_of(a), _channels_of(b))
     return _channel_dot(_channels_of(a), _channels_of(b))
 
 
@@ -306,7 +328,10 @@ def _channel_dot_jvp(t, ans, a, b):
 
 
 def _channel_sum_kernel(a):
-    return _channel_sum(_channels_of(np.asarray(a)))
+    a = np.asarray(a)
+    if _c_kernel_ok(a) and a.ndim >= 2:
+        return _kernels.channel_sum(_channels_of(a))
+    return _channel_sum(_channels_of(a))
 
 
 def _channel_sum_vjp(h, ans, a):

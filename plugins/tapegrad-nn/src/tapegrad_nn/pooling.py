@@ -44,6 +44,8 @@ import numpy as np
 import tapegrad as tg
 from numpy.lib.stride_tricks import sliding_window_view
 
+from . import _kernels
+from ._c_kernel_args import c_kernel_ok as _c_kernel_ok
 from .conv import _ints
 
 __all__ = ["max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool1d",
@@ -97,6 +99,17 @@ def _fold_kernel(cols, *, size, stride, padding, dilation):
 def _max_pool_indices_kernel(x, *, ksize, stride, padding, dilation):
     nd = len(ksize)
     size = x.shape[2:]
+    if nd in (1, 2) and _c_kernel_ok(x):
+        # One C pass over each window (1-d pooling as planes of height 1).
+        k, st, d, pads = ((1,) * (2 - nd) + tuple(ksize), (1,) * (2 - nd) + tuple(stride),
+                          (1,) * (2 - nd) + tuple(dilation), ((0, 0),) * (2 - nd) + tuple(padding))
+        planes = np.ascontiguousarray(x).reshape((-1,) + (1,) * (2 - nd) + tuple(size))
+        out = tuple((s + lo + hi - dd * (kk - 1) - 1) // ss + 1
+                    for s, kk, ss, (lo, hi), dd in zip(planes.shape[1:], k, st, pads, d))
+        if min(out) > 0 and planes.shape[0] > 0:
+            flat = _kernels.max_pool2d_indices(planes, k[0], k[1], st[0], st[1], pads[0][0],
+                                               pads[1][0], d[0], d[1], out[0], out[1])
+            return flat.reshape(x.shape[:2] + out[2 - nd:])
     padded = any(lo or hi for lo, hi in padding)
     xp = np.pad(x, ((0, 0), (0, 0)) + tuple(padding), constant_values=-np.inf) if padded else x
     out = tuple((s + lo + hi - d * (k - 1) - 1) // st + 1
@@ -162,12 +175,31 @@ def _flat_index(idx, plane):
     return (rows + (np.arange(n * c) * plane)[:, None]).reshape(-1)
 
 
+def _c_planes(a, idx):
+    """(a, idx) as (planes, entries) C-contiguous arrays for the C gather/scatter, or
+    None when those cannot take them (other dtypes, an empty batch)."""
+    if not (_c_kernel_ok(a) and type(idx) is np.ndarray and idx.dtype == np.int64
+            and a.ndim >= 2 and a.ndim == idx.ndim and a.shape[:2] == idx.shape[:2]
+            and a.shape[0] * a.shape[1] > 0):
+        return None
+    planes = a.shape[0] * a.shape[1]
+    return (np.ascontiguousarray(a).reshape(planes, -1),
+            np.ascontiguousarray(idx).reshape(planes, -1))
+
+
 def _pool_gather_kernel(x, idx, *, overlap):
+    c = _c_planes(x, idx)
+    if c is not None and math.prod(x.shape[2:]) > 0:
+        return _kernels.pool_gather(*c).reshape(idx.shape)
     return x.reshape(-1)[_flat_index(idx, math.prod(x.shape[2:]))].reshape(idx.shape)
 
 
 def _pool_scatter_kernel(g, idx, *, size, overlap):
     n, c = g.shape[:2]
+    planes = _c_planes(g, idx)
+    if planes is not None and g.shape == idx.shape:
+        # Each index adds its g (a write for disjoint windows, the sum where they overlap).
+        return _kernels.pool_scatter(*planes, math.prod(size)).reshape((n, c) + tuple(size))
     flat = _flat_index(idx, math.prod(size))
     out = np.zeros(n * c * math.prod(size), g.dtype)
     if overlap:
