@@ -137,12 +137,14 @@ def tapegrad_register_ops(registry):
         doc="Sum x down to `shape` (the inverse of broadcasting): the engine calls it to "
             "reduce gradients of broadcast inputs.")
     registry.register_op(
-        "broadcast_to", kernels={"cpu": np.broadcast_to}, vjp=_broadcast_to_vjp, jvp="linear", view=True,
+        "broadcast_to", kernels={"cpu": np.broadcast_to}, vjp=_broadcast_to_vjp, jvp="linear",
+        view=True,
         save_inputs=(False,), save_ans=False,
         samples=[Sample(_rand(3, 1), shape=(2, 3, 4)), Sample(_rand(4), shape=(3, 4))],
         doc="x broadcast to `shape` (NumPy's broadcast_to; a read-only view on cpu).")
     registry.register_op(
-        "astype", kernels={"cpu": lambda a, dtype: a.astype(dtype)}, vjp=_astype_vjp, jvp=_astype_jvp,
+        "astype", kernels={"cpu": lambda a, dtype: a.astype(dtype)}, vjp=_astype_vjp,
+        jvp=_astype_jvp,
         save_inputs=(False,), save_ans=False,
         samples=[Sample(_rand(3, 2), dtype=np.float64)],
         doc="x converted to `dtype`; the gradient is converted back to x's dtype.")

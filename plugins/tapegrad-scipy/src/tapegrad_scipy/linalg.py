@@ -285,7 +285,8 @@ def register(registry):
         return np.tril(a) if lower else np.triu(a)
 
     reg("scipy_linalg_solve_triangular", kernels={"cpu": _solve_triangular_kernel},
-        vjp=_solve_triangular_vjp, jvp=_solve_triangular_jvp, method=False, save_inputs=(True, False),
+        vjp=_solve_triangular_vjp, jvp=_solve_triangular_jvp, method=False,
+        save_inputs=(True, False),
         samples=[tg.Sample(tri(3), draw.normal(3), lower=True),
                  tg.Sample(tri(3, False), draw.normal(3, 2)),
                  tg.Sample(tri(4), draw.normal(4, 2), trans=1, lower=True),

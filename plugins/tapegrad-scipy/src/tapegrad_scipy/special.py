@@ -379,21 +379,25 @@ _UNARY = (
                                     "torch.special.entr)."),
 )
 
+# (name, (x's partial, y's partial), doc): binary elementwise ops, SciPy's of that name.
 _BINARY = (
-    ("beta", (_d_beta_a, _d_beta_b), "B(a, b) = Gamma(a) Gamma(b) / Gamma(a + b). d/da = "
-                        "B (digamma(a) - digamma(a + b)), likewise for b."),
-    ("betaln", (_d_betaln_a, _d_betaln_b), "log|B(a, b)|. d/da = digamma(a) - digamma(a + b)."),
-    ("xlogy", (_d_xlogy_x, _d_xlogy_y), "x log(y), 0 where x == 0 (also at y == 0). As PyTorch's "
-                          "torch.special.xlogy: d/dx = log(y), taken as 0 where x == 0 and "
-                          "y <= 0; d/dy = x / y, taken as 0 where x == 0."),
-    ("xlog1py", (_d_xlog1py_x, _d_xlog1py_y), "x log(1 + y), 0 where x == 0. As PyTorch's "
-                              "torch.special.xlog1py: d/dx = log(1 + y), 0 where x == 0 "
-                              "and y <= -1; d/dy = x / (1 + y), 0 where x == 0."),
-    ("rel_entr", (_d_rel_entr_x, _d_rel_entr_y), "x log(x / y) for x, y > 0, 0 at x == 0 (y >= 0), inf "
-                                "otherwise. d/dx = log(x/y) + 1 (-inf at x == 0, the "
-                                "one-sided limit), d/dy = -x / y."),
-    ("kl_div", (_d_kl_div_x, _d_kl_div_y), "x log(x / y) - x + y for x, y > 0, y at x == 0, inf "
-                            "otherwise. d/dx = log(x/y) (-inf at x == 0), d/dy = 1 - x/y."),
+    ("beta", (_d_beta_a, _d_beta_b),
+     "B(a, b) = Gamma(a) Gamma(b) / Gamma(a + b). d/da = B (digamma(a) - digamma(a + b)), "
+     "likewise for b."),
+    ("betaln", (_d_betaln_a, _d_betaln_b),
+     "log|B(a, b)|. d/da = digamma(a) - digamma(a + b)."),
+    ("xlogy", (_d_xlogy_x, _d_xlogy_y),
+     "x log(y), 0 where x == 0 (also at y == 0). As PyTorch's torch.special.xlogy: d/dx = "
+     "log(y), taken as 0 where x == 0 and y <= 0; d/dy = x / y, taken as 0 where x == 0."),
+    ("xlog1py", (_d_xlog1py_x, _d_xlog1py_y),
+     "x log(1 + y), 0 where x == 0. As PyTorch's torch.special.xlog1py: d/dx = log(1 + y), "
+     "0 where x == 0 and y <= -1; d/dy = x / (1 + y), 0 where x == 0."),
+    ("rel_entr", (_d_rel_entr_x, _d_rel_entr_y),
+     "x log(x / y) for x, y > 0, 0 at x == 0 (y >= 0), inf otherwise. d/dx = log(x/y) + 1 "
+     "(-inf at x == 0, the one-sided limit), d/dy = -x / y."),
+    ("kl_div", (_d_kl_div_x, _d_kl_div_y),
+     "x log(x / y) - x + y for x, y > 0, y at x == 0, inf otherwise. d/dx = log(x/y) (-inf "
+     "at x == 0), d/dy = 1 - x/y."),
 )
 
 
