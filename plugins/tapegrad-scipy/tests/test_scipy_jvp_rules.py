@@ -113,6 +113,17 @@ def test_xlogy_tangent_at_its_edges_is_its_gradient(name):
         assert np.all(np.isfinite(got))
 
 
+@pytest.mark.parametrize("name", BINARY)
+def test_binary_tangent_keeps_float32_with_a_python_number_input(name):
+    x = tg.tensor(positive(3).astype(np.float32))
+    t = tg.tensor(normal(3).astype(np.float32))
+    op = tg.registry().ops[name]
+    for args, tangents in (((x, 1.5), (t, None)), ((1.5, x), (None, t))):
+        ans = op(*args)
+        assert ans.dtype == np.float32
+        assert rule(name)(tangents, ans, *args).dtype == np.float32
+
+
 # ---------------------------------------------------------------------------------------
 # logsumexp, softmax, log_softmax
 # ---------------------------------------------------------------------------------------

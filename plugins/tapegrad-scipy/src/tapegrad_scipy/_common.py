@@ -53,7 +53,11 @@ def binary_rules(name, dx, dy):
         terms = [d(v, ans, x, y) for d, v in ((dx, t[0]), (dy, t[1])) if v is not None]
         if not terms:
             return tg.zeros_like(ans)
-        return terms[0] if len(terms) == 1 else terms[0] + terms[1]
+        out = terms[0] if len(terms) == 1 else terms[0] + terms[1]
+        # NOTE: a Python-number input enters a partial as a float64 tensor (log(1.5) in
+        # xlogy(x, 1.5)), which promotes a float32 tangent. The engine casts a VJP's
+        # gradients back to their input's dtype; the tangent is cast to ans's here.
+        return out if out.dtype == ans.dtype else out.astype(ans.dtype)
     vjp.__qualname__ = vjp.__name__ = f"{name}_vjp"     # readable tracebacks
     jvp.__qualname__ = jvp.__name__ = f"{name}_jvp"
     return vjp, jvp
