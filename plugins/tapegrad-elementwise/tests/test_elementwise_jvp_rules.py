@@ -240,14 +240,34 @@ def test_activation_tangent_is_the_same_bits_as_its_gradient(name):
     np.testing.assert_array_equal(got, xt.grad.numpy())
 
 
-def test_second_order_through_the_tanh_backward_rule():
-    # Forward over reverse for tanh: the tangent of tanh_backward(g, ans) along
-    # (0, d ans) is g * -2 ans * d ans: the Hessian-vector term a JVP of the gradient
-    # needs. Against finite differences of the NumPy gradient.
-    x, g, v = normal(5), normal(5), normal(5)
-    ans = np.tanh(x)
-    dans = (1 - ans * ans) * v                 # the tangent of ans along v
-    got = apply_rule("tanh_backward", [g, ans], [None, dans])
+# forward op, the NumPy derivative f'(x), whether its backward op reads ans (else x), and
+# a domain away from kinks (relu's and abs's derivatives are piecewise constant there).
+FORWARD_OVER_REVERSE = {
+    "tanh_backward": ("tanh", lambda x: 1 - np.tanh(x) ** 2, True, normal),
+    "sigmoid_backward": ("sigmoid", lambda x: np.exp(-x) / (1 + np.exp(-x)) ** 2, True, normal),
+    "sqrt_backward": ("sqrt", lambda x: 0.5 / np.sqrt(x), True, positive),
+    "relu_backward": ("relu", lambda x: (x > 0).astype(float), True, positive),
+    "abs_backward": ("abs", np.sign, False, positive),
+    "square_backward": ("square", lambda x: 2 * x, False, normal),
+    "sin_backward": ("sin", np.cos, False, normal),
+    "cos_backward": ("cos", lambda x: -np.sin(x), False, normal),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FORWARD_OVER_REVERSE))
+def test_forward_over_reverse_hessian_vector_product_through_the_backward_op(name):
+    # The Hessian-vector product of sum(w * f(x)) the way forward over reverse computes
+    # it: the gradient is backward_op(w, ans or x); its tangent along v (ans's tangent
+    # from f's own JVP rule) is H v. Against central differences of the NumPy gradient
+    # w * f'(x).
+    forward, fprime, reads_ans, draw = FORWARD_OVER_REVERSE[name]
+    x, w, v = draw(6), normal(6), normal(6)
+    xs = tg.tensor(x)
+    ans = getattr(tg, forward)(xs)
+    second = ans if reads_ans else xs
+    tsecond = rule(forward)((tg.tensor(v),), ans, xs) if reads_ans else tg.tensor(v)
+    got = rule(name)((None, tsecond), tg.registry().ops[name](tg.tensor(w), second),
+                     tg.tensor(w), second)
     eps = 1e-6
-    want = (g * (1 - np.tanh(x + eps * v) ** 2) - g * (1 - np.tanh(x - eps * v) ** 2)) / (2 * eps)
-    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-9)
+    want = (w * fprime(x + eps * v) - w * fprime(x - eps * v)) / (2 * eps)
+    np.testing.assert_allclose(np.broadcast_to(got.numpy(), (6,)), want, rtol=1e-6, atol=1e-9)
