@@ -4,11 +4,12 @@ The names carry the plugin's prefix so that they never meet a first-party name (
 is tapegrad-scipy's, ``tg.logaddexp`` tapegrad-elementwise's; see the README).
 
 Each op below is one ``registry.register_op`` call holding, side by side, its CPU kernel
-(NumPy and the standard library: arrays in, an array out), its gradient rule and the
-sample inputs the contract kit checks it on (``tapegrad.testing.check_plugin``).
+(NumPy and the standard library: arrays in, an array out), its two derivative rules and
+the sample inputs the contract kit checks it on (``tapegrad.testing.check_plugin``).
 
 Vocabulary, for every rule in this file (tapegrad's own):
     g        the gradient flowing into the op's output (shape and dtype of ``ans``)
+    t        the inputs' tangents, one per input (forward mode)
     ans      the op's forward result
     x, y     the op's inputs, in order
 
