@@ -6,6 +6,7 @@ rule and the sample inputs the contract kit checks it on.
 
 Vocabulary, for every rule in this file:
     g        the gradient flowing into the op's output (shape and dtype of ``ans``)
+    t        the inputs' tangents, one per input, None where there is none (JVP rules)
     ans      the op's forward result
     x, y     the op's inputs, in order (``cond, x, y`` for ``where``)
 
