@@ -39,6 +39,10 @@ def test_contract_kit_passes_for_every_op():
         assert "float64 gradient vs finite differences" in report.checks
         assert "float64 second derivatives (gradgradcheck)" in report.checks
         assert "double_backward" in report.capabilities
+        # every op has a forward-mode rule, checked three ways
+        assert "float64 JVP rule vs finite differences" in report.checks
+        assert "JVP rule is the transpose of the VJP rule" in report.checks
+        assert "float64 JVP rule differentiable (reverse over forward)" in report.checks
 
 
 def test_every_op_is_a_function_and_a_method_with_a_doc():
@@ -108,6 +112,25 @@ def test_logaddexp_gradients_sum_back_to_each_input_and_skip_numbers():
     z = tg.tensor([0.0, 1.0], requires_grad=True)
     tg.special_logaddexp(z, 0.0).backward(tg.ones(2))
     np.testing.assert_allclose(z.grad.numpy(), 1 / (1 + np.exp(-z.numpy())))
+
+
+def test_logaddexp_jvp_with_one_tangent_matches_finite_differences():
+    # The kit gives every input a tangent; forward mode often has only one (the other
+    # input a constant, or a Python number): the rule must skip the None one.
+    rng = np.random.default_rng(1)
+    x, y = rng.standard_normal((2, 1)), rng.standard_normal(3)
+    tx, ty = rng.standard_normal((2, 1)), rng.standard_normal(3)
+    jvp = tg.registry().ops["special_logaddexp"].jvp
+    ans = tg.special_logaddexp(tg.tensor(x), tg.tensor(y))
+    eps = 1e-6
+    for tangents, dx, dy in (((tg.tensor(tx), None), tx, 0.0), ((None, tg.tensor(ty)), 0.0, ty)):
+        got = jvp(tangents, ans, tg.tensor(x), tg.tensor(y)).numpy()
+        want = (np.logaddexp(x + eps * dx, y + eps * dy)
+                - np.logaddexp(x - eps * dx, y - eps * dy)) / (2 * eps)
+        np.testing.assert_allclose(np.broadcast_to(got, (2, 3)), want, rtol=1e-7)
+    got = jvp((tg.tensor(np.array([1.0, 2.0])), None), tg.special_logaddexp(tg.zeros(2), 0.0),
+              tg.zeros(2), 0.0)
+    np.testing.assert_allclose(got.numpy(), [0.5, 1.0])
 
 
 @pytest.mark.parametrize("name", tapegrad_special.OPS)

@@ -92,6 +92,26 @@ def _astype_vjp(g, ans, x, *, dtype):
     return (lookup("astype")(g, dtype=x.dtype),)
 
 
+# Forward-mode (JVP) rules. `t` holds one tangent per input (None where it has none).
+
+def _add_jvp(t, ans, x, y):
+    tx, ty = t
+    if tx is None and ty is None:
+        return lookup("zeros_like")(ans)
+    if tx is None or ty is None:
+        return ty if tx is None else tx        # broadcasts to ans: the engine's contract
+    return lookup("add")(tx, ty)
+
+
+def _astype_jvp(t, ans, x, *, dtype):
+    # NOTE: a cast to an integer or bool dtype is piecewise constant (its output never
+    # requires grad): its tangent is 0. Casting the tangent itself would truncate it into
+    # a silently wrong "derivative".
+    if t[0] is None or np.dtype(dtype).kind not in "fc":
+        return lookup("zeros_like")(ans)
+    return lookup("astype")(t[0], dtype=dtype)
+
+
 def _rand(*shape):
     return np.random.default_rng(sum(shape) + 7).standard_normal(shape)
 
@@ -105,24 +125,26 @@ def tapegrad_register_devices(registry):
 def tapegrad_register_ops(registry):
     registry.register_op(
         "add", kernels={"cpu": np.add},
-        vjp=lambda g, ans, x, y: (g, g),
+        vjp=lambda g, ans, x, y: (g, g), jvp=_add_jvp,
         save_inputs=(False, False), save_ans=False,
         samples=[(_rand(3, 4), _rand(3, 4)), (_rand(3, 4), _rand(4)),
                  (_rand(2, 1, 3), _rand(4, 1)), (_rand(3), 2.5), (1.5, _rand(2, 2))],
         doc="x + y, elementwise with NumPy broadcasting.")
     registry.register_op(
-        "sum_to_shape", kernels={"cpu": sum_to_shape_kernel}, vjp=_sum_to_shape_vjp,
+        "sum_to_shape", kernels={"cpu": sum_to_shape_kernel}, vjp=_sum_to_shape_vjp, jvp="linear",
         save_inputs=(False,), save_ans=False, method=False,
         samples=[Sample(_rand(2, 3, 4), shape=(3, 1)), Sample(_rand(3, 4), shape=(3, 4))],
         doc="Sum x down to `shape` (the inverse of broadcasting): the engine calls it to "
             "reduce gradients of broadcast inputs.")
     registry.register_op(
-        "broadcast_to", kernels={"cpu": np.broadcast_to}, vjp=_broadcast_to_vjp, view=True,
+        "broadcast_to", kernels={"cpu": np.broadcast_to}, vjp=_broadcast_to_vjp, jvp="linear",
+        view=True,
         save_inputs=(False,), save_ans=False,
         samples=[Sample(_rand(3, 1), shape=(2, 3, 4)), Sample(_rand(4), shape=(3, 4))],
         doc="x broadcast to `shape` (NumPy's broadcast_to; a read-only view on cpu).")
     registry.register_op(
         "astype", kernels={"cpu": lambda a, dtype: a.astype(dtype)}, vjp=_astype_vjp,
+        jvp=_astype_jvp,
         save_inputs=(False,), save_ans=False,
         samples=[Sample(_rand(3, 2), dtype=np.float64)],
         doc="x converted to `dtype`; the gradient is converted back to x's dtype.")

@@ -6,6 +6,7 @@ rule and the sample inputs the contract kit checks it on.
 
 Vocabulary, for every rule in this file:
     g        the gradient flowing into the op's output (shape and dtype of ``ans``)
+    t        the inputs' tangents, one per input, None where there is none (JVP rules)
     ans      the op's forward result
     x, y     the op's inputs, in order (``cond, x, y`` for ``where``)
 
@@ -83,6 +84,14 @@ def _clip_bound(b):
     return np.asarray(b) if isinstance(b, tg.Tensor) else b
 
 
+def _exp_vjp(g, ans, x):
+    return (g * ans,)
+
+
+def _log_vjp(g, ans, x):
+    return (g / x,)
+
+
 def _multiply_vjp(g, ans, x, y):
     return (g * y if _needs_grad(x) else None,
             g * x if _needs_grad(y) else None)
@@ -94,22 +103,23 @@ def _divide_vjp(g, ans, x, y):
 
 
 def _power_vjp(g, ans, x, y):
-    gx = gy = None
-    if _needs_grad(x):
-        if _is_number(y):
-            # NOTE: d/dx x**0 is 0, also at x == 0, where 0 * 0**-1 would be nan.
-            gx = g * y * x ** (y - 1) if y != 0 else tg.zeros_like(g)
-        else:
-            # NOTE: the same trap elementwise: where y == 0 use the exponent 1 - 1 = 0, so
-            # y * x**(y-1) is 0 * 1 = 0 instead of 0 * inf = nan (with a warning) at x == 0.
-            gx = g * y * x ** (tg.where(y == 0, 1, y) - 1)
-    if _needs_grad(y):
-        gy = _power_exponent_grad(g, x, y)
-    return gx, gy
+    return (_power_base_grad(g, x, y) if _needs_grad(x) else None,
+            _power_exponent_grad(g, x, y) if _needs_grad(y) else None)
+
+
+def _power_base_grad(g, x, y):
+    """d(x**y)/dx = y x**(y-1) times g (a cotangent, or x's tangent in the JVP)."""
+    if _is_number(y):
+        # NOTE: d/dx x**0 is 0, also at x == 0, where 0 * 0**-1 would be nan.
+        return g * y * x ** (y - 1) if y != 0 else tg.zeros_like(g)
+    # NOTE: the same trap elementwise: where y == 0 use the exponent 1 - 1 = 0, so
+    # y * x**(y-1) is 0 * 1 = 0 instead of 0 * inf = nan (with a warning) at x == 0.
+    return g * y * x ** (tg.where(y == 0, 1, y) - 1)
 
 
 def _power_exponent_grad(g, x, y):
-    """d(x**y)/dy = x**y log(x), taken as 0 where x == 0 and y >= 0 (PyTorch's rule)."""
+    """d(x**y)/dy = x**y log(x), taken as 0 where x == 0 and y >= 0 (PyTorch's rule),
+    times g (a cotangent, or y's tangent in the JVP)."""
     # NOTE: x**y is recomputed rather than saved as `ans`. Saving it would keep every
     # `x ** 2` output alive for a rule that almost never runs (exponents rarely require
     # grad) and make `y = x ** 2; y += 1` fail backward as "modified in place".
@@ -156,6 +166,102 @@ def _where_vjp(g, ans, cond, x, y):
     return (None,
             tg.where(cond, g, 0) if _needs_grad(x) else None,
             tg.where(cond, 0, g) if _needs_grad(y) else None)
+
+
+# ---------------------------------------------------------------------------------------
+# Forward-mode (JVP) rules
+# ---------------------------------------------------------------------------------------
+
+# Vocabulary of the JVP rules: `t` holds one tangent per input (None where that input has
+# none), `tx`, `ty` are its entries; a rule returns the output's tangent, in ans's shape or
+# one that broadcasts to it.
+#
+# NOTE: a rule never asks tg.needs_grad: under forward mode an input can carry a tangent
+# without requiring grad, so a VJP's `if _needs_grad(x)` skips would drop its tangent. The
+# rules test `t[i] is None` instead, which is why the binary ops' VJPs are not reused
+# wholesale; what is shared (power's partials) takes the cotangent or tangent as `g`.
+
+
+def _unary_jvp(vjp):
+    """The JVP of a unary elementwise op from its VJP: the Jacobian is diagonal, so the
+    VJP applied to the tangent is the output's tangent. Sharing the rule keeps the two
+    modes' conventions (relu's 0 at nan, abs's 0 at 0) and backward-op kernels the same.
+    (tapegrad_scipy._common.diagonal_jvp is the same idea; each distribution stands alone.)"""
+    def jvp(t, ans, x, *params, **kwparams):
+        if t[0] is None:
+            return tg.zeros_like(ans)
+        return vjp(t[0], ans, x, *params, **kwparams)[0]
+    jvp.__qualname__ = jvp.__name__ = vjp.__name__.replace("vjp", "jvp")
+    return jvp
+
+
+def _tangent_sum(*terms):
+    """The sum of the terms that are not None (each one input's contribution)."""
+    present = [v for v in terms if v is not None]
+    if not present:
+        return None
+    total = present[0]
+    for v in present[1:]:
+        total = total + v
+    return total
+
+
+def _or_zeros(tangent, ans):
+    # The contract: a rule returns a Tensor even when no differentiable input has a tangent.
+    return tg.zeros_like(ans) if tangent is None else tangent
+
+
+def _subtract_jvp(t, ans, x, y):
+    tx, ty = t
+    return _or_zeros(_tangent_sum(tx, -ty if ty is not None else None), ans)
+
+
+def _multiply_jvp(t, ans, x, y):
+    tx, ty = t
+    return _or_zeros(_tangent_sum(tx * y if tx is not None else None,
+                                  x * ty if ty is not None else None), ans)
+
+
+def _divide_jvp(t, ans, x, y):
+    # The VJP's expressions with g replaced by a tangent (-(ty / y) * x / y, not
+    # -ty * ans / y), so inf and nan come out where the VJP's do.
+    tx, ty = t
+    return _or_zeros(_tangent_sum(tx / y if tx is not None else None,
+                                  -(ty / y) * x / y if ty is not None else None), ans)
+
+
+def _power_jvp(t, ans, x, y):
+    tx, ty = t
+    return _or_zeros(_tangent_sum(
+        _power_base_grad(tx, x, y) if tx is not None else None,
+        _power_exponent_grad(ty, x, y) if ty is not None else None), ans)
+
+
+def _tie_split(v, x, y):
+    return tg.where(x == y, v * 0.5, v)         # see Note: [ties in maximum and minimum]
+
+
+def _maximum_jvp(t, ans, x, y):
+    tx, ty = t
+    return _or_zeros(_tangent_sum(
+        tg.where(x < y, 0, _tie_split(tx, x, y)) if tx is not None else None,
+        tg.where(x > y, 0, _tie_split(ty, x, y)) if ty is not None else None), ans)
+
+
+def _minimum_jvp(t, ans, x, y):
+    tx, ty = t
+    return _or_zeros(_tangent_sum(
+        tg.where(x > y, 0, _tie_split(tx, x, y)) if tx is not None else None,
+        tg.where(x < y, 0, _tie_split(ty, x, y)) if ty is not None else None), ans)
+
+
+def _where_jvp(t, ans, cond, x, y):
+    # Linear in (x, y); a missing tangent is a Python 0, which keeps the other's dtype and
+    # allocates nothing (jvp="linear" would build zeros of the input's shape).
+    _, tx, ty = t
+    if tx is None and ty is None:
+        return tg.zeros_like(ans)
+    return tg.where(cond, 0 if tx is None else tx, 0 if ty is None else ty)
 
 
 # ---------------------------------------------------------------------------------------
@@ -289,6 +395,65 @@ def _cos_backward_vjp(gg, out, g, x):
             -tg.sin_backward(gg * g, x) if _needs_grad(x) else None)
 
 
+# Their JVP rules (`tg_`, `tsecond`: the tangents of g and of ans or x). Each output is
+# bilinear-ish in (g, second): the tangent is the op itself applied to g's tangent plus
+# the partial in the second input times its tangent -- the same partials as the VJPs
+# above, so forward-over-reverse Hessians see the same conventions.
+
+def _relu_backward_jvp(t, out, g, ans):
+    # ans is a mask (not differentiable, Note above): its tangent adds nothing.
+    return _or_zeros(tg.relu_backward(t[0], ans) if t[0] is not None else None, out)
+
+
+def _abs_backward_jvp(t, out, g, x):
+    # x only enters through sign(x): its tangent adds nothing.
+    return _or_zeros(tg.abs_backward(t[0], x) if t[0] is not None else None, out)
+
+
+def _tanh_backward_jvp(t, out, g, ans):
+    tg_, tans = t
+    return _or_zeros(_tangent_sum(
+        tg.tanh_backward(tg_, ans) if tg_ is not None else None,
+        g * (-2 * ans) * tans if tans is not None else None), out)
+
+
+def _sigmoid_backward_jvp(t, out, g, ans):
+    tg_, tans = t
+    return _or_zeros(_tangent_sum(
+        tg.sigmoid_backward(tg_, ans) if tg_ is not None else None,
+        g * (1 - 2 * ans) * tans if tans is not None else None), out)
+
+
+def _sqrt_backward_jvp(t, out, g, ans):
+    tg_, tans = t
+    return _or_zeros(_tangent_sum(
+        tg.sqrt_backward(tg_, ans) if tg_ is not None else None,
+        -tg.sqrt_backward(g * tans, ans) / ans if tans is not None else None), out)
+
+
+def _square_backward_jvp(t, out, g, x):
+    tg_, tx = t
+    return _or_zeros(_tangent_sum(
+        tg.square_backward(tg_, x) if tg_ is not None else None,
+        (2 * g) * tx if tx is not None else None), out)
+
+
+def _sin_backward_jvp(t, out, g, x):
+    # d/dx g cos(x) = -g sin(x) = cos_backward(g, x)
+    tg_, tx = t
+    return _or_zeros(_tangent_sum(
+        tg.sin_backward(tg_, x) if tg_ is not None else None,
+        tg.cos_backward(g * tx, x) if tx is not None else None), out)
+
+
+def _cos_backward_jvp(t, out, g, x):
+    # d/dx -g sin(x) = -g cos(x) = -sin_backward(g, x)
+    tg_, tx = t
+    return _or_zeros(_tangent_sum(
+        tg.cos_backward(tg_, x) if tg_ is not None else None,
+        -tg.sin_backward(g * tx, x) if tx is not None else None), out)
+
+
 def _register_backward_ops(reg, draw):
     """The backward ops (see Note: [backward ops]); their samples are (g, ans) pairs with
     ans in the forward's range (and away from relu's kink at 0)."""
@@ -305,27 +470,27 @@ def _register_backward_ops(reg, draw):
         return draw.uniform(0.05, 0.95, *shape)
 
     specs = [
-        ("relu_backward", _relu_backward_vjp, "ans", pairs(draw.nonzero),
+        ("relu_backward", _relu_backward_vjp, _relu_backward_jvp, "ans", pairs(draw.nonzero),
          "where(ans > 0, g, 0): relu's gradient g from its result ans, one op (0 where "
          "ans is 0, -0.0 or nan)."),
-        ("tanh_backward", _tanh_backward_vjp, "ans", pairs(in_unit),
+        ("tanh_backward", _tanh_backward_vjp, _tanh_backward_jvp, "ans", pairs(in_unit),
          "g * (1 - ans * ans): tanh's gradient g from its result ans, one op."),
-        ("sigmoid_backward", _sigmoid_backward_vjp, "ans", pairs(in_open01),
+        ("sigmoid_backward", _sigmoid_backward_vjp, _sigmoid_backward_jvp, "ans", pairs(in_open01),
          "g * ans * (1 - ans): the sigmoid's gradient g from its result ans, one op."),
-        ("sqrt_backward", _sqrt_backward_vjp, "ans", pairs(draw.positive),
+        ("sqrt_backward", _sqrt_backward_vjp, _sqrt_backward_jvp, "ans", pairs(draw.positive),
          "g / (2 * ans): the square root's gradient g from its result ans, one op."),
-        ("abs_backward", _abs_backward_vjp, "x", pairs(draw.nonzero),
+        ("abs_backward", _abs_backward_vjp, _abs_backward_jvp, "x", pairs(draw.nonzero),
          "g * sign(x): abs's gradient g from its input x, one op (0 at 0)."),
-        ("square_backward", _square_backward_vjp, "x", pairs(draw.normal),
+        ("square_backward", _square_backward_vjp, _square_backward_jvp, "x", pairs(draw.normal),
          "g * (2 * x): the square's gradient g from its input x, one op."),
-        ("sin_backward", _sin_backward_vjp, "x", pairs(draw.normal),
+        ("sin_backward", _sin_backward_vjp, _sin_backward_jvp, "x", pairs(draw.normal),
          "g * cos(x): the sine's gradient g from its input x, one op."),
-        ("cos_backward", _cos_backward_vjp, "x", pairs(draw.normal),
+        ("cos_backward", _cos_backward_vjp, _cos_backward_jvp, "x", pairs(draw.normal),
          "-g * sin(x): the cosine's gradient g from its input x, one op."),
     ]
-    for name, vjp, second, samples, doc in specs:
+    for name, vjp, jvp, second, samples, doc in specs:
         _BACKWARD_OPS[name] = reg(
-            name, kernels={"cpu": getattr(_backward_kernels, name)}, vjp=vjp,
+            name, kernels={"cpu": getattr(_backward_kernels, name)}, vjp=vjp, jvp=jvp,
             differentiable=(0,) if name in ("relu_backward", "abs_backward") else None,
             method=False, save_ans=False, samples=samples,
             doc=f"{name}(g, {second}): {doc}")
@@ -359,51 +524,52 @@ def tapegrad_register_ops(registry):
 
     # -- arithmetic -----------------------------------------------------------------------
     reg("subtract", kernels={"cpu": np.subtract},
-        vjp=lambda g, ans, x, y: (g, -g if _needs_grad(y) else None),
+        vjp=lambda g, ans, x, y: (g, -g if _needs_grad(y) else None), jvp=_subtract_jvp,
         save_inputs=(False, False), save_ans=False,
         samples=_binary_samples(draw.normal, draw.normal),
         doc="x - y, elementwise with NumPy broadcasting.")
-    reg("multiply", kernels={"cpu": np.multiply}, vjp=_multiply_vjp,
+    reg("multiply", kernels={"cpu": np.multiply}, vjp=_multiply_vjp, jvp=_multiply_jvp,
         save_ans=False,
         samples=_binary_samples(draw.normal, draw.normal),
         doc="x * y, elementwise with NumPy broadcasting.")
-    reg("divide", kernels={"cpu": np.divide}, vjp=_divide_vjp,
+    reg("divide", kernels={"cpu": np.divide}, vjp=_divide_vjp, jvp=_divide_jvp,
         save_ans=False,
         samples=_binary_samples(draw.normal, draw.nonzero),
         doc="x / y (true division), elementwise with NumPy broadcasting.")
     reg("negative", kernels={"cpu": np.negative},
-        vjp=lambda g, ans, x: (-g,),
+        vjp=lambda g, ans, x: (-g,), jvp="linear",
         save_inputs=(False,), save_ans=False,
         samples=_unary_samples(draw.normal),
         doc="-x, elementwise.")
-    reg("power", kernels={"cpu": np.power}, vjp=_power_vjp,
+    reg("power", kernels={"cpu": np.power}, vjp=_power_vjp, jvp=_power_jvp,
         save_ans=False,
         samples=_binary_samples(draw.positive, draw.exponent)
         + [(draw.normal(3, 4), 3), (draw.normal(3), 2.0), (draw.normal(2, 2), 0)],
         doc="x ** y, elementwise with NumPy broadcasting. The gradient for y is "
             "x**y log(x), taken as 0 where x == 0 and y >= 0.")
     reg("square", kernels={"cpu": np.square},
-        vjp=_square_vjp,
+        vjp=_square_vjp, jvp=_unary_jvp(_square_vjp),
         save_ans=False,
         samples=_unary_samples(draw.normal),
         doc="x * x, elementwise.")
     reg("sqrt", kernels={"cpu": np.sqrt},
-        vjp=_sqrt_vjp,
+        vjp=_sqrt_vjp, jvp=_unary_jvp(_sqrt_vjp),
         save_inputs=(False,),
         samples=_unary_samples(draw.positive),
         doc="The non-negative square root, elementwise (nan for x < 0, as NumPy).")
     reg("abs", kernels={"cpu": np.abs},
-        vjp=_abs_vjp,
+        vjp=_abs_vjp, jvp=_unary_jvp(_abs_vjp),
         save_ans=False,
         samples=_unary_samples(draw.nonzero),
         doc="|x|, elementwise. The gradient at x == 0 is 0.")
     reg("sign", kernels={"cpu": np.sign},
         vjp=lambda g, ans, x: (tg.zeros_like(g),),
+        jvp=lambda t, ans, x: tg.zeros_like(ans),
         save_inputs=(False,), save_ans=False,
         samples=_unary_samples(draw.nonzero),
         doc="-1, 0 or 1 by the sign of x, elementwise. Its gradient is 0 everywhere "
             "(as PyTorch and JAX), so sign(x) can sit in a differentiable expression.")
-    reg("clip", kernels={"cpu": _clip_kernel}, vjp=_clip_vjp,
+    reg("clip", kernels={"cpu": _clip_kernel}, vjp=_clip_vjp, jvp=_unary_jvp(_clip_vjp),
         save_ans=False,
         samples=[tg.Sample(draw.away_from((-0.5, 0.5), 3, 4), a_min=-0.5, a_max=0.5),
                  tg.Sample(draw.away_from((0.3,), 5), a_min=None, a_max=0.3),
@@ -414,39 +580,39 @@ def tapegrad_register_ops(registry):
 
     # -- exponentials and trigonometry ------------------------------------------------
     reg("exp", kernels={"cpu": np.exp},
-        vjp=lambda g, ans, x: (g * ans,),
+        vjp=_exp_vjp, jvp=_unary_jvp(_exp_vjp),
         save_inputs=(False,),
         samples=_unary_samples(draw.normal),
         doc="e**x, elementwise.")
     reg("log", kernels={"cpu": np.log},
-        vjp=lambda g, ans, x: (g / x,),
+        vjp=_log_vjp, jvp=_unary_jvp(_log_vjp),
         save_ans=False,
         samples=_unary_samples(draw.positive),
         doc="The natural logarithm, elementwise (-inf at 0, nan below, as NumPy).")
     reg("sin", kernels={"cpu": np.sin},
-        vjp=_sin_vjp,
+        vjp=_sin_vjp, jvp=_unary_jvp(_sin_vjp),
         save_ans=False,
         samples=_unary_samples(draw.normal),
         doc="The sine of x (radians), elementwise.")
     reg("cos", kernels={"cpu": np.cos},
-        vjp=_cos_vjp,
+        vjp=_cos_vjp, jvp=_unary_jvp(_cos_vjp),
         save_ans=False,
         samples=_unary_samples(draw.normal),
         doc="The cosine of x (radians), elementwise.")
     reg("tanh", kernels={"cpu": np.tanh},
-        vjp=_tanh_vjp,
+        vjp=_tanh_vjp, jvp=_unary_jvp(_tanh_vjp),
         save_inputs=(False,),
         samples=_unary_samples(draw.normal),
         doc="The hyperbolic tangent, elementwise.")
 
     # -- activations ----------------------------------------------------------------------
     reg("sigmoid", kernels={"cpu": _sigmoid_kernel},
-        vjp=_sigmoid_vjp,
+        vjp=_sigmoid_vjp, jvp=_unary_jvp(_sigmoid_vjp),
         save_inputs=(False,),
         samples=_unary_samples(draw.normal) + [(3 * draw.normal(6),)],
         doc="1 / (1 + exp(-x)), elementwise, computed without overflow for any x.")
     reg("relu", kernels={"cpu": _relu_kernel},
-        vjp=_relu_vjp,
+        vjp=_relu_vjp, jvp=_unary_jvp(_relu_vjp),
         save_inputs=(False,),
         samples=_unary_samples(draw.nonzero),
         doc="max(x, 0), elementwise. The gradient is 0 where x <= 0.")
@@ -457,17 +623,17 @@ def tapegrad_register_ops(registry):
     _register_backward_ops(reg, _Draw(seed=16))
 
     # -- selection --------------------------------------------------------------------
-    reg("maximum", kernels={"cpu": np.maximum}, vjp=_maximum_vjp,
+    reg("maximum", kernels={"cpu": np.maximum}, vjp=_maximum_vjp, jvp=_maximum_jvp,
         save_ans=False,
         samples=_binary_samples(draw.normal, draw.normal, scalar_a=0.1, scalar_b=-0.2),
         doc="The larger of x and y, elementwise (nan if either is nan). At ties each "
             "input gets half the gradient.")
-    reg("minimum", kernels={"cpu": np.minimum}, vjp=_minimum_vjp,
+    reg("minimum", kernels={"cpu": np.minimum}, vjp=_minimum_vjp, jvp=_minimum_jvp,
         save_ans=False,
         samples=_binary_samples(draw.normal, draw.normal, scalar_a=0.1, scalar_b=-0.2),
         doc="The smaller of x and y, elementwise (nan if either is nan). At ties each "
             "input gets half the gradient.")
-    reg("where", kernels={"cpu": np.where}, vjp=_where_vjp,
+    reg("where", kernels={"cpu": np.where}, vjp=_where_vjp, jvp=_where_jvp,
         differentiable=(1, 2), method=False,
         save_inputs=(True, False, False), save_ans=False,
         samples=[(draw.bools(3, 4), draw.normal(3, 4), draw.normal(3, 4)),

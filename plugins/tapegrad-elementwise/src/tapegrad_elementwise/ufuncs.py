@@ -48,6 +48,8 @@ def _rules(name, partials):
 
         def jvp(t, ans, x, *params, **kwparams):
             # (tapegrad.testing passes a sample's positional parameters on as they are)
+            if t[0] is None:
+                return tg.zeros_like(ans)
             return d(t[0], ans, x, *params, **kwparams)
     else:
         dx, dy = partials
@@ -59,6 +61,8 @@ def _rules(name, partials):
         def jvp(t, ans, x, y):
             # NOTE: the tangents have their inputs' shapes; each term broadcasts to ans.
             terms = [d(v, ans, x, y) for d, v in ((dx, t[0]), (dy, t[1])) if v is not None]
+            if not terms:       # the contract: a Tensor even with no tangent at all
+                return tg.zeros_like(ans)
             return terms[0] if len(terms) == 1 else terms[0] + terms[1]
     vjp.__qualname__ = vjp.__name__ = f"{name}_vjp"     # readable tracebacks
     jvp.__qualname__ = jvp.__name__ = f"{name}_jvp"

@@ -1,9 +1,10 @@
 """What every module of tapegrad-scipy shares: the kernel wrapper that keeps NumPy's
-result dtype, the diagonal-JVP helper and the seeded sample draws."""
+result dtype, the diagonal-JVP and binary-rule helpers and the seeded sample draws."""
 
 import functools
 
 import numpy as np
+import tapegrad as tg
 
 
 def scipy_kernel(fn, orders=0):
@@ -33,6 +34,33 @@ def diagonal_jvp(vjp, i=0):
     def jvp(t, ans, *inputs, **params):
         return vjp(t[i], ans, *inputs, **params)[i]
     return jvp
+
+
+def binary_rules(name, dx, dy):
+    """The (vjp, jvp) pair of a binary elementwise op from its two partials, each
+    ``d(v, ans, x, y) = v * d ans / d input`` for a gradient or a tangent `v`: one
+    expression per derivative, so the two modes share their masks and limits.
+
+    NOTE: the JVP tests ``t[i] is None``, never ``tg.needs_grad``: in forward mode an input
+    can carry a tangent without requiring grad.
+    """
+    def vjp(g, ans, x, y):
+        return (dx(g, ans, x, y) if tg.needs_grad(x) else None,
+                dy(g, ans, x, y) if tg.needs_grad(y) else None)
+
+    def jvp(t, ans, x, y):
+        # Each term has its input's shape broadcast with the other's: it broadcasts to ans.
+        terms = [d(v, ans, x, y) for d, v in ((dx, t[0]), (dy, t[1])) if v is not None]
+        if not terms:
+            return tg.zeros_like(ans)
+        out = terms[0] if len(terms) == 1 else terms[0] + terms[1]
+        # NOTE: a Python-number input enters a partial as a float64 tensor (log(1.5) in
+        # xlogy(x, 1.5)), which promotes a float32 tangent. The engine casts a VJP's
+        # gradients back to their input's dtype; the tangent is cast to ans's here.
+        return out if out.dtype == ans.dtype else out.astype(ans.dtype)
+    vjp.__qualname__ = vjp.__name__ = f"{name}_vjp"     # readable tracebacks
+    jvp.__qualname__ = jvp.__name__ = f"{name}_jvp"
+    return vjp, jvp
 
 
 class Draw:

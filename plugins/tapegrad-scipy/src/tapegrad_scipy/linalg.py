@@ -100,6 +100,21 @@ def _solve_triangular_vjp(g, ans, a, b, trans=0, lower=False, unit_diagonal=Fals
     return ga, (gb if _needs_grad(b) else None)
 
 
+def _solve_triangular_jvp(t, ans, a, b, trans=0, lower=False, unit_diagonal=False):
+    # op(a) x = b: op(da) x + op(a) dx = db, with da read on the triangle the kernel reads
+    # (the VJP's mask), so dx = op(a)^-1 (db - op(da) x): one more solve.
+    ta, tb = t
+    rhs = tb
+    if ta is not None:
+        da = tg.where(_triangle(a.shape[0], lower, not unit_diagonal, ta), ta, 0.0)
+        dop_x = (da if trans == 0 else _mT(da)) @ ans
+        rhs = -dop_x if rhs is None else rhs - dop_x
+    if rhs is None:
+        return tg.zeros_like(ans)
+    return tg.scipy_linalg_solve_triangular(a, rhs, trans=trans, lower=lower,
+                                            unit_diagonal=unit_diagonal)
+
+
 def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_b=False,
                      check_finite=True):
     """``scipy.linalg.solve_triangular``: x with op(a) x = b, a triangular (only the
@@ -202,6 +217,11 @@ def _sqrtm_vjp(g, ans, a):
     return (tg._scipy_linalg_sylvester_sym(ans, 0.5 * (g + _mT(g))),)
 
 
+def _sqrtm_jvp(t, ans, a):
+    # X dX + dX X = dA on the symmetric part of dA (the part the kernel reads).
+    return tg._scipy_linalg_sylvester_sym(ans, 0.5 * (t[0] + _mT(t[0])))
+
+
 def _sylvester_kernel(r, c):
     r = _symmetric_part("sylvester_sym", r)
     c = np.broadcast_to(c, r.shape)          # C broadcasts to R's shape (like NumPy's ops)
@@ -220,6 +240,20 @@ def _sylvester_vjp(g, ans, r, c):
         gr = -(y @ _mT(ans) + _mT(ans) @ y)
         gr = 0.5 * (gr + _mT(gr))
     return gr, (y if _needs_grad(c) else None)
+
+
+def _sylvester_jvp(t, ans, r, c):
+    # R X + X R = C: dR X + R dX + dX R + X dR = dC, so dX solves the same equation with
+    # C replaced by dC - dR X - X dR (dR symmetrized: the kernel reads R's symmetric part).
+    tr, tc = t
+    rhs = tc
+    if tr is not None:
+        dr = 0.5 * (tr + _mT(tr))
+        moved = dr @ ans + ans @ dr
+        rhs = -moved if rhs is None else rhs - moved
+    if rhs is None:
+        return tg.zeros_like(ans)
+    return tg._scipy_linalg_sylvester_sym(r, rhs)
 
 
 def sqrtm(A, disp=True, blocksize=64):
@@ -251,7 +285,8 @@ def register(registry):
         return np.tril(a) if lower else np.triu(a)
 
     reg("scipy_linalg_solve_triangular", kernels={"cpu": _solve_triangular_kernel},
-        vjp=_solve_triangular_vjp, method=False, save_inputs=(True, False),
+        vjp=_solve_triangular_vjp, jvp=_solve_triangular_jvp, method=False,
+        save_inputs=(True, False),
         samples=[tg.Sample(tri(3), draw.normal(3), lower=True),
                  tg.Sample(tri(3, False), draw.normal(3, 2)),
                  tg.Sample(tri(4), draw.normal(4, 2), trans=1, lower=True),
@@ -265,14 +300,14 @@ def register(registry):
         "scipy_linalg_cho_solve", _cho_solve, method=False,
         samples=[tg.Sample(np.linalg.cholesky(draw.spd(3)), draw.normal(3), lower=True),
                  tg.Sample(np.linalg.cholesky(draw.spd(3)).T, draw.normal(3, 2))])
-    reg("scipy_linalg_sqrtm", kernels={"cpu": _sqrtm_kernel}, vjp=_sqrtm_vjp,
+    reg("scipy_linalg_sqrtm", kernels={"cpu": _sqrtm_kernel}, vjp=_sqrtm_vjp, jvp=_sqrtm_jvp,
         method=False, save_inputs=(False,),
         samples=[(draw.spd(3),), (draw.spd(2, jitter=0.5),)],
         doc="scipy.linalg.sqrtm(A) for symmetric positive semi-definite A (through eigh): "
             "the symmetric X with X X = A. Non-symmetric input (beyond a relative 1e-5) "
             "and negative eigenvalues raise a ValueError; the symmetric part is used.")
     reg("_scipy_linalg_sylvester_sym", kernels={"cpu": _sylvester_kernel},
-        vjp=_sylvester_vjp, method=False,
+        vjp=_sylvester_vjp, jvp=_sylvester_jvp, method=False,
         samples=[(draw.spd(3), draw.normal(3, 3)), (draw.spd(3), draw.normal(3)),
                  (draw.spd(2), draw.normal(2, 1))],
         doc="The X with R X + X R = C for symmetric positive definite R (its symmetric "

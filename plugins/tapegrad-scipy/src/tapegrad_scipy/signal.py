@@ -75,6 +75,18 @@ def _convolve_vjp(g, ans, in1, in2, mode="full"):
             tg.scipy_signal_convolve(gf, _flip(in1), mode="valid") if _needs_grad(in2) else None)
 
 
+def _convolve_jvp(t, ans, in1, in2, mode="full"):
+    # Bilinear: the op applied with one tangent at a time, each in its own position (mode
+    # 'same' is relative to in1, so the order matters).
+    t1, t2 = t
+    terms = [tg.scipy_signal_convolve(t1, in2, mode=mode) if t1 is not None else None,
+             tg.scipy_signal_convolve(in1, t2, mode=mode) if t2 is not None else None]
+    terms = [v for v in terms if v is not None]
+    if not terms:
+        return tg.zeros_like(ans)
+    return terms[0] if len(terms) == 1 else terms[0] + terms[1]
+
+
 def convolve(in1, in2, mode="full", method="auto"):
     """``scipy.signal.convolve``: the N-D convolution of in1 and in2 (same number of
     dimensions), with ``mode`` 'full', 'same' (the size of in1, centred) or 'valid'.
@@ -102,6 +114,7 @@ def register(registry):
     n = draw.normal
     registry.register_op(
         "scipy_signal_convolve", kernels={"cpu": _convolve_kernel}, vjp=_convolve_vjp,
+        jvp=_convolve_jvp,
         method=False, save_ans=False,
         samples=[(n(5), n(3)), tg.Sample(n(6), n(3), mode="same"),
                  tg.Sample(n(6), n(4), mode="valid"), tg.Sample(n(3), n(5), mode="same"),

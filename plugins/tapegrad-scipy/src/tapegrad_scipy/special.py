@@ -32,7 +32,7 @@ import numpy as np
 import scipy.special as sp
 import tapegrad as tg
 
-from ._common import Draw, diagonal_jvp, scipy_kernel
+from ._common import Draw, binary_rules, diagonal_jvp, scipy_kernel
 
 _needs_grad = tg.needs_grad
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
@@ -68,16 +68,24 @@ def _gamma_vjp(g, ans, x):
     return (g * ans * tg.digamma(x),)
 
 
-def _beta_vjp(g, ans, a, b):
-    both = tg.digamma(a + b)
-    return (g * ans * (tg.digamma(a) - both) if _needs_grad(a) else None,
-            g * ans * (tg.digamma(b) - both) if _needs_grad(b) else None)
+# The binary ops' partials d(v, ans, x, y) = v * d ans / d input, where v is a gradient g
+# (the VJP) or that input's tangent (the JVP): _common.binary_rules builds both rules.
+
+def _d_beta_a(v, ans, a, b):
+    # d/da B(a, b) = B (digamma(a) - digamma(a + b)); symmetric in a and b.
+    return v * ans * (tg.digamma(a) - tg.digamma(a + b))
 
 
-def _betaln_vjp(g, ans, a, b):
-    both = tg.digamma(a + b)
-    return (g * (tg.digamma(a) - both) if _needs_grad(a) else None,
-            g * (tg.digamma(b) - both) if _needs_grad(b) else None)
+def _d_beta_b(v, ans, a, b):
+    return _d_beta_a(v, ans, b, a)
+
+
+def _d_betaln_a(v, ans, a, b):
+    return v * (tg.digamma(a) - tg.digamma(a + b))
+
+
+def _d_betaln_b(v, ans, a, b):
+    return _d_betaln_a(v, ans, b, a)
 
 
 # ---------------------------------------------------------------------------------------
@@ -168,31 +176,31 @@ def _yn_vjp(g, ans, n, x):
 # x log y and the entropies
 # ---------------------------------------------------------------------------------------
 
-def _xlogy_vjp(g, ans, x, y):
-    # PyTorch's rule (torch.special.xlogy): d/dx = log(y), 0 where x == 0 and y <= 0;
-    # d/dy = x / y, and 0 where x == 0 (even at y == 0). NOTE: only x == y == 0 is
-    # masked for d/dy: elsewhere x / y is already 0 at x == 0, and a mask over all of
-    # x == 0 would cut the mixed second derivative d2/dxdy = 1/y there.
-    gx = gy = None
-    if _needs_grad(x):
-        edge = tg.logical_and(x == 0, y <= 0)
-        gx = g * tg.where(edge, 0.0, tg.log(_safe(edge, y)))
-    if _needs_grad(y):
-        both = tg.logical_and(x == 0, y == 0)
-        gy = g * tg.where(both, 0.0, x / _safe(both, y))
-    return gx, gy
+# xlogy: PyTorch's rule (torch.special.xlogy): d/dx = log(y), 0 where x == 0 and y <= 0;
+# d/dy = x / y, and 0 where x == 0 (even at y == 0). NOTE: only x == y == 0 is masked for
+# d/dy: elsewhere x / y is already 0 at x == 0, and a mask over all of x == 0 would cut
+# the mixed second derivative d2/dxdy = 1/y there.
+
+def _d_xlogy_x(v, ans, x, y):
+    edge = tg.logical_and(x == 0, y <= 0)
+    return v * tg.where(edge, 0.0, tg.log(_safe(edge, y)))
 
 
-def _xlog1py_vjp(g, ans, x, y):
-    # As xlogy, with 1 + y for y: 0 where x == 0 and y <= -1, resp. where x == 0.
-    gx = gy = None
-    if _needs_grad(x):
-        edge = tg.logical_and(x == 0, y <= -1)
-        gx = g * tg.where(edge, 0.0, tg.xlog1py(1.0, _safe(edge, y, 0.0)))
-    if _needs_grad(y):
-        both = tg.logical_and(x == 0, y == -1)
-        gy = g * tg.where(both, 0.0, x / _safe(both, 1 + y))
-    return gx, gy
+def _d_xlogy_y(v, ans, x, y):
+    both = tg.logical_and(x == 0, y == 0)
+    return v * tg.where(both, 0.0, x / _safe(both, y))
+
+
+# xlog1py: as xlogy, with 1 + y for y: 0 where x == 0 and y <= -1, resp. where x == 0.
+
+def _d_xlog1py_x(v, ans, x, y):
+    edge = tg.logical_and(x == 0, y <= -1)
+    return v * tg.where(edge, 0.0, tg.xlog1py(1.0, _safe(edge, y, 0.0)))
+
+
+def _d_xlog1py_y(v, ans, x, y):
+    both = tg.logical_and(x == 0, y == -1)
+    return v * tg.where(both, 0.0, x / _safe(both, 1 + y))
 
 
 def _entr_vjp(g, ans, x):
@@ -206,14 +214,20 @@ def _log_ratio(x, y):
     return tg.where(zero, -math.inf, tg.log(_safe(zero, x)) - tg.log(y))
 
 
-def _rel_entr_vjp(g, ans, x, y):
-    return (g * (_log_ratio(x, y) + 1) if _needs_grad(x) else None,
-            g * (-x / y) if _needs_grad(y) else None)
+def _d_rel_entr_x(v, ans, x, y):
+    return v * (_log_ratio(x, y) + 1)
 
 
-def _kl_div_vjp(g, ans, x, y):
-    return (g * _log_ratio(x, y) if _needs_grad(x) else None,
-            g * (1 - x / y) if _needs_grad(y) else None)
+def _d_rel_entr_y(v, ans, x, y):
+    return v * (-x / y)
+
+
+def _d_kl_div_x(v, ans, x, y):
+    return v * _log_ratio(x, y)
+
+
+def _d_kl_div_y(v, ans, x, y):
+    return v * (1 - x / y)
 
 
 # ---------------------------------------------------------------------------------------
@@ -256,12 +270,39 @@ def _logsumexp_vjp(g, ans, a, b, axis=None, keepdims=False):
     return (w * b if _needs_grad(a) else None, w if _needs_grad(b) else None)
 
 
+def _logsumexp_jvp(t, ans, a, b, axis=None, keepdims=False):
+    # d log(sum(b e^a)) = sum(e^(a - ans) (b da + db)): the VJP's weights, summed over the
+    # reduced axes (ans in keepdims form so it broadcasts against a and b).
+    ta, tb = t
+    shape = np.broadcast_shapes(np.shape(a), np.shape(b))
+    kans = ans if keepdims else tg.reshape(ans, _keepdims_shape(shape, axis, "logsumexp"))
+    inner = None
+    if ta is not None:
+        inner = ta * b
+    if tb is not None:
+        inner = tb if inner is None else inner + tb
+    if inner is None:
+        return tg.zeros_like(ans)
+    return tg.sum(tg.exp(a - kans) * inner, axis=axis, keepdims=keepdims)
+
+
 def _softmax_vjp(g, ans, x, axis=None):
     return (ans * (g - tg.sum(g * ans, axis=axis, keepdims=True)),)
 
 
+def _softmax_jvp(t, ans, x, axis=None):
+    # The Jacobian diag(s) - s s^T is symmetric, so the JVP is the VJP applied to the
+    # tangent.
+    return _softmax_vjp(t[0], ans, x, axis=axis)[0]
+
+
 def _log_softmax_vjp(g, ans, x, axis=None):
     return (g - tg.exp(ans) * tg.sum(g, axis=axis, keepdims=True),)
+
+
+def _log_softmax_jvp(t, ans, x, axis=None):
+    # J = I - 1 s^T (s = exp(ans) along the axis): the transpose of the VJP's I - s 1^T.
+    return t[0] - tg.sum(tg.exp(ans) * t[0], axis=axis, keepdims=True)
 
 
 def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
@@ -338,21 +379,25 @@ _UNARY = (
                                     "torch.special.entr)."),
 )
 
+# (name, (x's partial, y's partial), doc): binary elementwise ops, SciPy's of that name.
 _BINARY = (
-    ("beta", _beta_vjp, "B(a, b) = Gamma(a) Gamma(b) / Gamma(a + b). d/da = "
-                        "B (digamma(a) - digamma(a + b)), likewise for b."),
-    ("betaln", _betaln_vjp, "log|B(a, b)|. d/da = digamma(a) - digamma(a + b)."),
-    ("xlogy", _xlogy_vjp, "x log(y), 0 where x == 0 (also at y == 0). As PyTorch's "
-                          "torch.special.xlogy: d/dx = log(y), taken as 0 where x == 0 and "
-                          "y <= 0; d/dy = x / y, taken as 0 where x == 0."),
-    ("xlog1py", _xlog1py_vjp, "x log(1 + y), 0 where x == 0. As PyTorch's "
-                              "torch.special.xlog1py: d/dx = log(1 + y), 0 where x == 0 "
-                              "and y <= -1; d/dy = x / (1 + y), 0 where x == 0."),
-    ("rel_entr", _rel_entr_vjp, "x log(x / y) for x, y > 0, 0 at x == 0 (y >= 0), inf "
-                                "otherwise. d/dx = log(x/y) + 1 (-inf at x == 0, the "
-                                "one-sided limit), d/dy = -x / y."),
-    ("kl_div", _kl_div_vjp, "x log(x / y) - x + y for x, y > 0, y at x == 0, inf "
-                            "otherwise. d/dx = log(x/y) (-inf at x == 0), d/dy = 1 - x/y."),
+    ("beta", (_d_beta_a, _d_beta_b),
+     "B(a, b) = Gamma(a) Gamma(b) / Gamma(a + b). d/da = B (digamma(a) - digamma(a + b)), "
+     "likewise for b."),
+    ("betaln", (_d_betaln_a, _d_betaln_b),
+     "log|B(a, b)|. d/da = digamma(a) - digamma(a + b)."),
+    ("xlogy", (_d_xlogy_x, _d_xlogy_y),
+     "x log(y), 0 where x == 0 (also at y == 0). As PyTorch's torch.special.xlogy: d/dx = "
+     "log(y), taken as 0 where x == 0 and y <= 0; d/dy = x / y, taken as 0 where x == 0."),
+    ("xlog1py", (_d_xlog1py_x, _d_xlog1py_y),
+     "x log(1 + y), 0 where x == 0. As PyTorch's torch.special.xlog1py: d/dx = log(1 + y), "
+     "0 where x == 0 and y <= -1; d/dy = x / (1 + y), 0 where x == 0."),
+    ("rel_entr", (_d_rel_entr_x, _d_rel_entr_y),
+     "x log(x / y) for x, y > 0, 0 at x == 0 (y >= 0), inf otherwise. d/dx = log(x/y) + 1 "
+     "(-inf at x == 0, the one-sided limit), d/dy = -x / y."),
+    ("kl_div", (_d_kl_div_x, _d_kl_div_y),
+     "x log(x / y) - x + y for x, y > 0, y at x == 0, inf otherwise. d/dx = log(x/y) (-inf "
+     "at x == 0), d/dy = 1 - x/y."),
 )
 
 
@@ -382,13 +427,14 @@ def _register_elementwise(reg, draw, module):
                                    "ndtri", "i1", "i0e", "i1e"),
                  samples=_samples(draw, kind), doc=f"scipy.special.{name}: {doc}")
         setattr(module, name, op)
-    for name, vjp, doc in _BINARY:
+    for name, partials, doc in _BINARY:
+        vjp, jvp = binary_rules(name, *partials)
         pos = draw.positive
         samples = _binary_samples(pos, pos)
         if name in ("xlogy", "xlog1py"):
             samples += [(draw.normal(3, 4), pos(3, 4)),
                         (np.array([0.0, 0.0, 1.0]), np.array([0.5, 2.0, 3.0]))]
-        op = reg(name, kernels={"cpu": scipy_kernel(getattr(sp, name))}, vjp=vjp,
+        op = reg(name, kernels={"cpu": scipy_kernel(getattr(sp, name))}, vjp=vjp, jvp=jvp,
                  method=False, save_ans=name == "beta", samples=samples,
                  doc=f"scipy.special.{name}: {doc}")
         setattr(module, name, op)
@@ -430,7 +476,7 @@ def _register_orders(reg, draw, module):
 def _register_reductions(reg, draw):
     n = draw.normal
     reg("scipy_special_logsumexp", kernels={"cpu": scipy_kernel(_logsumexp_kernel)},
-        vjp=_logsumexp_vjp, method=False,
+        vjp=_logsumexp_vjp, jvp=_logsumexp_jvp, method=False,
         samples=[(n(3, 4), 1.0), tg.Sample(n(3, 4), 1.0, axis=1),
                  tg.Sample(n(2, 3, 4), 1.0, axis=(0, 2), keepdims=True),
                  tg.Sample(n(3, 4), draw.positive(4), axis=-1),
@@ -440,13 +486,13 @@ def _register_reductions(reg, draw):
             "(a, b, axis, keepdims), b = 1.0 when SciPy's is None: log(sum(b exp(a))) "
             "computed stably. d/da = b exp(a - ans), d/db = exp(a - ans).")
     reg("scipy_special_softmax", kernels={"cpu": scipy_kernel(sp.softmax)},
-        vjp=_softmax_vjp, method=False,
+        vjp=_softmax_vjp, jvp=_softmax_jvp, method=False,
         samples=[(n(3, 4),), tg.Sample(n(3, 4), axis=1), tg.Sample(n(2, 3, 4), axis=(0, 2)),
                  tg.Sample(10 * n(5), axis=0)],
         doc="scipy.special.softmax(x, axis=None): exp(x) / sum(exp(x), axis), over all "
             "entries by default (SciPy's axis=None, unlike tg.softmax's -1).")
     reg("scipy_special_log_softmax", kernels={"cpu": scipy_kernel(sp.log_softmax)},
-        vjp=_log_softmax_vjp, method=False, save_inputs=(False,),
+        vjp=_log_softmax_vjp, jvp=_log_softmax_jvp, method=False, save_inputs=(False,),
         samples=[(n(3, 4),), tg.Sample(n(3, 4), axis=1), tg.Sample(n(2, 3, 4), axis=(0, 2)),
                  tg.Sample(10 * n(5), axis=0)],
         doc="scipy.special.log_softmax(x, axis=None): x - logsumexp(x, axis), over all "
