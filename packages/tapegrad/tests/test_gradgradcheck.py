@@ -198,7 +198,7 @@ def test_check_op_checks_a_jvp_rule(second_order):
 
 
 def test_capabilities_of_core_ops():
-    assert tgt.capabilities("add") == {"backward", "double_backward", "forward_mode"}
+    assert tgt.capabilities("add") == {"backward", "double_backward", "forward_mode", "jvp_rule"}
     assert tgt.capabilities(tg.registry().ops["zeros_like"]) == frozenset()
 
 

@@ -273,3 +273,13 @@ def test_reverse_over_the_fallback_is_refused_not_zero(op_without_jvp):
         _, t = tg.jvp(op_without_jvp, x, tg.tensor([1.0, 1.0]))
     with pytest.raises(NotImplementedError, match="no forward-mode"):
         tg.grad(t.sum(), x)
+
+
+def test_compiled_function_inside_forward_mode_runs_eagerly_with_a_warning():
+    step = tg.compile(lambda x: tg.sin(x) * x)
+    x = tg.tensor([0.3, 1.2])
+    step(x)                                       # recorded outside forward mode
+    with pytest.warns(tg.CompileWarning, match="forward-mode"):
+        _, t = tg.jvp(step, x, tg.tensor([1.0, 1.0]))
+    np.testing.assert_allclose(t.numpy(), np.cos(x.numpy()) * x.numpy() + np.sin(x.numpy()),
+                               rtol=1e-12)

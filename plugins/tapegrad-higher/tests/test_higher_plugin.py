@@ -9,7 +9,7 @@ import pytest
 import tapegrad as tg
 import tapegrad_higher
 from tapegrad.testing import run_doctests
-from tapegrad_higher import autograd, functional, plugin
+from tapegrad_higher import autograd, forward, forward_ad, functional, plugin
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -23,9 +23,13 @@ def test_entry_point_resolves_to_the_plugin_module():
 
 def test_it_publishes_the_transforms_as_tapegrad_names():
     assert tg.grad is autograd.grad
-    for name in ("vjp", "jvp", "jacobian", "hessian", "hvp"):
+    for name in ("vjp", "jacobian", "hessian", "hvp"):
         assert getattr(tg, name) is getattr(functional, name)
-    assert set(tapegrad_higher.API) == {"grad", "vjp", "jvp", "jacobian", "hessian", "hvp"}
+    for name in ("jvp", "linearize", "jacfwd", "jacrev"):
+        assert getattr(tg, name) is getattr(forward, name)
+    assert tg.forward_ad is forward_ad
+    assert set(tapegrad_higher.API) == {"grad", "vjp", "jvp", "jacobian", "hessian", "hvp",
+                                        "linearize", "jacfwd", "jacrev", "forward_ad"}
 
 
 class Declared:

@@ -892,6 +892,15 @@ class CompiledFunction:
             # Called while another compiled function records: run eagerly, so that the
             # outer recording sees (and replays) these kernels too.
             return self.fn(*args, **kwargs)
+        if _engine.forward_active():
+            # NOTE: a replay runs kernels on arrays: the tangents of forward mode (tg.jvp,
+            # tg.forward_ad) would not be pushed, so inside a forward level it runs eagerly
+            if self.warn_when_eager:
+                warnings.warn(f"tg.compile({getattr(self.fn, '__qualname__', self.fn)}): "
+                              f"called inside a forward-mode level (tg.jvp, tg.jacfwd, "
+                              f"tg.forward_ad): runs eagerly, since a replay would not carry "
+                              f"tangents", CompileWarning, stacklevel=2)
+            return self.fn(*args, **kwargs)
         cdef bint grad_on = _engine.is_grad_enabled()
         args, tensors, key = _call_key(args, kwargs, grad_on)
         # NOTE: a signature keeps one program per combination of guarded values (train

@@ -328,7 +328,7 @@ def check_op(op, *, atol=1e-5, rtol=1e-3, eps=1e-6) -> Report:
     >>> tg.testing.check_op("add")
     <contract report 'add': ... checks passed>
     >>> sorted(tg.testing.check_op("add").capabilities)
-    ['backward', 'double_backward', 'forward_mode']
+    ['backward', 'double_backward', 'forward_mode', 'jvp_rule']
     """
     entry = _resolve(op)
     report = Report(entry.name, capabilities(entry))
@@ -387,7 +387,7 @@ def capabilities(op) -> frozenset:
 
     >>> import tapegrad as tg
     >>> sorted(tg.testing.capabilities("add"))
-    ['backward', 'double_backward', 'forward_mode']
+    ['backward', 'double_backward', 'forward_mode', 'jvp_rule']
     """
     entry = _resolve(op)
     if not isinstance(entry, Op):
