@@ -717,7 +717,10 @@ def _linear_jvp(name, differentiable, seq_input):
             if differentiable is not None and i not in differentiable:
                 args.append(x)
             elif ti is None:
-                args.append(_engine.lookup("zeros_like")(x))
+                # a number or array constant: its zero as a constant (not every device's
+                # zeros_like kernel takes a Python number)
+                args.append(_engine.lookup("zeros_like")(x) if isinstance(x, _engine.TensorBase)
+                            else x * 0)
             else:
                 args.append(ti)
         rest = inputs[n:]
