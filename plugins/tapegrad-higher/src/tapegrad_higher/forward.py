@@ -20,7 +20,7 @@ import tapegrad as tg
 from tapegrad import _engine, _forward
 
 from .forward_ad import make_dual
-from .functional import (_as_tuple, _backward, _fill, _one_hots, _scalar_output, _structure,
+from .functional import (_as_tuple, _backward, _call, _fill, _one_hots, _scalar_output, _structure,
                          _transform, _vectors, _zeros)
 
 
@@ -65,14 +65,7 @@ def _forward_pass(f, xs, tangents, keep_graph, who):
         for x, t in zip(xs, tangents):
             base = x if keep_graph else _forward.detached_dual(x)
             duals.append(base if t is None else make_dual(base, t, level=level))
-        result = f(*duals)
-        outs, out_tuple = _as_tuple(result)
-        if not outs:
-            raise ValueError(f"{who}: f returned an empty sequence")
-        for k, o in enumerate(outs):
-            if not isinstance(o, _engine.TensorBase):
-                raise TypeError(f"{who}: f must return a tensor or a tuple of tensors; "
-                                f"output {k} is {type(o).__name__}")
+        outs, out_tuple = _call(f, duals, who)
         found = [_forward.tangent_of(o, level) for o in outs]
     finally:
         _forward.exit_level(level)
@@ -170,19 +163,19 @@ def jacfwd(f, argnums=0):
         blocks = None
         outs = None
         out_tuple = False
+
+        def g(*selected):
+            full = list(args)
+            for n, s in zip(nums, selected):
+                full[n] = s
+            return f(*full)
+
         for j, x in enumerate(xs):
             seeds = _one_hots(x)
             columns = None
             for e in range(x.size):
                 (seed,) = seeds(e)
                 tangents = [seed if i == j else None for i in range(len(xs))]
-
-                def g(*selected):
-                    full = list(args)
-                    for n, s in zip(nums, selected):
-                        full[n] = s
-                    return f(*full)
-
                 with tg.enable_grad():
                     outs, found, out_tuple = _forward_pass(g, xs, tangents, keep, "jacfwd")
                 if columns is None:
