@@ -7,6 +7,7 @@ It registers through the same hooks as every other plugin.
 
 import numpy as np
 
+from ._batching import pad_batched
 from ._engine import Device, lookup
 from ._plugins import Sample, hookimpl
 
@@ -112,6 +113,23 @@ def _astype_jvp(t, ans, x, *, dtype):
     return lookup("astype")(t[0], dtype=dtype)
 
 
+# vmap's batching rules (see _batching.py): inputs are physical, the vmapped axis first.
+
+def _sum_to_shape_batch(inputs, batched, *, shape):
+    (x,) = inputs
+    lead = x.ndim - 1 - len(shape)
+    if lead > 0:
+        # the leading axes the sum removes go before the batch axis, which is kept
+        perm = tuple(range(1, lead + 1)) + (0,) + tuple(range(lead + 1, x.ndim))
+        x = lookup("transpose")(x, axes=perm)
+    return lookup("sum_to_shape")(x, shape=(x.shape[max(lead, 0)],) + tuple(shape))
+
+
+def _broadcast_to_batch(inputs, batched, *, shape):
+    x = pad_batched(inputs[0], len(shape))
+    return lookup("broadcast_to")(x, shape=(x.shape[0],) + tuple(shape))
+
+
 def _rand(*shape):
     return np.random.default_rng(sum(shape) + 7).standard_normal(shape)
 
@@ -125,32 +143,34 @@ def tapegrad_register_devices(registry):
 def tapegrad_register_ops(registry):
     registry.register_op(
         "add", kernels={"cpu": np.add},
-        vjp=lambda g, ans, x, y: (g, g), jvp=_add_jvp,
+        vjp=lambda g, ans, x, y: (g, g), jvp=_add_jvp, batch="elementwise",
         save_inputs=(False, False), save_ans=False,
         samples=[(_rand(3, 4), _rand(3, 4)), (_rand(3, 4), _rand(4)),
                  (_rand(2, 1, 3), _rand(4, 1)), (_rand(3), 2.5), (1.5, _rand(2, 2))],
         doc="x + y, elementwise with NumPy broadcasting.")
     registry.register_op(
         "sum_to_shape", kernels={"cpu": sum_to_shape_kernel}, vjp=_sum_to_shape_vjp, jvp="linear",
+        batch=_sum_to_shape_batch,
         save_inputs=(False,), save_ans=False, method=False,
         samples=[Sample(_rand(2, 3, 4), shape=(3, 1)), Sample(_rand(3, 4), shape=(3, 4))],
         doc="Sum x down to `shape` (the inverse of broadcasting): the engine calls it to "
             "reduce gradients of broadcast inputs.")
     registry.register_op(
         "broadcast_to", kernels={"cpu": np.broadcast_to}, vjp=_broadcast_to_vjp, jvp="linear",
+        batch=_broadcast_to_batch,
         view=True,
         save_inputs=(False,), save_ans=False,
         samples=[Sample(_rand(3, 1), shape=(2, 3, 4)), Sample(_rand(4), shape=(3, 4))],
         doc="x broadcast to `shape` (NumPy's broadcast_to; a read-only view on cpu).")
     registry.register_op(
         "astype", kernels={"cpu": lambda a, dtype: a.astype(dtype)}, vjp=_astype_vjp,
-        jvp=_astype_jvp,
+        jvp=_astype_jvp, batch="elementwise",
         save_inputs=(False,), save_ans=False,
         samples=[Sample(_rand(3, 2), dtype=np.float64)],
         doc="x converted to `dtype`; the gradient is converted back to x's dtype.")
     registry.register_op(
-        "zeros_like", kernels={"cpu": np.zeros_like}, nin=1,
+        "zeros_like", kernels={"cpu": np.zeros_like}, nin=1, batch="elementwise",
         samples=[(_rand(2, 3),)], doc="A tensor of zeros with x's shape, dtype and device.")
     registry.register_op(
-        "ones_like", kernels={"cpu": np.ones_like}, nin=1,
+        "ones_like", kernels={"cpu": np.ones_like}, nin=1, batch="elementwise",
         samples=[(_rand(2, 3),)], doc="A tensor of ones with x's shape, dtype and device.")

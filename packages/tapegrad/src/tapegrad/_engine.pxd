@@ -46,6 +46,9 @@ cdef class Op:
     cdef readonly object jvp          # forward-mode rule jvp(t, ans, *inputs, **params), or None
                                       # (forward mode then falls back to a double VJP; see
                                       # _forward.py)
+    cdef readonly object batch        # vmap's batching rule batch(inputs, batched, **params)
+                                      # or "elementwise" / "reduce", or None (a loop over
+                                      # the batch; see _batching.py)
     cdef readonly int nin             # leading positional tensor inputs; -1: all positionals
     cdef readonly bint seq_input      # inputs arrive as one sequence (concatenate, stack)
     cdef readonly tuple params        # names that extra positional arguments bind to

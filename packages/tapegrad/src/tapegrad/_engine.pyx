@@ -157,6 +157,7 @@ cdef object _MISS_HANDLER = None        # called once when a name is not in the 
 cdef object _TRACER = None              # tg.compile's recorder while a thread records, else None
 cdef bint _fwd_active = False           # a forward-mode level is open (see _forward.py)
 cdef object _FORWARD = None             # _forward.dispatch: runs an op whose inputs carry tangents
+cdef object _LEVEL_HOOKS = None         # _forward.level_hooks: detach/in-place/read of such tensors
 cdef unsigned long _TRACER_THREAD = 0   # the thread it listens to (PyThread_get_thread_ident)
 cdef dict _READ_LOGS = {}               # thread ident -> list: constants read (see log_reads)
 cdef Py_ssize_t _n_read_logs = 0        # len(_READ_LOGS): the hot path's one test
@@ -262,13 +263,17 @@ def get_tracer():
     return _TRACER if _traced() else None
 
 
-def set_forward(bint active, handler=None):
-    """Open (active=True, with the dispatcher of tapegrad._forward) or close forward
-    mode: while it is open, an op any of whose tensor inputs carries tangents is run by
-    the dispatcher instead, which computes the output's tangents with the op's JVP rule."""
-    global _fwd_active, _FORWARD
+def set_forward(bint active, handler=None, hooks=None):
+    """Open (active=True, with the dispatcher of tapegrad._forward) or close the
+    transform levels (forward mode, vmap): while one is open, an op any of whose tensor
+    inputs carries level entries (``_tangents``) is run by the dispatcher instead.
+    `hooks` has ``detached(tangents)`` (the entries a detached alias keeps),
+    ``check_inplace(name, self, others)`` and ``check_read(t, what)`` (which refuse what a
+    batched tensor cannot do), called only for tensors that carry entries."""
+    global _fwd_active, _FORWARD, _LEVEL_HOOKS
     if active:
         _FORWARD = handler
+        _LEVEL_HOOKS = hooks
     _fwd_active = active
 
 
@@ -282,6 +287,34 @@ cdef inline bint _has_tangents(TensorBase t):
 
 def has_tangents(TensorBase t):
     return _has_tangents(t)
+
+
+cdef inline void _check_read(TensorBase t, str what) except *:
+    if _fwd_active and _has_tangents(t) and _LEVEL_HOOKS is not None:
+        _LEVEL_HOOKS.check_read(t, what)
+
+
+def check_read(TensorBase t, str what):
+    """Refuse reading the value of a batched tensor inside tg.vmap (see _batching.py)."""
+    _check_read(t, what)
+
+
+def record_op(Op op, tuple inputs, dict kwargs, TensorBase out):
+    """Record `out` as op(*inputs, **kwargs) on the tape, as a call that ran its kernel
+    would have, when grad mode is on and an input requires grad: vmap computes a batched
+    op's value from the per-example (physical) values and records the call on the
+    logical tensors here, so that a tg.grad inside the vmap differentiates it."""
+    cdef Py_ssize_t i, n = len(inputs)
+    cdef bint needs = False
+    if not _grad_enabled() or op.vjp is None:
+        return
+    for i in range(n):
+        a = inputs[i]
+        if isinstance(a, TensorBase) and (<TensorBase>a)._requires_grad and (
+                op._all_diff or (op.differentiable is not None and i in op.differentiable)):
+            needs = True
+    if needs and _is_float_array(out._data):
+        _record(op, tapegrad_tuple_items(inputs), n, kwargs if kwargs else _NO_PARAMS, out)
 
 
 def set_miss_handler(handler):
@@ -551,8 +584,9 @@ cdef class Op:
     def __init__(self, str name, str plugin, dict kernels, vjp, jvp, int nin, bint seq_input,
                  tuple params, differentiable, bint view, bint twice_differentiable,
                  samples, doc, save_inputs, bint save_ans, tuple not_implemented=(),
-                 int n_aux=0):
+                 int n_aux=0, batch=None):
         self.name = name
+        self.batch = batch
         self.n_aux = n_aux
         self.not_implemented = not_implemented
         self.plugin = plugin
@@ -2597,6 +2631,10 @@ cdef class TensorBase:
         cdef TensorBase t = _new_tensor(self._data, self._device)
         t._vc = _get_vc(self)
         t._is_view = True
+        if _fwd_active and _has_tangents(self) and _LEVEL_HOOKS is not None:
+            # NOTE: no forward-mode tangent (as PyTorch), but a vmapped tensor stays one
+            # (its per-example values, detached too)
+            t._tangents = _LEVEL_HOOKS.detached(self._tangents)
         return t
 
     def detach_(self):
@@ -2605,7 +2643,11 @@ cdef class TensorBase:
         self._node = None
         self._output_nr = 0
         self._requires_grad = False
-        self._tangents = None           # as detach(): no forward-mode tangent either
+        # as detach(): no forward-mode tangent either (a vmapped tensor stays one)
+        if _fwd_active and _has_tangents(self) and _LEVEL_HOOKS is not None:
+            self._tangents = _LEVEL_HOOKS.detached(self._tangents)
+        else:
+            self._tangents = None
         return self
 
     def retain_grad(self):
@@ -2645,6 +2687,7 @@ cdef class TensorBase:
     # -- conversion -----------------------------------------------------------------------
     def numpy(self):
         """The data as a numpy.ndarray (shared memory on cpu; read-only if requires_grad)."""
+        _check_read(self, "numpy()")
         arr = self._device.to_numpy(self._data)
         if self._requires_grad:
             arr = arr.view()
@@ -2652,6 +2695,7 @@ cdef class TensorBase:
         return arr
 
     def __array__(self, dtype=None, copy=None):
+        _check_read(self, "conversion to a NumPy array")
         arr = self._device.to_numpy(self._data)
         if dtype is not None and arr.dtype != dtype:
             return arr.astype(dtype)
@@ -2663,6 +2707,7 @@ cdef class TensorBase:
         return arr
 
     def item(self):
+        _check_read(self, "item()")
         if self._data.size != 1:
             raise ValueError(
                 f"item(): only a tensor with one element can be converted to a Python scalar; "
@@ -2670,6 +2715,7 @@ cdef class TensorBase:
         return self._device.to_numpy(self._data).item()
 
     def tolist(self):
+        _check_read(self, "tolist()")
         return self._device.to_numpy(self._data).tolist()
 
     def __float__(self):
@@ -2679,6 +2725,7 @@ cdef class TensorBase:
         return int(self.item())
 
     def __bool__(self):
+        _check_read(self, "bool() (data-dependent control flow)")
         if self._data.size != 1:
             raise ValueError(
                 f"the truth value of a tensor with {self._data.size} elements is ambiguous; "
@@ -2957,6 +3004,8 @@ cdef object _inplace(TensorBase self, str op_name, tuple others, dict params):
     name = op_name if op_name == "setitem" else op_name + "_"   # setitem: x[i] = v
     params = params or {}
     cdef bint dual = _fwd_active and _inplace_dual(self, others)
+    if dual and _LEVEL_HOOKS is not None:
+        _LEVEL_HOOKS.check_inplace(name, self, others)
     if dual and self._is_view:
         raise RuntimeError(
             f"{name}: in-place modification of a view (shape {tuple(self._data.shape)}) with "

@@ -52,7 +52,7 @@ import warnings
 
 import numpy as np
 
-from . import _engine
+from . import _batching, _engine
 from ._engine import TensorBase, new_tensor, run_backward
 from ._grad_mode import enable_grad
 
@@ -68,15 +68,18 @@ _lock = threading.Lock()
 # level's own JVP rule runs (see Note: [forward levels]).
 _cap: list = [None]
 _warned: set = set()
+_kinds: dict = {}          # open level -> "forward" | "batch"
 
 
-def enter_level() -> int:
-    """Open a forward level; returns its id (the key of tangents at this level)."""
+def enter_level(kind: str = "forward") -> int:
+    """Open a level -- "forward" (tangents) or "batch" (vmap, see _batching.py) --;
+    returns its id (the key of its entries in tensors' ``_tangents``)."""
     with _lock:
         level = _next_id[0]
         _next_id[0] += 1
         _levels.append(level)
-        _engine.set_forward(True, dispatch)
+        _kinds[level] = kind
+        _engine.set_forward(True, dispatch, _batching)
     return level
 
 
@@ -87,6 +90,7 @@ def exit_level(level: int) -> None:
             raise RuntimeError(f"forward level {level} is not the innermost open level "
                                f"(open: {_levels}); levels must be closed in reverse order")
         _levels.pop()
+        _kinds.pop(level, None)
         if not _levels:
             _engine.set_forward(False)
 
@@ -100,10 +104,16 @@ def is_open(level) -> bool:
     return level in _levels
 
 
+def open_levels():
+    """The ids of the open levels, outermost first."""
+    return list(_levels)
+
+
 def tangent_of(x, level):
     """The tangent of tensor `x` at `level`, or None."""
     if isinstance(x, TensorBase) and x._tangents:
-        return x._tangents.get(level)
+        t = x._tangents.get(level)
+        return None if type(t) is _batching._Batch else t
     return None
 
 
@@ -115,10 +125,14 @@ def set_tangent(x, level, tangent):
 
 
 def detached_dual(x):
-    """A detached copy of tensor x (same data, no graph) that keeps x's tangents."""
+    """A detached copy of tensor x (same data, no graph) that keeps x's tangents (and,
+    if x is batched inside a vmap, its per-example values, detached too)."""
     d = x.detach()
     if x._tangents:
-        d._tangents = dict(x._tangents)
+        kept = dict(x._tangents)
+        if d._tangents:
+            kept.update(d._tangents)        # the batch entries, detached
+        d._tangents = kept
     return d
 
 
@@ -139,6 +153,8 @@ def dispatch(op, inputs, kwargs):
     level = _relevant_level(inputs, _cap[0])
     if level is None:
         return _engine.apply_plain(op, inputs, kwargs)
+    if _kinds[level] == "batch":
+        return _batching.dispatch_batch(op, level, inputs, kwargs)
     saved_cap = _cap[0]
     _cap[0] = level - 1
     try:
@@ -304,6 +320,8 @@ def function_level(cls, args):
             levels.update(k for k in a._tangents if k in _levels and (cap is None or k <= cap))
     if not levels:
         return None
+    if any(_kinds[k] == "batch" for k in levels):
+        return "batch"
     if getattr(cls, "jvp", None) is None or getattr(cls.jvp, "_tapegrad_default", False):
         raise NotImplementedError(
             f"{cls.__name__}: a tg.Function needs a forward-mode rule to be used in forward "

@@ -27,7 +27,7 @@ from importlib import metadata
 import numpy as np
 import pluggy
 
-from . import _dim_keywords, _engine, hookspecs
+from . import _batching, _dim_keywords, _engine, hookspecs
 from ._engine import Device, Op
 from .function import Function
 
@@ -233,7 +233,7 @@ class Registry:
     def register_op(self, name, kernels, vjp=None, samples=None, *, differentiable=None,
                     nin=None, params=None, jvp=None, method=None, seq_input=False, view=False,
                     twice_differentiable=True, save_inputs=True, save_ans=True, doc=None,
-                    not_implemented=(), override=False, aux=0):
+                    not_implemented=(), override=False, aux=0, batch=None):
         """Define op `name`.
 
         kernels: {device name: fn(*arrays, **params) -> array}.
@@ -266,6 +266,15 @@ class Registry:
             concatenate, where's branches, take's values), so its tangent is the op itself
             applied to the tangents (zeros where an input has none; the other inputs --
             indices, masks -- as they are). The contract kit checks it.
+        batch: vmap's batching rule ``batch(inputs, batched, **params)``: `inputs` are the
+            per-example (physical) values, with the vmapped axis first where
+            ``batched[i]`` (the others are as the caller passed them); returns the
+            output with the vmapped axis first, written with tapegrad ops.
+            ``batch="elementwise"``: the op broadcasts its inputs and works element by
+            element (NumPy's ufuncs); ``batch="reduce"``: the op reduces its one input
+            over ``axis`` (None: all axes) with ``keepdims``. None: vmap runs the op once
+            per example and stacks (exact, slow, a one-time BatchingFallbackWarning).
+            See docs/plugin-guide.md, "Batching rules", and tapegrad/_batching.py.
         aux: the number of auxiliary arrays the kernels return after the output,
             ``kernel(...) -> (out, a1, ..., a_aux)`` (or the output alone: the rule then
             gets aux=None): intermediates of the forward that the
@@ -313,7 +322,7 @@ class Registry:
         op = Op(name, self.plugin, dict(kernels), vjp, jvp, nin, bool(seq_input), params,
                 differentiable, bool(view), bool(twice_differentiable),
                 [Sample.coerce(s) for s in (samples or [])], doc or "", save_inputs,
-                bool(save_ans), tuple(not_implemented), aux)
+                bool(save_ans), tuple(not_implemented), aux, _batching.check_rule(name, batch))
         self._stage(self.ops, name, op, override)
         self.methods[name] = method
         return op

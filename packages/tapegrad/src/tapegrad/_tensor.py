@@ -39,6 +39,7 @@ class Tensor(TensorBase):
             "(tg.zeros((2, 3)))")
 
     def __repr__(self):
+        _engine.check_read(self, "repr()")
         arr = self.device.to_numpy(self._data)
         body = np.array2string(arr, separator=", ", prefix="tensor(")
         extras = []

@@ -107,6 +107,9 @@ class Function:
         ctx = FunctionCtx(needs)
         ctx._replay_backward = cls.replay_backward
         level = _forward.function_level(cls, args) if _engine.forward_active() else None
+        if level == "batch":
+            from . import _batching
+            return _batching.function_loop(cls, args, kwargs)
         token = GRAD_ENABLED.set(False)
         try:
             if level is None:

@@ -14,7 +14,7 @@ True
 
 import numpy as np
 
-from . import _engine
+from . import _batching, _engine
 from ._creation import default_float_dtype
 from ._engine import get_device, get_tracer, new_tensor
 
@@ -31,12 +31,17 @@ def _draw(kind, shape, dtype, device, requires_grad, **params):
     if dtype.kind != "f":
         raise TypeError(f"random.{kind}: dtype must be a floating-point type, got {dtype}")
     shape = _shape(shape)
+    levels = _batching.random_levels(f"random.{kind}") if _engine.forward_active() else ()
+    if levels:
+        # vmap(..., randomness="different"): each example draws its own numbers
+        shape = _batching.random_shape(levels, shape)
     arr = dev.random(kind, shape, dtype, **params)
     tracer = get_tracer()
     if tracer is not None:
         # tg.compile draws fresh numbers on every replay instead of baking these in.
         tracer.random(dev, kind, shape, dtype, params, arr)
-    return new_tensor(arr, dev, requires_grad)
+    out = new_tensor(arr, dev, requires_grad)
+    return _batching.wrap_random(out, levels) if levels else out
 
 
 def rand(*shape, dtype=None, device=None, requires_grad=False):

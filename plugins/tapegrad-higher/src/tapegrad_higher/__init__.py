@@ -33,5 +33,5 @@ import tapegrad as _tapegrad  # noqa: F401
 __version__ = "0.1.0"
 
 API = ("grad", "vjp", "jvp", "jacobian", "hessian", "hvp", "linearize", "jacfwd", "jacrev",
-       "forward_ad")
+       "forward_ad", "vmap", "func")
 """The public names this plugin adds to ``tapegrad``."""

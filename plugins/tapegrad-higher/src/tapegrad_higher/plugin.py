@@ -10,10 +10,11 @@ import tapegrad as tg
 
 @tg.hookimpl
 def tapegrad_api():
-    from . import forward_ad
+    from . import forward_ad, func
     from .autograd import grad
     from .forward import jacfwd, jacrev, jvp, linearize
     from .functional import hessian, hvp, jacobian, vjp
+    from .vmap import vmap
     return {"grad": grad, "vjp": vjp, "jvp": jvp, "jacobian": jacobian,
             "hessian": hessian, "hvp": hvp, "linearize": linearize, "jacfwd": jacfwd,
-            "jacrev": jacrev, "forward_ad": forward_ad}
+            "jacrev": jacrev, "forward_ad": forward_ad, "vmap": vmap, "func": func}

@@ -1,0 +1,371 @@
+"""vmap's half in the core: batched tensors and the dispatch of batching rules.
+
+``tg.vmap`` (tapegrad-higher) opens a *batch level* (a transform level like a forward-mode
+level, in the same stack: see _forward.py, Note: [forward levels]) and gives f *logical*
+tensors: what f sees is one example, shape and dtype included, while the values of all
+examples live in a *physical* tensor with the vmapped axis first.
+
+Note: [batched tensors]
+A logical tensor x at batch level k is a TensorBase whose ``_data`` is a placeholder (a
+read-only zero-stride array of the logical shape and dtype, of class _Placeholder) and
+whose ``_tangents[k]`` is ``_Batch(physical)``. Every op call with such an input reaches
+:func:`dispatch_batch` (through _forward.dispatch, innermost level first), which runs the
+op's batching rule on the physical values with level k hidden -- so the rule's own op
+calls see the outer levels: nested vmaps, jvp of vmap, vmap of jvp -- and wraps the
+physical result as a new logical tensor. The invariants:
+
+- the physical value always has the vmapped axis first (in_axes/out_axes are moved at
+  the boundary), so a rule never tracks where the batch axis is;
+- an op with a batched input gives a batched output (a rule may broadcast);
+- reading a logical tensor's value (``numpy()``, ``item()``, ``bool()``, ``repr``) is refused,
+  as is writing into one in place: its values are per example, and the placeholder has
+  none. Any kernel that still got one raises (_Placeholder refuses NumPy's ufuncs and
+  functions) -- never a silent value.
+
+Note: [reverse mode inside vmap]
+``vmap(grad(f))`` differentiates f per example: tg.grad's leaves are logical tensors (or
+unbatched ones), so the tape must be recorded on the *logical* tensors. dispatch_batch
+records the op call on them (``_engine.record_op``) when a logical input requires grad,
+and the backward pass then runs the VJP rules on logical tensors, which are batched op
+calls again. ``grad(vmap(f))`` (grad outside) differentiates the physical computation:
+the rules' op calls on physical tensors are recorded as usual. A tensor that is both
+(an unbatched leaf of an inner tg.grad) is recorded on both levels; only the graph the
+backward starts from is traversed.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from . import _engine
+from ._engine import TensorBase, new_tensor
+
+
+class BatchingFallbackWarning(UserWarning):
+    """An op without a batching rule was vmapped by a loop over the batch."""
+
+
+class _Batch:
+    """The entry of a batch level in a logical tensor's ``_tangents``: its physical value,
+    the vmapped axis first."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+    def __repr__(self):
+        return f"_Batch(shape={tuple(self.value.shape)})"
+
+
+def _leak_error(what="a kernel"):
+    return RuntimeError(
+        f"vmap: {what} read the value of a batched tensor directly, outside an op call. "
+        f"Inside tg.vmap a tensor's values are per example and reach ops only through "
+        f"their batching rules; a batched tensor used after its vmap returned, or a "
+        f"kernel called on one, has no value to give")
+
+
+class _Placeholder(np.ndarray):
+    """The ``_data`` of a logical tensor: right shape and dtype, no values (Note:
+    [batched tensors]). NumPy's ufuncs and functions refuse it."""
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        raise _leak_error(f"np.{ufunc.__name__}")
+
+    def __array_function__(self, func, types, args, kwargs):
+        if func in _SHAPE_ONLY:
+            return super().__array_function__(func, types, args, kwargs)
+        raise _leak_error(f"np.{func.__name__}")
+
+
+_SHAPE_ONLY = {np.shape, np.ndim, np.size, np.result_type, np.may_share_memory,
+               np.shares_memory}
+
+
+def placeholder(shape, dtype):
+    return np.broadcast_to(np.zeros((), dtype), shape).view(_Placeholder)
+
+
+# ---------------------------------------------------------------------------------------
+# levels
+# ---------------------------------------------------------------------------------------
+
+_sizes: dict = {}          # open batch level -> batch size
+_randomness: dict = {}     # open batch level -> "error" | "different" | "same"
+_warned: set = set()
+
+
+def enter(size, randomness="error"):
+    """Open a batch level of `size` examples; returns its id."""
+    from . import _forward
+    if randomness not in ("error", "different", "same"):
+        raise ValueError(f"vmap: randomness must be 'error', 'different' or 'same', "
+                         f"got {randomness!r}")
+    level = _forward.enter_level("batch")
+    _sizes[level] = int(size)
+    _randomness[level] = randomness
+    return level
+
+
+def exit(level):
+    from . import _forward
+    _forward.exit_level(level)
+    _sizes.pop(level, None)
+    _randomness.pop(level, None)
+
+
+def is_batch_level(level):
+    return level in _sizes
+
+
+def wrap(physical, level):
+    """The logical tensor at `level` whose examples are physical[0], physical[1], ..."""
+    if not isinstance(physical, TensorBase):
+        raise TypeError(f"vmap: a batching rule must return a tensor, got "
+                        f"{type(physical).__name__}")
+    t = new_tensor(placeholder(tuple(physical.shape[1:]), physical.dtype), physical.device)
+    t._tangents = {level: _Batch(physical)}
+    return t
+
+
+def physical(x, level):
+    """(the physical value of x at `level`, whether x is batched there)."""
+    if isinstance(x, TensorBase) and x._tangents:
+        b = x._tangents.get(level)
+        if type(b) is _Batch:
+            return b.value, True
+    return x, False
+
+
+def batch_entries(x):
+    """{level: physical} of the batch levels x is batched at (open or not)."""
+    if not isinstance(x, TensorBase) or not x._tangents:
+        return {}
+    return {k: v.value for k, v in x._tangents.items() if type(v) is _Batch}
+
+
+def is_batched(x):
+    """Whether x is a logical tensor of an open batch level."""
+    return any(k in _sizes for k in batch_entries(x))
+
+
+# ---------------------------------------------------------------------------------------
+# the dispatch
+# ---------------------------------------------------------------------------------------
+
+def call_op(op, args, kwargs):
+    """op applied to already-split tensor inputs `args` (and bound parameters)."""
+    return op(list(args), **kwargs) if op.seq_input else op(*args, **kwargs)
+
+
+def dispatch_batch(op, level, inputs, kwargs):
+    """Run `op` on `inputs`, some of them batched at `level` (Note: [batched tensors])."""
+    from . import _forward
+    phys, batched = [], []
+    for x in inputs:
+        v, b = physical(x, level)
+        phys.append(v)
+        batched.append(b)
+    size = _sizes[level]
+    with _forward.hidden(level):
+        out = run_rule(op, tuple(phys), tuple(batched), kwargs, size)
+    if not isinstance(out, TensorBase) or out.ndim < 1 or out.shape[0] != size:
+        raise RuntimeError(
+            f"the batching rule of '{op.name}' returned "
+            f"{getattr(out, 'shape', type(out).__name__)}; it must return a tensor with the "
+            f"vmapped axis (size {size}) first")
+    ans = wrap(out, level)
+    _engine.record_op(op, tuple(inputs), kwargs, ans)
+    return ans
+
+
+def run_rule(op, phys, batched, kwargs, size):
+    rule = op.batch
+    try:
+        if rule is None:
+            return _loop(op, phys, batched, kwargs, size)
+        if rule == "elementwise":
+            return _elementwise(op, phys, batched, kwargs)
+        if rule == "reduce":
+            return _reduce(op, phys, batched, kwargs)
+        return rule(phys, batched, **kwargs)
+    except Exception as exc:
+        _engine.add_note(exc, f"(in the vmap batching rule of '{op.name}')")
+        raise
+
+
+def check_rule(name, rule):
+    """register_op's check of `batch=`."""
+    if rule is None or callable(rule) or rule in ("elementwise", "reduce"):
+        return rule
+    from ._plugins import PluginError
+    raise PluginError(f"op '{name}': batch must be callable, \"elementwise\", \"reduce\" "
+                      f"or None, got {rule!r}")
+
+
+def logical_ndim(x, batched):
+    if batched:
+        return x.ndim - 1
+    return x.ndim if isinstance(x, TensorBase) else np.ndim(x)
+
+
+def pad_batched(x, ndim):
+    """Physical x (batch axis first) with unit axes after the batch axis, so that its
+    logical part has `ndim` axes and broadcasts against unbatched values from the right."""
+    r = x.ndim - 1
+    if r >= ndim:
+        return x
+    return _engine.lookup("reshape")(x, shape=(x.shape[0],) + (1,) * (ndim - r)
+                                     + tuple(x.shape[1:]))
+
+
+def _elementwise(op, phys, batched, kwargs):
+    ndim = max(logical_ndim(x, b) for x, b in zip(phys, batched))
+    args = [pad_batched(x, ndim) if b else x for x, b in zip(phys, batched)]
+    return call_op(op, args, kwargs)
+
+
+def logical_axes(axis, ndim, who):
+    """`axis` (int, tuple or None: all) of a logical value with `ndim` axes, normalised
+    to non-negative ints, as a tuple."""
+    if axis is None:
+        return tuple(range(ndim))
+    axes = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
+    out = []
+    for a in axes:
+        a = int(a)
+        if not -ndim <= a < max(ndim, 1) or (ndim == 0 and a not in (0, -1)):
+            raise np.exceptions.AxisError(
+                f"{who}: axis {a} is out of bounds for a tensor of dimension {ndim}")
+        out.append(a % ndim if ndim else a)
+    return tuple(out)
+
+
+def _reduce(op, phys, batched, kwargs):
+    if any(batched[1:]):
+        return _loop(op, phys, batched, kwargs, phys[0].shape[0] if batched[0] else None)
+    x = phys[0]
+    ndim = x.ndim - 1
+    params = dict(kwargs)
+    params["axis"] = tuple(a + 1 for a in logical_axes(kwargs.get("axis"), ndim, op.name))
+    return call_op(op, (x,) + tuple(phys[1:]), params)
+
+
+def _slice(x, b):
+    return x[b]
+
+
+def _loop(op, phys, batched, kwargs, size):
+    """The fallback: op once per example, the results stacked (exact, slow)."""
+    if op.name not in _warned:
+        _warned.add(op.name)
+        warnings.warn(f"'{op.name}' has no batching rule: vmap runs it once per example "
+                      f"(exact, slow); register_op(..., batch=) makes it one call",
+                      BatchingFallbackWarning, stacklevel=4)
+    if size is None:
+        size = next(x.shape[0] for x, b in zip(phys, batched) if b)
+    if size == 0:
+        raise NotImplementedError(
+            f"vmap: '{op.name}' has no batching rule, and a batch of size 0 gives no "
+            f"example to learn its output's shape from")
+    outs = [call_op(op, [_slice(x, i) if b else x for x, b in zip(phys, batched)], kwargs)
+            for i in range(size)]
+    shapes = {tuple(o.shape) for o in outs}
+    if len(shapes) > 1:
+        raise RuntimeError(f"vmap: '{op.name}' gives outputs of different shapes for "
+                           f"different examples ({sorted(shapes)[:3]}...); vmap needs one "
+                           f"shape per call")
+    return _engine.lookup("stack")(outs, axis=0)
+
+
+def function_loop(cls, args, kwargs):
+    """A tg.Function applied inside vmap: once per example, the outputs stacked. Its
+    forward may compute on arrays, which a batched tensor does not have; a Function's
+    node cannot be recorded on logical tensors (its backward would get them too), so a
+    tg.grad inside the vmap through it is refused."""
+    from . import _forward
+    level = max(k for a in args for k in batch_entries(a) if k in _sizes)
+    for a in args:
+        if is_batched(a) and a.requires_grad:
+            raise NotImplementedError(
+                f"{cls.__name__}: a tg.Function differentiated inside tg.vmap (a batched "
+                f"input requires grad: tg.grad inside vmap) is not supported; take the "
+                f"gradient outside the vmap, or write the function with tapegrad ops")
+    phys = [physical(a, level) for a in args]
+    size = _sizes[level]
+    if cls.__name__ not in _warned:
+        _warned.add(cls.__name__)
+        warnings.warn(f"tg.Function {cls.__name__} inside tg.vmap runs once per example "
+                      f"(exact, slow)", BatchingFallbackWarning, stacklevel=4)
+    with _forward.hidden(level):
+        per = [cls.apply(*[_slice(v, i) if b else v for v, b in phys], **kwargs)
+               for i in range(size)]
+        single = not isinstance(per[0], tuple) if per else True
+        cols = [(p,) if single else p for p in per]
+        outs = tuple(_engine.lookup("stack")([c[j] for c in cols], axis=0)
+                     for j in range(len(cols[0])))
+    outs = tuple(wrap(o, level) for o in outs)
+    return outs[0] if single else outs
+
+
+# ---------------------------------------------------------------------------------------
+# what the engine asks of batched tensors (set_forward's hooks)
+# ---------------------------------------------------------------------------------------
+
+def detached(entries):
+    """The entries a detached alias of a tensor keeps: its batch entries, with detached
+    physical values (forward-mode tangents are dropped, as PyTorch's detach does)."""
+    out = {k: _Batch(v.value.detach()) for k, v in entries.items() if type(v) is _Batch}
+    return out or None
+
+
+def check_inplace(name, t, others):
+    if is_batched(t) or any(is_batched(o) for o in others):
+        raise RuntimeError(
+            f"vmap: {name} (in place) on a batched tensor, or writing a batched value into "
+            f"a tensor in place, is not supported inside tg.vmap; use the out-of-place op "
+            f"(shape {tuple(t.shape)})")
+
+
+def check_read(t, what):
+    if is_batched(t):
+        raise RuntimeError(
+            f"vmap: {what} of a batched tensor (logical shape {tuple(t.shape)}) inside "
+            f"tg.vmap: its value differs per example, so data-dependent Python control "
+            f"flow and conversions to Python/NumPy values are not supported; use tensor "
+            f"ops (tg.where instead of if/else)")
+    if batch_entries(t):
+        raise _leak_error(f"{what}")
+
+
+# ---------------------------------------------------------------------------------------
+# random numbers inside vmap (tg.vmap's randomness=)
+# ---------------------------------------------------------------------------------------
+
+def random_levels(who):
+    """The open batch levels whose examples draw different numbers, outermost first;
+    raises under randomness="error"."""
+    from . import _forward
+    levels = [k for k in _forward.open_levels() if k in _sizes]
+    for k in levels:
+        if _randomness[k] == "error":
+            raise RuntimeError(
+                f"vmap: {who} draws random numbers inside tg.vmap(..., randomness='error') "
+                f"(the default); pass randomness='different' (each example its own draws) "
+                f"or 'same' (one draw shared by all examples)")
+    return [k for k in levels if _randomness[k] == "different"]
+
+
+def wrap_random(arr_tensor, levels):
+    """A tensor drawn with the batch sizes of `levels` in front, as a logical tensor."""
+    t = arr_tensor
+    for k in levels:
+        t = wrap(t, k)
+    return t
+
+
+def random_shape(levels, shape):
+    return tuple(_sizes[k] for k in levels) + tuple(shape)
