@@ -328,7 +328,7 @@ def check_op(op, *, atol=1e-5, rtol=1e-3, eps=1e-6) -> Report:
     >>> tg.testing.check_op("add")
     <contract report 'add': ... checks passed>
     >>> sorted(tg.testing.check_op("add").capabilities)
-    ['backward', 'double_backward', 'forward_mode', 'jvp_rule']
+    ['backward', 'batching_rule', 'double_backward', 'forward_mode', 'jvp_rule']
     """
     entry = _resolve(op)
     report = Report(entry.name, capabilities(entry))
@@ -349,6 +349,7 @@ def check_op(op, *, atol=1e-5, rtol=1e-3, eps=1e-6) -> Report:
         _check_jvp(entry, sample, positions, where, report, atol, rtol, eps)
         _check_nondifferentiable(entry, sample, positions, where, report)
         _check_float32(entry, sample, positions, where, report)
+        _check_batching(entry, sample, where, report)
     return report
 
 
@@ -380,14 +381,16 @@ def capabilities(op) -> frozenset:
       gives gradients that can be differentiated again (Hessians, gradgradcheck);
     - ``"forward_mode"``: ``tg.jvp`` can push tangents through it (with its own JVP rule,
       or through the double-VJP trick, which needs ``"double_backward"``);
-    - ``"jvp_rule"``: it registers its own forward-mode rule (``register_op(jvp=...)``).
+    - ``"jvp_rule"``: it registers its own forward-mode rule (``register_op(jvp=...)``);
+    - ``"batching_rule"``: it registers a vmap batching rule (``register_op(batch=...)``;
+      without one, vmap runs it once per example).
 
     A registered function (composed of other ops) has the capabilities of the ops it
     calls; it is tagged with the first three.
 
     >>> import tapegrad as tg
     >>> sorted(tg.testing.capabilities("add"))
-    ['backward', 'double_backward', 'forward_mode', 'jvp_rule']
+    ['backward', 'batching_rule', 'double_backward', 'forward_mode', 'jvp_rule']
     """
     entry = _resolve(op)
     if not isinstance(entry, Op):
@@ -399,6 +402,8 @@ def capabilities(op) -> frozenset:
             tags.update(("double_backward", "forward_mode"))
     if entry.jvp is not None:
         tags.update(("jvp_rule", "forward_mode"))
+    if entry.batch is not None:
+        tags.add("batching_rule")
     return frozenset(tags)
 
 
@@ -722,6 +727,189 @@ def _check_float32(entry, sample, positions, where, report):
             if isinstance(x, TensorBase) and x.grad is not None and x.grad.dtype != x.dtype:
                 raise ContractError(f"{where}: input {i} is {x.dtype} but its gradient is {x.grad.dtype}")
     report.checks.append("float32")
+
+
+# ---------------------------------------------------------------------------------------
+# vmap: the batching rule (or the loop fallback) against one call per example
+# ---------------------------------------------------------------------------------------
+
+_BATCH = 3
+
+
+def _vmap_usable():
+    """vmap's batch-axis bookkeeping uses tapegrad-shape's reshape/transpose/stack; with
+    the core alone (its isolation test) there is no vmap to check."""
+    table = _engine.ops_table()
+    return all(name in table for name in ("reshape", "transpose", "stack"))
+
+
+def _examples(args, batched, rng):
+    """_BATCH versions of the sample's arguments: a float array at a batched position is
+    perturbed differently per example (a relative 1% with a fixed random pattern, which
+    keeps a positive or a positive-definite input so); any other value is the same."""
+    def vary(a, k):
+        if isinstance(a, np.ndarray) and a.dtype.kind == "f" and k:
+            return np.asarray(a * (1.0 + 0.01 * k * rng.uniform(-1.0, 1.0, a.shape)), a.dtype)
+        return a
+    out = []
+    for k in range(_BATCH):
+        ex = []
+        for i, a in enumerate(args):
+            if isinstance(a, (list, tuple)) and a and isinstance(a[0], np.ndarray):
+                ex.append([vary(x, k) if batched(i) else x for x in a])
+            else:
+                ex.append(vary(a, k) if batched(i) else a)
+        out.append(ex)
+    return out
+
+
+def _as_tensor(a, dev):
+    if isinstance(a, np.ndarray):
+        return _engine.new_tensor(dev.asarray(np.array(a)), dev)
+    if isinstance(a, list) and a and isinstance(a[0], np.ndarray):
+        return [_as_tensor(x, dev) for x in a]
+    return a
+
+
+def _check_batching(entry, sample, where, report):
+    """vmap of the op over _BATCH examples equals the op called once per example: with
+    every array input batched, and with only the first one batched (the others shared:
+    the broadcasting a rule must get right). An op may instead refuse with an error that
+    names vmap (RuntimeError / NotImplementedError): a value it cannot batch."""
+    if not _vmap_usable() or isinstance(entry, FunctionDef):
+        return
+    import warnings
+
+    from . import _batching
+    dev = _engine.default_device()
+    arrays = [i for i, a in enumerate(sample.args) if isinstance(a, np.ndarray) or (
+        isinstance(a, (list, tuple)) and a and isinstance(a[0], np.ndarray))]
+    if not arrays:
+        return
+    rng = np.random.default_rng(0)
+    modes = [("every array input batched", lambda i: i in arrays)]
+    if len(arrays) > 1:
+        modes.append((f"only input {arrays[0]} batched", lambda i: i == arrays[0]))
+    for label, batched in modes:
+        examples = _examples(sample.args, batched, rng)
+        with no_grad():
+            try:
+                expected = [_host(_call(entry, [_as_tensor(a, dev) for a in ex], sample.kwargs))
+                            for ex in examples]
+            except Exception:
+                continue        # the perturbed examples left the op's domain: nothing to compare
+        stacked = []
+        for i, a in enumerate(sample.args):
+            if not batched(i):
+                stacked.append(_as_tensor(a, dev))
+            elif isinstance(a, np.ndarray):
+                stacked.append(np.stack([ex[i] for ex in examples]))
+            else:
+                stacked.append([np.stack([ex[i][j] for ex in examples]) for j in range(len(a))])
+        level = _batching.enter(_BATCH)
+        try:
+            logical = []
+            for i, a in enumerate(stacked):
+                if not batched(i):
+                    logical.append(a)
+                elif isinstance(a, np.ndarray):
+                    logical.append(_batching.wrap(_as_tensor(a, dev), level))
+                else:
+                    logical.append([_batching.wrap(_as_tensor(x, dev), level) for x in a])
+            with no_grad(), warnings.catch_warnings():
+                warnings.simplefilter("ignore", _batching.BatchingFallbackWarning)
+                try:
+                    out = _call(entry, logical, sample.kwargs)
+                except (RuntimeError, NotImplementedError) as exc:
+                    if "vmap" not in str(exc):
+                        raise ContractError(f"{where}: under vmap ({label}) it raised "
+                                            f"{type(exc).__name__}: {exc}") from exc
+                    report.checks.append("vmap refuses clearly")
+                    return
+        finally:
+            _batching.exit(level)
+        got_t, is_batched = _batching.physical(out, level)
+        got = _host(got_t)
+        want = np.stack(expected)
+        if not is_batched or got.shape != want.shape or got.dtype != want.dtype or not np.allclose(
+                got, want, rtol=1e-9, atol=1e-12, equal_nan=True):
+            raise ContractError(
+                f"{where}: vmap ({label}) differs from one call per example: got "
+                f"{got.shape} {got.dtype}, expected {want.shape} {want.dtype}"
+                + ("" if got.shape != want.shape else
+                   f", max difference {np.max(np.abs(got - want)) if got.size else 0}"))
+    report.checks.append("vmap equals a loop over examples")
+    if isinstance(entry, Op) and entry.vjp is not None:
+        _check_batched_vjp(entry, sample, where, report, dev, rng)
+
+
+def _check_batched_vjp(op, sample, where, report, dev, rng):
+    """Reverse mode inside vmap (vmap of a VJP: per-example gradients) equals the
+    per-example VJPs: every differentiable float input batched and a leaf of the
+    backward, a different cotangent per example."""
+    import warnings
+
+    from . import _batching
+    wrt = [i for i, a in enumerate(sample.args) if isinstance(a, np.ndarray)
+           and a.dtype.kind == "f" and op.is_differentiable(i)]
+    if not wrt or op.seq_input:
+        return
+    examples = _examples(sample.args, lambda i: i in wrt, rng)
+    expected, cots = [], []
+    for ex in examples:
+        xs = [_as_tensor(a, dev) for a in ex]
+        for i in wrt:
+            xs[i].requires_grad_(True)
+        with enable_grad():
+            try:
+                out = _call(op, xs, sample.kwargs)
+            except Exception:
+                return      # the perturbed examples left the op's domain: nothing to compare
+        if not out.requires_grad or out.dtype.kind != "f":
+            return
+        u = rng.standard_normal(out.shape)
+        cots.append(u)
+        grads = run_backward((out,), (_as_tensor(u.astype(out.dtype), dev),), None, False,
+                             tuple(xs[i] for i in wrt), True)
+        expected.append([np.zeros(xs[i].shape) if g is None else _host(g)
+                         for g, i in zip(grads, wrt)])
+    level = _batching.enter(_BATCH)
+    try:
+        xs = []
+        for i, a in enumerate(sample.args):
+            if i in wrt:
+                x = _batching.wrap(_as_tensor(np.stack([ex[i] for ex in examples]), dev), level)
+                xs.append(x.requires_grad_(True))
+            else:
+                xs.append(_as_tensor(a, dev))
+        with enable_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore", _batching.BatchingFallbackWarning)
+            out = _call(op, xs, sample.kwargs)
+            g = _batching.wrap(_as_tensor(np.stack(cots).astype(out.dtype), dev), level)
+            try:
+                grads = run_backward((out,), (g,), None, False, tuple(xs[i] for i in wrt), True)
+            except (RuntimeError, NotImplementedError) as exc:
+                if "vmap" not in str(exc):
+                    raise ContractError(f"{where}: its VJP inside vmap raised "
+                                        f"{type(exc).__name__}: {exc}") from exc
+                report.checks.append("VJP inside vmap refuses clearly")
+                return
+    finally:
+        _batching.exit(level)
+    for k, (gr, i) in enumerate(zip(grads, wrt)):
+        want = np.stack([e[k] for e in expected])
+        if gr is None:
+            got = np.zeros_like(want)
+        else:
+            p, b = _batching.physical(gr, level)
+            got = _host(p) if b else np.broadcast_to(_host(gr), want.shape)
+        if got.shape != want.shape or not np.allclose(got, want, rtol=1e-9, atol=1e-12):
+            raise ContractError(
+                f"{where}: the gradient of input {i} computed inside vmap (per-example "
+                f"gradients) differs from the per-example VJPs: shapes {got.shape} vs "
+                f"{want.shape}" + ("" if got.shape != want.shape else
+                                   f", max difference {np.max(np.abs(got - want))}"))
+    report.checks.append("VJP inside vmap equals per-example VJPs")
 
 
 def check_plugin(plugin, *, atol=1e-5, rtol=1e-3, eps=1e-6) -> list:
