@@ -773,7 +773,7 @@ def _as_tensor(a, dev):
 
 def _check_batching(entry, sample, where, report):
     """vmap of the op over _BATCH examples equals the op called once per example: with
-    every array input batched, and with only the first one batched (the others shared:
+    every array input batched, and with each one alone batched (the others shared:
     the broadcasting a rule must get right). An op may instead refuse with an error that
     names vmap (RuntimeError / NotImplementedError): a value it cannot batch."""
     if not _vmap_usable() or isinstance(entry, FunctionDef):
@@ -789,7 +789,8 @@ def _check_batching(entry, sample, where, report):
     rng = np.random.default_rng(0)
     modes = [("every array input batched", lambda i: i in arrays)]
     if len(arrays) > 1:
-        modes.append((f"only input {arrays[0]} batched", lambda i: i == arrays[0]))
+        # one input batched, the others shared: the broadcasting a rule must get right
+        modes += [(f"only input {j} batched", lambda i, j=j: i == j) for j in arrays]
     for label, batched in modes:
         examples = _examples(sample.args, batched, rng)
         with no_grad():
