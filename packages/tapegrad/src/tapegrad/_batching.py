@@ -288,14 +288,10 @@ def function_loop(cls, args, kwargs):
     tg.grad inside the vmap through it is refused."""
     from . import _forward
     level = max(k for a in args for k in batch_entries(a) if k in _sizes)
-    for a in args:
-        if is_batched(a) and a.requires_grad:
-            raise NotImplementedError(
-                f"{cls.__name__}: a tg.Function differentiated inside tg.vmap (a batched "
-                f"input requires grad: tg.grad inside vmap) is not supported; take the "
-                f"gradient outside the vmap, or write the function with tapegrad ops")
     phys = [physical(a, level) for a in args]
     size = _sizes[level]
+    inner_grad = _engine.is_grad_enabled() and any(
+        is_batched(a) and a.requires_grad for a in args)
     if cls.__name__ not in _warned:
         _warned.add(cls.__name__)
         warnings.warn(f"tg.Function {cls.__name__} inside tg.vmap runs once per example "
@@ -308,7 +304,33 @@ def function_loop(cls, args, kwargs):
         outs = tuple(_engine.lookup("stack")([c[j] for c in cols], axis=0)
                      for j in range(len(cols[0])))
     outs = tuple(wrap(o, level) for o in outs)
+    if inner_grad:
+        # NOTE: the per-example calls are recorded on the physical values (a gradient
+        # taken outside the vmap is right); on the logical tensors the outputs get a
+        # node whose gradient raises, so a tg.grad inside the vmap is refused, never a
+        # silent zero
+        sources = tuple(a for a in args if isinstance(a, TensorBase) and a.requires_grad)
+        _engine.attach_function_node(f"{cls.__name__}_in_vmap", _RefusingContext(cls.__name__),
+                                     _refuse_grad_inside_vmap, sources, outs,
+                                     (True,) * len(sources))
     return outs[0] if single else outs
+
+
+class _RefusingContext:
+    _replay_backward = True
+
+    def __init__(self, name):
+        self.name = name
+
+    def _release(self):
+        pass
+
+
+def _refuse_grad_inside_vmap(ctx, *grads):
+    raise NotImplementedError(
+        f"{ctx.name}: a tg.Function differentiated inside tg.vmap (tg.grad inside the "
+        f"vmap) is not supported: its backward computes on one example's arrays; take the "
+        f"gradient outside the vmap, or write the function with tapegrad ops")
 
 
 # ---------------------------------------------------------------------------------------

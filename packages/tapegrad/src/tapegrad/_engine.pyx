@@ -290,7 +290,9 @@ def has_tangents(TensorBase t):
 
 
 cdef inline void _check_read(TensorBase t, str what) except *:
-    if _fwd_active and _has_tangents(t) and _LEVEL_HOOKS is not None:
+    # NOTE: also after the levels closed: a batched tensor kept after its vmap returned
+    # has a placeholder for data, which must not be read as its value
+    if _has_tangents(t) and _LEVEL_HOOKS is not None:
         _LEVEL_HOOKS.check_read(t, what)
 
 
