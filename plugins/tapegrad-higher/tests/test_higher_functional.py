@@ -128,15 +128,16 @@ def test_float32_stays_float32():
     assert tg.hessian(lambda z: (z ** 3).sum(), x).dtype == np.float32
 
 
-def test_vectorize_refuses_a_function_that_mixes_the_batch():
+def test_vectorize_is_exact_for_functions_that_mix_a_leading_axis():
+    # vectorize=True is vmap over the backward pass (issue 17 item 3): f is not
+    # re-evaluated on a batch, so it need not treat a leading axis independently (the old
+    # batched-evaluation path refused these)
     x = tg.tensor(_rand(3))
-    with pytest.raises(ValueError, match="vectorize=True needs f to treat a leading batch axis"):
-        tg.jacobian(lambda z: z[0:2] + z[1:3], x, vectorize=True)       # slices the batch
     Wt = tg.tensor(_rand(3, 3))
-    with pytest.raises(ValueError, match="vectorize=True needs f"):
-        tg.jacobian(lambda z: Wt @ z, x, vectorize=True)                 # W @ X, not X @ W.T
-    with pytest.raises(ValueError, match="f failed on them"):
-        tg.jacobian(lambda z: tg.tensor(_rand(2, 3)) @ z, x, vectorize=True)
+    A = tg.tensor(_rand(2, 3))
+    for f in (lambda z: z[0:2] + z[1:3], lambda z: Wt @ z, lambda z: A @ z):
+        np.testing.assert_allclose(tg.jacobian(f, x, vectorize=True).numpy(),
+                                   tg.jacobian(f, x).numpy(), rtol=1e-13, atol=1e-15)
 
 
 def test_jacobian_errors():
@@ -304,26 +305,25 @@ def test_gradcheck_of_a_function_that_uses_a_transform(name):
     lambda a: a * tg.sum(a * a),
     lambda a: tg.stack([a.sum(), (a * a).sum()]),
 ], ids=["a*mean", "standardize", "a*sum(a^2)", "full-reductions"])
-def test_vectorize_refuses_a_function_that_reduces_over_the_batch(f):
-    # Such f pass the rows check (f(X) of identical rows has identical rows), but their
-    # batched backward mixes rows: the Jacobian came back wrong.
+def test_vectorize_is_exact_for_functions_that_reduce_over_every_axis(f):
+    # the functions that fooled the old batched evaluation (their rows looked
+    # independent): vmap over the VJP gives their exact Jacobian
     x = tg.tensor(np.array([0.5, -1.0, 2.0, 0.25]))
-    exact = tg.jacobian(f, x).numpy()
-    np.testing.assert_allclose(exact, _numeric_jacobian(lambda v: f(tg.tensor(v)).numpy(), X4),
+    numeric = _numeric_jacobian(lambda v: f(tg.tensor(v)).numpy(), X4)
+    np.testing.assert_allclose(tg.jacobian(f, x).numpy(), numeric, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(tg.jacobian(f, x, vectorize=True).numpy(), numeric,
                                rtol=1e-6, atol=1e-8)
-    with pytest.raises(ValueError, match="vectorize=True.*batch"):
-        tg.jacobian(f, x, vectorize=True)
 
 
 X4 = np.array([0.5, -1.0, 2.0, 0.25])
 
 
-def test_vectorize_refuses_a_hessian_of_a_function_that_reduces_over_the_batch():
+def test_vectorized_hessian_is_exact_for_any_scalar_function():
     x = tg.tensor(X4)
-    f = lambda a: (a ** 3 * a.mean()).sum(axis=-1)   # mean() over the whole batch
-    with pytest.raises(ValueError, match="vectorize=True.*batch"):
-        tg.hessian(f, x, vectorize=True)
-    g = lambda a: (a ** 3).sum(axis=-1)          # batched: still works
+    f = lambda a: (a ** 3 * a.mean()).sum()
+    np.testing.assert_allclose(tg.hessian(f, x, vectorize=True).numpy(),
+                               tg.hessian(f, x).numpy(), rtol=1e-13, atol=1e-15)
+    g = lambda a: (a ** 3).sum(axis=-1)
     np.testing.assert_allclose(tg.hessian(g, x, vectorize=True).numpy(), np.diag(6 * X4), rtol=1e-14)
 
 

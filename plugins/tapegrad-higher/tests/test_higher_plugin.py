@@ -9,7 +9,7 @@ import pytest
 import tapegrad as tg
 import tapegrad_higher
 from tapegrad.testing import run_doctests
-from tapegrad_higher import autograd, forward, forward_ad, functional, plugin
+from tapegrad_higher import autograd, forward, forward_ad, func, functional, plugin, vmap
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -28,8 +28,10 @@ def test_it_publishes_the_transforms_as_tapegrad_names():
     for name in ("jvp", "linearize", "jacfwd", "jacrev"):
         assert getattr(tg, name) is getattr(forward, name)
     assert tg.forward_ad is forward_ad
+    assert tg.vmap is vmap.vmap and tg.func is func
     assert set(tapegrad_higher.API) == {"grad", "vjp", "jvp", "jacobian", "hessian", "hvp",
-                                        "linearize", "jacfwd", "jacrev", "forward_ad"}
+                                        "linearize", "jacfwd", "jacrev", "forward_ad", "vmap",
+                                        "func"}
 
 
 class Declared:
@@ -72,7 +74,7 @@ def test_a_tall_jacobian_through_an_undeclared_op_falls_back_to_rows(declared):
         tg.jacobian(f, x, strategy="forward-mode")
 
 
-@pytest.mark.parametrize("module", [tapegrad_higher, autograd, functional],
+@pytest.mark.parametrize("module", [tapegrad_higher, autograd, functional, func, vmap],
                          ids=lambda m: m.__name__)
 def test_docstring_examples_run(module):
     result = run_doctests(module)

@@ -229,11 +229,22 @@ def functional_call(module, parameter_and_buffer_dicts, args=(), kwargs=None, *,
     buffer must be given. With ``tg.func.grad`` and ``tg.vmap`` it gives per-example
     gradients of a model (examples/per_sample_grads.py).
 
+    With a tg.nn module: ``tg.func.functional_call(lin, {"weight": w, "bias": b}, (x,))``.
+    Any object with ``get_submodule`` whose state lives in instance attributes works:
+
     >>> import tapegrad as tg
-    >>> lin = tg.nn.Linear(2, 1)
-    >>> params = {"weight": tg.tensor([[1.0, 2.0]]), "bias": tg.tensor([0.5])}
-    >>> tg.func.functional_call(lin, params, (tg.tensor([[1.0, 1.0]]),))
-    tensor([[3.5]])
+    >>> class Scale:
+    ...     def __init__(self):
+    ...         self.w = tg.tensor(2.0)
+    ...     def get_submodule(self, name):
+    ...         return self
+    ...     def __call__(self, x):
+    ...         return self.w * x
+    >>> m = Scale()
+    >>> tg.func.functional_call(m, {"w": tg.tensor(3.0)}, (tg.tensor(1.5),))
+    tensor(4.5)
+    >>> m.w                                      # restored
+    tensor(2.)
     """
     dicts = (parameter_and_buffer_dicts if isinstance(parameter_and_buffer_dicts, (tuple, list))
              else (parameter_and_buffer_dicts,))

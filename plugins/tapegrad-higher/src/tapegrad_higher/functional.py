@@ -6,48 +6,33 @@ results mirror that structure, the function's outputs come back detached unless
 ``create_graph=True``, and an output that does not depend on an input contributes zeros
 (``strict=True`` makes that an error instead).
 
-How each is computed (reverse mode only; see Note: [forward mode without a forward
-pass] and Note: [how a Jacobian is assembled]):
+How each is computed (see Note: [how a Jacobian is assembled]; forward mode proper,
+``tg.jvp``/``tg.jacfwd``, is in forward.py):
 
 ==========  ==================================================  ==========================
 transform   method                                              cost (f = forward pass,
                                                                 B = backward pass)
 ==========  ==================================================  ==========================
 vjp         one backward seeded with v                          f + B
-jvp         double-VJP: g(u) = J^T u with create_graph, then    f + B(create_graph) +
-            one backward of g seeded with v (J v = dg/du . v)   B through the graph of g
 jacobian    m rows by m backward passes (m <= 2n), or n columns f + m B, or f + B(cg) +
-            by the double-VJP (m > 2n); or one batched pass     n 2B; or one batched f + B
-            (``vectorize=True``)                                with ``vectorize=True``
+            by the double-VJP (m > 2n); or all rows in one      n 2B; or f + one batched
+            vmapped backward (``vectorize=True``)               B with ``vectorize=True``
 hessian     jacobian of the gradient (taken with create_graph)  f + B + n passes (from 8 on,
                                                                 replayed: Note below)
 hvp         reverse-over-reverse: grad of (grad f . v)          f + B(create_graph) + B
 ==========  ==================================================  ==========================
 
-Note: [forward mode without a forward pass]
-The engine has no forward-mode dispatch (an op call does not carry tangents), so ``jvp``
-uses the double-VJP trick: g(u) = J^T u is linear in u, and differentiating it in u with
-cotangent v gives J v. This needs every VJP on the path to be differentiable in its `g`
-(all first-party rules are: they are tapegrad ops); an op registered with
-``twice_differentiable=False`` raises. JVP rules that ops register (``register_op(jvp=)``)
-are checked by the contract kit but not used yet: see the README.
-
 Note: [how a Jacobian is assembled]
-The engine backpropagates one cotangent of the output's shape per pass, and a rule's `g`
-cannot carry an extra batch axis (the engine sums a gradient down to its input's shape,
-and ``sum``'s or ``matmul``'s rule would misread it), so a general Jacobian takes one pass
-per row or per column. Rows when m <= 2n: one backward per output element, the graph
-retained. Columns when m > 2n: the double-VJP, one create_graph backward that builds
-g(u) = J^T u, then one backward of g per input element; each of those runs through g's
-graph and, since the engine does not prune what does not lead to the inputs asked for,
-back through f's, so it costs about two rows. When f treats a leading batch axis
-independently (elementwise ops, ``x @ W.T``, ``x[..., i]``, reductions over
-``axis=-1``), ``vectorize=True`` evaluates f once on the inputs broadcast to (m, *x.shape)
-and backpropagates the identity as one batched cotangent: all m rows in a single pass.
-That f really is batched is checked twice: the rows of f(X) must all equal f(x), and one
-more backward pass of f(x) seeded with a random v must give v^T J (an f that reduces over
-the batch axis, ``a * a.mean()``, passes the first check but not the second). It is
-opt-in, as in PyTorch.
+One backward pass gives one row (J^T u for a unit vector u). Rows when m <= 2n: one
+backward per output element, the graph retained. Columns when m > 2n: the double-VJP,
+one create_graph backward that builds g(u) = J^T u, then one backward of g per input
+element; each of those runs through g's graph and, since the engine does not prune what
+does not lead to the inputs asked for, back through f's, so it costs about two rows.
+``vectorize=True`` maps the backward pass over all m unit vectors with tg.vmap: the VJP
+rules of f's graph run once on a batch of cotangents (their batching rules), and f is
+not evaluated again. That is exact for any f (it replaced a check that f treats a
+leading batch axis independently); it is opt-in, as in PyTorch, because for small m the
+per-row passes (replayed, below) cost less than the batched rules.
 
 Note: [passes replayed from one recording]
 The passes of a Jacobian (rows or columns) and of a Hessian all run the same kernels on
@@ -310,8 +295,8 @@ def jacobian(f, inputs, *, create_graph=False, strict=False, vectorize=False,
     backward each; ``"forward-mode"`` the n columns (n = input elements) with the
     double-VJP trick, one backward each after one with create_graph (each costs about
     two rows); ``"auto"`` (default) picks rows when m <= 2n, else columns.
-    ``vectorize=True`` instead computes every row in one batched pass; f must then treat
-    a leading batch axis independently (see Note: [how a Jacobian is assembled]).
+    ``vectorize=True`` instead computes every row in one pass: tg.vmap over the
+    backward pass (exact for any f; faster when there are many rows).
     `create_graph=True` keeps the result differentiable (a Jacobian of a Jacobian).
 
     >>> import tapegrad as tg
@@ -340,8 +325,8 @@ def hessian(f, inputs, *, create_graph=False, strict=False, vectorize=False,
     With several inputs, a tuple of tuples: block (i, j) is d^2 f / dx_i dx_j with shape
     x_i.shape + x_j.shape. Computed as the Jacobian of the gradient (taken with
     create_graph): one forward, one backward, and n more passes through the gradient's
-    graph (n = input elements), or one batched pass with ``vectorize=True`` (f must
-    then map a batch of inputs, leading axis, to a batch of scalars).
+    graph (n = input elements), or one vmapped pass over that graph with
+    ``vectorize=True``.
     ``outer_jacobian_strategy`` (PyTorch's name): ``"reverse-mode"`` (default) takes that
     Jacobian by reverse passes; ``"forward-mode"`` by forward mode over the gradient
     (forward over reverse: column e is the tangent of grad f in direction e; every op on
@@ -369,10 +354,7 @@ def hessian(f, inputs, *, create_graph=False, strict=False, vectorize=False,
     xs, in_tuple = _prepare_inputs(inputs, create_graph, "hessian")
 
     def gradient(*zs):
-        if zs[0] is xs[0]:
-            out = _scalar_output(f, zs, "hessian")
-        else:               # vectorize=True: a batch of inputs gives a batch of scalars
-            out = tg.sum(_call(f, zs, "hessian")[0][0])
+        out = _scalar_output(f, zs, "hessian")
         return _fill(_backward((out,), (None,), True, zs), zs, False, "hessian", "input")
 
     outs, _ = _call(gradient, xs, "hessian")
@@ -520,96 +502,37 @@ def _assemble(parts, out_shape, x, *, leading):
     return tg.reshape(tg.stack(parts, axis=-1), out_shape + x.shape)
 
 
-def _rows_equal(batch_out, out):
-    """Whether every row of f(X) equals f(x) up to rounding (matrix products on a batch
-    may round differently from the same product on one row)."""
-    b = np.asarray(batch_out.detach(), dtype=np.float64)
-    o = np.asarray(out.detach(), dtype=np.float64)
-    tol = 1e3 * np.finfo(out.dtype).eps
-    return bool(np.allclose(b, o[None], rtol=tol, atol=tol * (np.abs(o).max(initial=0.0) + 1e-300),
-                            equal_nan=True))
-
-
 def _batched(f, xs, outs, create_graph, who):
-    """Every row of every output's Jacobian in one pass, for an f that maps a batch
-    (leading axis) of inputs to a batch of outputs row by row."""
+    """Every row of every output's Jacobian in one vmapped backward pass: the rows are
+    J^T e_i for the unit vectors e_i, and tg.vmap maps the pullback over all of them at
+    once (as torch.autograd.functional's vectorize=True). Exact for any f: f itself is
+    not re-evaluated on a batch, only the VJP rules of its graph run batched."""
+    from .vmap import vmap
     sizes = [o.size if o.requires_grad else 0 for o in outs]
     batch = sum(sizes)
     blocks = [[None] * len(xs) for _ in outs]
-    if batch == 0:
-        return blocks
-    big = tuple(tg.broadcast_to(x, (batch,) + x.shape) for x in xs)
-    try:
-        bouts, _ = _call(f, big, who)
-    except (ValueError, TypeError, IndexError) as exc:
-        raise type(exc)(
-            f"{who}: vectorize=True evaluates f on its inputs broadcast to a leading batch axis "
-            f"of {batch}, and f failed on them ({exc}); write f for batches (x[..., i], "
-            f"x @ W.T, sum(axis=-1)) or use vectorize=False") from exc
-    if len(bouts) != len(outs):
-        raise ValueError(f"{who}: vectorize=True: f returned {len(bouts)} outputs for a batch but "
-                         f"{len(outs)} for one input")
-    for k, (bo, o) in enumerate(zip(bouts, outs)):
-        if bo.shape != (batch,) + o.shape or not _rows_equal(bo, o):
-            raise ValueError(
-                f"{who}: vectorize=True needs f to treat a leading batch axis independently "
-                f"(f(X)[b] == f(X[b])), but given its inputs broadcast to a batch of {batch} "
-                f"output {k} came back with shape {bo.shape} (expected {(batch,) + o.shape}) "
-                f"or with rows that differ from f(x); write f for batches (x[..., i], "
-                f"x @ W.T, sum(axis=-1)) or use vectorize=False")
-    seeds, offsets, start = [], [], 0
-    for bo, m in zip(bouts, sizes):
-        seed = np.zeros((batch, m), dtype=bo.dtype)
-        seed[start:start + m] = np.eye(m, dtype=bo.dtype)
-        seeds.append(tg.asarray(seed.reshape(bo.shape), device=bo.device) if m else None)
-        offsets.append(start)
-        start += m
-    live = [k for k in range(len(outs)) if sizes[k] and bouts[k].requires_grad]
+    live = [k for k in range(len(outs)) if sizes[k]]
     if not live:
         return blocks
-    grads = _engine.run_backward(tuple(bouts[k] for k in live), tuple(seeds[k] for k in live),
-                                 create_graph, create_graph, big, True)
-    for j, (x, g) in enumerate(zip(xs, grads)):
-        if g is None:
-            continue
-        for k in live:
+    seeds, offsets, start = [], [], 0
+    for k in live:
+        o, m = outs[k], sizes[k]
+        seed = np.zeros((batch, m), dtype=o.dtype)
+        seed[start:start + m] = np.eye(m, dtype=o.dtype)
+        seeds.append(tg.asarray(seed.reshape((batch,) + o.shape), device=o.device))
+        offsets.append(start)
+        start += m
+
+    def pullback(*us):
+        grads = _engine.run_backward(tuple(outs[k] for k in live), tuple(us), True,
+                                     create_graph, tuple(xs), True)
+        return tuple(_zeros(x.shape, x) if g is None else g for g, x in zip(grads, xs))
+
+    rows = vmap(pullback)(*seeds)               # one per input: (batch,) + x.shape
+    for j, (x, r) in enumerate(zip(xs, rows)):
+        for k, off in zip(live, offsets):
             m = sizes[k]
-            blocks[k][j] = tg.reshape(g[offsets[k]:offsets[k] + m], outs[k].shape + x.shape)
-    _check_batched(blocks, xs, outs, live, who)
+            blocks[k][j] = tg.reshape(r[off:off + m], outs[k].shape + x.shape)
     return blocks
 
-
-def _check_batched(blocks, xs, outs, live, who):
-    """Refuse a batched Jacobian that is not f's: compare v^T J with one backward pass of
-    f(x) (the unbatched graph, retained) seeded with a random v.
-
-    NOTE: the rows check cannot see an f that reduces over the batch axis (``a *
-    a.mean()``): on identical rows its rows are identical, but its batched backward mixes
-    them. A wrong J differs from the true one in some entry, and v^T (J' - J) is then
-    nonzero for a random v (with probability 1), at the cost of one more backward pass.
-    """
-    rng = np.random.default_rng(0)
-    vs = [rng.standard_normal(outs[k].shape).astype(outs[k].dtype) for k in live]
-    exact = _engine.run_backward(
-        tuple(outs[k] for k in live),
-        tuple(tg.asarray(v, device=outs[k].device) for v, k in zip(vs, live)),
-        True, False, xs, True)
-    for j, (x, e) in enumerate(zip(xs, exact)):
-        got = np.zeros(x.shape, np.float64)
-        scale = np.zeros(x.shape, np.float64)
-        for v, k in zip(vs, live):
-            b = blocks[k][j]
-            if b is not None:
-                b = np.asarray(b.detach(), dtype=np.float64)
-                got += np.tensordot(v, b, axes=v.ndim)
-                scale += np.tensordot(np.abs(v), np.abs(b), axes=v.ndim)
-        e = np.zeros(x.shape) if e is None else np.asarray(e.detach(), dtype=np.float64)
-        tol = 1e3 * np.finfo(x.dtype).eps
-        if not np.all(np.abs(got - e) <= tol * (scale + np.abs(e)) + 1e-300):
-            raise ValueError(
-                f"{who}: vectorize=True needs f to treat a leading batch axis independently "
-                f"(f(X)[b] == f(X[b])), but the batched Jacobian for input {j} disagrees with "
-                f"f's own gradient: f mixes the rows of a batch (a reduction over every axis, "
-                f"such as a.mean() or a.std(), reduces over the batch axis too); reduce over "
-                f"axis=-1 (or the input's own axes), or use vectorize=False")
 
