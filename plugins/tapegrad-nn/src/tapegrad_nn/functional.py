@@ -40,6 +40,7 @@ import numbers
 
 import numpy as np
 import tapegrad as tg
+from tapegrad import _batching
 from tapegrad._compile import run_eagerly
 
 from ._dtype_check import check_float_operands
@@ -473,7 +474,9 @@ def _is_plain(t, weight, ignore_index, label_smoothing):
         # The cuda kernel refuses a label outside [0, C), -100 included (no silent wrap);
         # another ignore_index takes the weighted path (through the host).
         return ignore_index == -100
-    return not (np.asarray(t) == ignore_index).any()
+    # NOTE: inside tg.vmap a label tensor is batched: ask every example at once (the
+    # plain path is right for each if no label of any example is ignored)
+    return not (np.asarray(_batching.all_examples(t)) == ignore_index).any()
 
 
 def _class_weight(weight, n_classes, dtype, op):
