@@ -60,7 +60,16 @@ LIBRARIES: dict[str, Library] = {
         Library("tapegrad", "tapegrad", False, "tapegrad, the library under test"),
         Library("tapegrad-compiled", "tapegrad", False,
                 "tapegrad with the step under tg.compile (recorded once, then replayed)"),
+        Library("tapegrad-fwd-over-rev", "tapegrad", False,
+                "tapegrad's Hessian as forward mode over the gradient, one tangent per "
+                "column (W5)"),
+        Library("tapegrad-vmap", "tapegrad", False,
+                "tapegrad with the transform vectorized by tg.vmap (W5: forward over "
+                "reverse over a batch of tangents; W9: vmap(grad))"),
         Library("torch", "torch", True, "PyTorch on the CPU (optional)"),
+        Library("torch-func", "torch", True,
+                "torch.func's transforms on the CPU (W5: torch.func.hessian; W9: "
+                "vmap(grad)) (optional)"),
         Library("jax", "jax", True,
                 "JAX on the CPU, the step under jax.jit (optional; float64 enabled)"),
     )

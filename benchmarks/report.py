@@ -30,7 +30,9 @@ SCHEMA_VERSION = 1
 RATIOS = (("tapegrad", "numpy"), ("tapegrad-compiled", "numpy"), ("torch", "numpy"),
           ("jax", "numpy"),
           ("tapegrad", "torch"), ("tapegrad-compiled", "torch"),
-          ("tapegrad-compiled", "jax"))
+          ("tapegrad-compiled", "jax"),
+          ("tapegrad-fwd-over-rev", "numpy"), ("tapegrad-vmap", "numpy"),
+          ("torch-func", "numpy"), ("tapegrad-vmap", "torch-func"))
 
 
 # -- figures --------------------------------------------------------------------------
@@ -160,13 +162,17 @@ def format_table(data: Mapping[str, Any]) -> str:
         f"{env['cpu_count']} CPUs)",
         "",
     ]
-    ratio_names = [f"{a}/{b}" for a, b in RATIOS if a in libs and b in libs]
-    header = ["", *libs, *ratio_names]
     for key, wl in data["workloads"].items():
-        rows = [header]
+        # NOTE: only the columns this workload has (W5's and W9's transform variants
+        # would be n/a everywhere else); a library that is not installed still shows
+        here = [lib for lib in libs
+                if any(m["results"].get(lib) for m in wl["metrics"].values())
+                or "has no" not in wl["not_available"].get(lib, "has no")]
+        ratio_names = [f"{a}/{b}" for a, b in RATIOS if a in here and b in here]
+        rows = [["", *here, *ratio_names]]
         for name, metric in wl["metrics"].items():
             cells = [f"{name} [{metric['unit']}]"]
-            for lib in libs:
+            for lib in here:
                 res = metric["results"].get(lib)
                 cells.append(_figure(res) if res else "n/a")
             for ratio in ratio_names:
@@ -176,7 +182,7 @@ def format_table(data: Mapping[str, Any]) -> str:
         lines.append(f"{key}  {wl['title']}")
         lines.extend("  " + line for line in _align(rows))
         for lib, reason in wl["not_available"].items():
-            if lib in libs:
+            if lib in here:
                 lines.append(f"  {lib}: n/a, {reason}")
         checked = ", ".join(f"{lib} {c['max_rel_diff']:.1e}"
                             for lib, c in wl["checked_against_numpy"].items()

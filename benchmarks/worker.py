@@ -61,7 +61,7 @@ def library_info(library: str, threads: int) -> dict[str, Any]:
         return {"available": False, "reason": f"{type(exc).__name__}: {exc}"}
     info: dict[str, Any] = {"available": True,
                             "version": getattr(module, "__version__", "unknown")}
-    if library == "torch":
+    if lib.module == "torch":
         # NOTE: one intra-op thread, like NumPy's elementwise loops (and the BLAS threads
         # the runner pins through the environment): the ratios compare per-op cost, not
         # how many cores a library grabs.

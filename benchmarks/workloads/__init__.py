@@ -7,3 +7,4 @@ one module each with an import line below; the runner, worker and report need no
 from . import w1_elementwise_chain, w2_w3_mlp_training, w4_deep_chain, w5_hessian, w6_checkpoint  # noqa: F401
 from . import w7_cnn_training  # noqa: F401
 from . import w8_gpt_blocks  # noqa: F401
+from . import w9_per_sample_grads  # noqa: F401
