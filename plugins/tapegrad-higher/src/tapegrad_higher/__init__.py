@@ -7,7 +7,10 @@ Installing this distribution adds, through the entry-point group ``tapegrad``
   allow_unused=False)``: gradients returned as a tuple, ``.grad`` untouched
   (``torch.autograd.grad``);
 - ``tg.vjp(f, x, v)``, ``tg.jvp(f, x, v)``, ``tg.jacobian(f, x)``, ``tg.hessian(f, x)``,
-  ``tg.hvp(f, x, v)``: transforms of a function (``torch.autograd.functional``).
+  ``tg.hvp(f, x, v)``: transforms of a function (``torch.autograd.functional``);
+- ``tg.linearize``, ``tg.jacfwd``, ``tg.jacrev``, ``tg.forward_ad``: forward mode;
+- ``tg.vmap(f, in_axes, out_axes, randomness)`` and ``tg.func`` (``grad``, ``vjp``, ``jvp``,
+  ``hessian``, ``functional_call``, ...): vectorizing map and torch.func-style transforms.
 
 ``tg.gradcheck`` and ``tg.gradgradcheck`` live in the core (``tapegrad.testing``).
 
