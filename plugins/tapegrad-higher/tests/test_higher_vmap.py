@@ -251,6 +251,16 @@ def test_compiled_function_of_vmap_equals_eager():
         np.testing.assert_allclose(got, f(xs).numpy(), rtol=1e-14)
 
 
+def test_a_compiled_function_called_inside_vmap_runs_eagerly_with_a_warning():
+    f = tg.compile(lambda x: tg.sin(x) * 2.0)
+    xs = tg.tensor(RNG.standard_normal((4, 3)))
+    f(xs[0])
+    f(xs[0])                                    # recorded outside the vmap
+    with pytest.warns(tg.CompileWarning, match="vmap"):
+        out = tg.vmap(f)(xs)
+    np.testing.assert_allclose(out.numpy(), np.sin(xs.numpy()) * 2.0, rtol=1e-15)
+
+
 def test_an_op_without_a_batching_rule_runs_per_example_with_a_one_time_note():
     def vjp(g, ans, x):
         return (g * 3.0 * x * x,)
@@ -303,6 +313,13 @@ def test_in_place_writes_on_batched_tensors_are_refused():
 
     with pytest.raises(RuntimeError, match="in place"):
         tg.vmap(write_into_unbatched)(xs)
+
+
+def test_backward_inside_vmap_is_refused():
+    w = tg.tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match="backward"):
+        tg.vmap(lambda x: (x * w).sum().backward())(tg.ones((3, 2)))
+    assert w.grad is None
 
 
 def test_a_batched_tensor_kept_after_its_vmap_returned_refuses_to_be_used():

@@ -352,6 +352,16 @@ def check_inplace(name, t, others):
             f"(shape {tuple(t.shape)})")
 
 
+def check_backward(tensors):
+    """.backward() inside vmap would accumulate per-example gradients into .grad of
+    tensors that live outside it; refused, as torch.func does."""
+    if any(is_batched(t) for t in tensors):
+        raise RuntimeError(
+            "vmap: .backward() of a batched tensor inside tg.vmap is not supported (it would "
+            "write per-example gradients into .grad); use tg.func.grad or tg.grad inside "
+            "the vmap, or call .backward() on the vmap's result outside it")
+
+
 def check_read(t, what):
     if is_batched(t):
         raise RuntimeError(

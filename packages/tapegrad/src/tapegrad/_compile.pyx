@@ -897,9 +897,10 @@ class CompiledFunction:
             # tg.forward_ad) would not be pushed, so inside a forward level it runs eagerly
             if self.warn_when_eager:
                 warnings.warn(f"tg.compile({getattr(self.fn, '__qualname__', self.fn)}): "
-                              f"called inside a forward-mode level (tg.jvp, tg.jacfwd, "
-                              f"tg.forward_ad): runs eagerly, since a replay would not carry "
-                              f"tangents", CompileWarning, stacklevel=2)
+                              f"called inside a forward-mode level or a vmap (tg.jvp, "
+                              f"tg.jacfwd, tg.forward_ad, tg.vmap): runs eagerly, since a "
+                              f"replay would carry neither tangents nor a batch",
+                              CompileWarning, stacklevel=2)
             return self.fn(*args, **kwargs)
         cdef bint grad_on = _engine.is_grad_enabled()
         args, tensors, key = _call_key(args, kwargs, grad_on)

@@ -2235,6 +2235,8 @@ def run_backward(tuple tensors, tuple grad_tensors, retain_graph=None, bint crea
 
     if len(tensors) != len(grad_tensors):
         raise ValueError(f"backward: got {len(tensors)} tensors but {len(grad_tensors)} gradients")
+    if accumulate and _fwd_active and _LEVEL_HOOKS is not None:
+        _LEVEL_HOOKS.check_backward(tensors)
     for x in tensors + (inputs or ()):
         if isinstance(x, TensorBase):
             _refresh_if_stale(<TensorBase>x)
