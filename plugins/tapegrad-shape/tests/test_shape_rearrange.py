@@ -378,6 +378,27 @@ def test_put_along_axis_duplicates_follow_numpy_without_grad_and_are_refused_wit
     tg.put_along_axis(a, idx, leaf(vals).detach(), 1)
 
 
+def test_put_along_axis_refuses_duplicates_whose_values_carry_a_forward_mode_tangent():
+    a = np.zeros((2, 3))
+    v, tv = rand(2, 2), rand(2, 2)
+    for idx in (np.array([[1, 1], [0, 2]]), tg.tensor([[1, 1], [0, 2]])):   # array, tensor
+        with pytest.raises(ValueError, match="put_along_axis: indices write some position "
+                                             "more than once.*values carries a forward-mode "
+                                             "tangent"):
+            tg.jvp(lambda v: tg.put_along_axis(a, idx, v, 1), (tg.tensor(v),), (tg.tensor(tv),))
+    # unique indices: the tangent is where the values land (finite differences)
+    idx = np.array([[1, 0], [0, 2]])
+
+    def f_numpy(v):
+        out = a.copy()
+        np.put_along_axis(out, idx, v, 1)
+        return out
+    _, got = tg.jvp(lambda v: tg.put_along_axis(a, idx, v, 1), (tg.tensor(v),), (tg.tensor(tv),))
+    eps = 1e-6
+    np.testing.assert_allclose(got.numpy(), (f_numpy(v + eps * tv) - f_numpy(v - eps * tv)) / (2 * eps),
+                               atol=1e-8)
+
+
 def test_numpy_put_along_axis_on_a_tensor_is_refused():
     t = tg.zeros((2, 3))
     with pytest.raises(TypeError, match="in place.*tg.put_along_axis"):
