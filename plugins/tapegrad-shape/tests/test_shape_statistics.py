@@ -160,6 +160,16 @@ def test_gradient_spacing_tensor_is_a_constant_and_refuses_to_require_grad():
     assert f.grad is not None and x.grad is None
 
 
+def test_gradient_spacing_refuses_a_forward_mode_tangent_and_f_keeps_its_own():
+    f = r(5)
+    with pytest.raises(NotImplementedError, match="gradient: the derivative with respect to "
+                                                  "the spacing .* carries a forward-mode tangent"):
+        tg.jvp(lambda x: tg.gradient(tg.tensor(f), x), (tg.tensor(COORDS),), (tg.tensor(r(5)),))
+    t = r(5)          # a tangent on f only: np.gradient is linear in f
+    _, got = tg.jvp(lambda f: tg.gradient(f, tg.tensor(COORDS)), (tg.tensor(f),), (tg.tensor(t),))
+    np.testing.assert_allclose(got.numpy(), np.gradient(t, COORDS), rtol=1e-12, atol=1e-12)
+
+
 def test_gradient_refuses_bad_input():
     with pytest.raises(ValueError, match=r"too small to calculate a numerical gradient: at least edge_order \+ 1 = 3"):
         tg.gradient(tg.ones(2), edge_order=2)
@@ -443,3 +453,19 @@ def test_quantiles_refuse_bad_input():
         tg.median(x, axis=1)
     with pytest.raises(TypeError):
         tg.median(x, out=None)                         # out= is not supported
+
+
+
+@pytest.mark.parametrize("name", ["quantile", "nanquantile", "percentile"])
+def test_quantile_q_refuses_a_forward_mode_tangent_and_x_keeps_its_own(name):
+    x, t = r(4, 5), r(4, 5)
+    fn = getattr(tg, name)
+    q = 50.0 if "percentile" in name else 0.5
+    with pytest.raises(TypeError, match=f"{name}: q is not differentiable here.*carries a "
+                                        f"forward-mode tangent"):
+        tg.jvp(lambda q: fn(tg.tensor(x), q, axis=1), (tg.tensor(q),), (tg.tensor(1.0),))
+    # a tangent on x: finite differences of NumPy's own function
+    np_fn, eps = getattr(np, name), 1e-6
+    _, got = tg.jvp(lambda x: fn(x, q, axis=1), (tg.tensor(x),), (tg.tensor(t),))
+    want = (np_fn(x + eps * t, q, axis=1) - np_fn(x - eps * t, q, axis=1)) / (2 * eps)
+    np.testing.assert_allclose(got.numpy(), want, atol=1e-7)

@@ -754,7 +754,9 @@ def tapegrad_register_ops(registry):
             tg.Sample(_rand(3, 4), _rand(1, 1, 4), index=0),
         ],
         doc="A copy of x with x[index] = value (the op t[index] = value records when "
-            "gradients flow): x gets g with zeros at index, value gets g[index].")
+            "gradients flow): x gets g with zeros at index, value gets g[index]. An index "
+            "that writes one position twice (x[[1, 1]] = v) refuses value's derivative "
+            "(ValueError: NumPy keeps one write without promising which).")
 
     # -- joining -------------------------------------------------------------------------
     registry.register_op(

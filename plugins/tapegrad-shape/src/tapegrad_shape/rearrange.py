@@ -356,8 +356,8 @@ def _refuse_repeated_writes(op, targets, where, reason, values_name):
     targets = np.asarray(targets).reshape(-1)
     if np.unique(targets).size != targets.size:
         raise ValueError(
-            f"{op}: indices write some position more than once ({where}), and "
-            f"{values_name} {reason}: NumPy keeps one of the writes without promising "
+            f"{op}: indices write some position more than once, and {values_name} "
+            f"{reason} ({where}): NumPy keeps one of the writes without promising "
             f"which, so the derivative with respect to {values_name} would be a guess; make "
             f"the indices unique, or pass {values_name}.detach()")
 
