@@ -474,8 +474,10 @@ CASES = [
       "tg.put_along_axis(tg.ones(3), np.array([1, 1]), tg.ones(2, requires_grad=True), None)",
       ValueError, r"^put_along_axis: indices write some position more than once, and values "
                   r"requires grad.*values.detach\(\)"),
-    C("tapegrad-shape", "setitem", "an index that repeats an element, and a value that requires grad",
-      "tg.setitem(tg.ones(3), tg.ones(2, requires_grad=True), index=np.array([1, 1])).sum().backward()",
+    C("tapegrad-shape", "setitem", "an index that repeats an element, and a value that "
+      "requires grad",
+      "tg.setitem(tg.ones(3), tg.ones(2, requires_grad=True), index=np.array([1, 1]))"
+      ".sum().backward()",
       ValueError, r"^setitem \(x\[index\] = value\): indices write some position more than "
                   r"once, and value requires grad.*value.detach\(\)"),
     C("tapegrad-shape", "pad", "pad_width for more axes than the tensor has",

@@ -395,8 +395,8 @@ def test_put_along_axis_refuses_duplicates_whose_values_carry_a_forward_mode_tan
         return out
     _, got = tg.jvp(lambda v: tg.put_along_axis(a, idx, v, 1), (tg.tensor(v),), (tg.tensor(tv),))
     eps = 1e-6
-    np.testing.assert_allclose(got.numpy(), (f_numpy(v + eps * tv) - f_numpy(v - eps * tv)) / (2 * eps),
-                               atol=1e-8)
+    want = (f_numpy(v + eps * tv) - f_numpy(v - eps * tv)) / (2 * eps)
+    np.testing.assert_allclose(got.numpy(), want, atol=1e-8)
 
 
 def test_numpy_put_along_axis_on_a_tensor_is_refused():
