@@ -129,3 +129,51 @@ def test_check_plugin_registers_an_unregistered_plugin():
 def test_core_ops_keep_the_contract(name):
     report = tgt.check_op(name)
     assert report.checks
+
+
+# -- check_jvp ----------------------------------------------------------------------------
+
+@pytest.mark.filterwarnings("ignore::tapegrad._forward.ForwardFallbackWarning")
+def test_check_jvp_passes_forward_mode_and_returns_the_tangent(times):
+    rng = np.random.default_rng(0)
+    x, y, tx, ty = (rng.standard_normal(s) for s in ((2, 3), (3,), (2, 3), (3,)))
+    got = tgt.check_jvp(lambda a, b: times(a, b) + a, (x, y), (tx, ty))
+    np.testing.assert_allclose(got, tx * y + x * ty + tx, rtol=1e-12)
+    # one input held constant (None), a NumPy reference, a number input
+    got = tgt.check_jvp(tg.add, (x, y), (None, ty), reference=np.add)
+    np.testing.assert_array_equal(got, np.broadcast_to(ty, (2, 3)))
+    np.testing.assert_array_equal(tgt.check_jvp(tg.add, (x, 2.5), (tx, None)), tx)
+
+
+def test_check_jvp_of_a_tuple_output_returns_a_tuple():
+    x, t = np.array([1.0, 2.0]), np.array([0.5, -1.0])
+    got = tgt.check_jvp(lambda a: (a + a, tg.add(a, 1.0)), x, t)
+    assert isinstance(got, tuple) and len(got) == 2
+    np.testing.assert_array_equal(got[0], 2 * t)
+    np.testing.assert_array_equal(got[1], t)
+
+
+def test_check_jvp_reports_a_dropped_tangent():
+    x = np.array([1.0, 2.0, 3.0])
+    with pytest.raises(tgt.GradcheckError, match=r"JVP check failed for output 0 at index "
+                                                 r"\(\d,\): forward mode 1 vs numeric 2"):
+        tgt.check_jvp(lambda a: a.detach() + a, x, np.ones(3))
+
+
+@pytest.mark.filterwarnings("ignore::tapegrad._forward.ForwardFallbackWarning")
+def test_check_jvp_reports_a_wrong_rule(wrong):
+    # wrong_double's VJP is g where it should be 2 g: its (double-VJP) tangent is t
+    with pytest.raises(tgt.GradcheckError, match="forward mode 1 vs numeric 2"):
+        tgt.check_jvp(tg.wrong_double, np.array([1.0, 2.0, 3.0]), np.ones(3))
+
+
+def test_check_jvp_refuses_what_it_cannot_check():
+    x = np.array([1.0, 2.0])
+    with pytest.raises(ValueError, match="2 inputs but 1 tangents"):
+        tgt.check_jvp(tg.add, (x, x), (x,))
+    with pytest.raises(ValueError, match="no input has a tangent"):
+        tgt.check_jvp(tg.add, (x, x), (None, None))
+    with pytest.raises(TypeError, match="input 1 .* is not a floating-point tensor"):
+        tgt.check_jvp(tg.add, (x, np.array([1, 2])), (x, x))
+    with pytest.raises(ValueError, match=r"tangent 0 has shape \(3,\), its input \(2,\)"):
+        tgt.check_jvp(tg.add, (x, x), (np.ones(3), None))
