@@ -5,7 +5,7 @@ degenerate inputs (docs/linalg.md). The contract kit checks the gradients of eve
 import numpy as np
 import pytest
 import tapegrad as tg
-from tapegrad.testing import gradcheck, gradgradcheck, run_doctests
+from tapegrad.testing import check_jvp, gradcheck, gradgradcheck, run_doctests
 from tapegrad_linalg import decompositions, linalg
 
 RNG = np.random.default_rng(42)
@@ -192,10 +192,6 @@ def test_qr_refuses_what_has_no_gradient():
         tg.linalg.qr(tg.ones((3, 3)), mode="raw")
 
 
-def _tangent_of(f, a, ta):
-    return tg.jvp(f, (tg.tensor(a),), (tg.tensor(ta),))[1]
-
-
 @pytest.mark.parametrize("call, exc, match", [
     (lambda a: tg.linalg.qr(a, mode="complete")[0], ValueError,
      "linalg.qr: mode='complete' of a 4x2 matrix .* a carries a forward-mode tangent"),
@@ -207,16 +203,16 @@ def _tangent_of(f, a, ta):
 def test_what_has_no_derivative_refuses_a_forward_mode_tangent(call, exc, match):
     a = RNG.standard_normal((4, 2))
     with pytest.raises(exc, match=match):
-        _tangent_of(call, a, RNG.standard_normal((4, 2)))
+        check_jvp(call, a, RNG.standard_normal((4, 2)))
     with tg.no_grad():                       # grad mode does not turn forward mode off
         with pytest.raises(exc, match=match):
-            _tangent_of(call, a, RNG.standard_normal((4, 2)))
+            check_jvp(call, a, RNG.standard_normal((4, 2)))
 
 
 def test_lstsq_refuses_a_tangent_on_b_of_a_rank_deficient_system():
     a = np.ones((4, 3))
     with pytest.raises(np.linalg.LinAlgError, match="rank 1 < 3, and b carries a forward-mode"):
-        _tangent_of(lambda b: tg.linalg.lstsq(tg.tensor(a), b)[0], np.ones(4), np.ones(4))
+        check_jvp(lambda b: tg.linalg.lstsq(tg.tensor(a), b)[0], np.ones(4), np.ones(4))
 
 
 # ---------------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ import collections
 import numpy as np
 import pytest
 import tapegrad as tg
-from tapegrad.testing import gradcheck
+from tapegrad.testing import check_jvp, gradcheck
 
 rng = np.random.default_rng(0)
 A = rng.standard_normal((3, 4))
@@ -389,12 +389,7 @@ def test_setitem_refuses_the_tangent_of_a_value_written_twice_to_one_position(in
     v, tv = rng.standard_normal(shape), rng.standard_normal(shape)
     with pytest.raises(ValueError, match="setitem.*more than once.*value carries a "
                                          "forward-mode tangent"):
-        tg.jvp(f, (tg.tensor(v),), (tg.tensor(tv),))
-
-
-def _fd_jvp(f, x, t, eps=1e-6):
-    """(f(x + eps t) - f(x - eps t)) / 2 eps, on NumPy arrays."""
-    return (f(x + eps * t) - f(x - eps * t)) / (2 * eps)
+        check_jvp(f, v, tv)
 
 
 @pytest.mark.parametrize("index", REPEATING_INDEXES, ids=repr)
@@ -411,9 +406,7 @@ def test_setitem_with_a_repeating_index_still_differentiates_x(index):
         y = x.copy()
         y[index] = value.numpy()
         return y * x
-    t = rng.standard_normal(A.shape)
-    _, got = tg.jvp(f, (tg.tensor(A),), (tg.tensor(t),))
-    np.testing.assert_allclose(got.numpy(), _fd_jvp(f_numpy, A, t), atol=1e-8)
+    check_jvp(f, A, rng.standard_normal(A.shape), reference=f_numpy, atol=1e-8, rtol=1e-7)
     with tg.no_grad():                                    # no derivative: NumPy's writes
         y = tg.tensor(A)
         y[index] = leaf(value.numpy())
@@ -433,13 +426,14 @@ def test_setitem_with_an_advanced_index_that_picks_each_position_once_differenti
         return y * x
     assert gradcheck(f, (leaf(A), leaf(rng.standard_normal(shape))))
 
-    def f_numpy(v):
-        y = A.copy()
+    def f_numpy(x, v):
+        y = x.copy()
         y[index] = v * v
-        return y * A
-    v, t = rng.standard_normal(shape), rng.standard_normal(shape)
-    _, got = tg.jvp(lambda v: f(tg.tensor(A), v), (tg.tensor(v),), (tg.tensor(t),))
-    np.testing.assert_allclose(got.numpy(), _fd_jvp(f_numpy, v, t), atol=1e-8)
+        return y * x
+    for tangents in ((None, rng.standard_normal(shape)),
+                     (rng.standard_normal(A.shape), rng.standard_normal(shape))):
+        check_jvp(f, (A, rng.standard_normal(shape)), tangents, reference=f_numpy, atol=1e-8,
+                  rtol=1e-7)
 
 
 # -- second derivatives --------------------------------------------------------------------

@@ -385,18 +385,16 @@ def test_put_along_axis_refuses_duplicates_whose_values_carry_a_forward_mode_tan
         with pytest.raises(ValueError, match="put_along_axis: indices write some position "
                                              "more than once.*values carries a forward-mode "
                                              "tangent"):
-            tg.jvp(lambda v: tg.put_along_axis(a, idx, v, 1), (tg.tensor(v),), (tg.tensor(tv),))
-    # unique indices: the tangent is where the values land (finite differences)
+            tapegrad.testing.check_jvp(lambda v: tg.put_along_axis(a, idx, v, 1), v, tv)
+    # unique indices: the tangent is where the values land (finite differences of NumPy's)
     idx = np.array([[1, 0], [0, 2]])
 
     def f_numpy(v):
         out = a.copy()
         np.put_along_axis(out, idx, v, 1)
         return out
-    _, got = tg.jvp(lambda v: tg.put_along_axis(a, idx, v, 1), (tg.tensor(v),), (tg.tensor(tv),))
-    eps = 1e-6
-    want = (f_numpy(v + eps * tv) - f_numpy(v - eps * tv)) / (2 * eps)
-    np.testing.assert_allclose(got.numpy(), want, atol=1e-8)
+    tapegrad.testing.check_jvp(lambda v: tg.put_along_axis(a, idx, v, 1), v, tv,
+                               reference=f_numpy, atol=1e-8, rtol=1e-7)
 
 
 def test_numpy_put_along_axis_on_a_tensor_is_refused():
