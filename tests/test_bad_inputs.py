@@ -322,7 +322,8 @@ CASES = [
       r"nll_loss: labels must have the input's shape without the class axis"),
     C("tapegrad-nn", "nll_loss", "a class weight that requires grad",
       "tg.nll_loss(tg.zeros((2, 3)), np.array([0, 1]), tg.ones(3, requires_grad=True))",
-      NotImplementedError, r"nll_loss: the gradient of the class weight is not implemented"),
+      NotImplementedError,
+      r"nll_loss: the derivative with respect to the class weight is not implemented"),
     C("tapegrad-nn", "binary_cross_entropy", "an input that is not a probability",
       "tg.binary_cross_entropy(tg.tensor([1.5]), tg.tensor([1.0]))", ValueError,
       r"every element of input must be a probability in \[0, 1\]"),
@@ -473,6 +474,12 @@ CASES = [
       "tg.put_along_axis(tg.ones(3), np.array([1, 1]), tg.ones(2, requires_grad=True), None)",
       ValueError, r"^put_along_axis: indices write some position more than once, and values "
                   r"requires grad.*values.detach\(\)"),
+    C("tapegrad-shape", "setitem", "an index that repeats an element, and a value that "
+      "requires grad",
+      "tg.setitem(tg.ones(3), tg.ones(2, requires_grad=True), index=np.array([1, 1]))"
+      ".sum().backward()",
+      ValueError, r"^setitem \(x\[index\] = value\): indices write some position more than "
+                  r"once, and value requires grad.*value.detach\(\)"),
     C("tapegrad-shape", "pad", "pad_width for more axes than the tensor has",
       "tg.pad(tg.ones(3), ((1, 2), (3, 4)))", ValueError,
       r"^pad: pad_width of shape \(2, 2\) does not fit a tensor of 1 dimensions.*shape \(3,\)"),

@@ -129,3 +129,77 @@ def test_check_plugin_registers_an_unregistered_plugin():
 def test_core_ops_keep_the_contract(name):
     report = tgt.check_op(name)
     assert report.checks
+
+
+# -- check_jvp ----------------------------------------------------------------------------
+# (ops with their own JVP rules: the double-VJP fallback needs multiply, which the core
+# alone does not have)
+
+def _times_jvp(t, ans, x, y):
+    tx, ty = t
+    terms = ([tg.times(tx, y)] if tx is not None else []) + \
+        ([tg.times(x, ty)] if ty is not None else [])
+    return terms[0] if len(terms) == 1 else terms[0] + terms[1]
+
+
+class ForwardRules:
+    @tg.hookimpl
+    def tapegrad_register_ops(self, registry):
+        registry.register_op(
+            "times_with_jvp", kernels={"cpu": np.multiply},
+            vjp=lambda g, ans, x, y: (tg.times(g, y), tg.times(g, x)), jvp=_times_jvp,
+            samples=[(np.ones(2), np.ones(2))])
+        registry.register_op(
+            "double_with_wrong_jvp", kernels={"cpu": lambda x: x + x},
+            vjp=lambda g, ans, x: (g + g,), jvp=lambda t, ans, x: t[0],   # should be 2 t
+            save_inputs=(False,), save_ans=False, samples=[(np.ones(2),)])
+
+
+@pytest.fixture
+def forward_rules(times):
+    name = tg.register_plugin(ForwardRules(), name="test-forward-rules")
+    yield
+    tg.unregister_plugin(name)
+
+
+def test_check_jvp_passes_forward_mode_and_returns_the_tangent(forward_rules):
+    rng = np.random.default_rng(0)
+    x, y, tx, ty = (rng.standard_normal(s) for s in ((2, 3), (3,), (2, 3), (3,)))
+    got = tgt.check_jvp(lambda a, b: tg.times_with_jvp(a, b) + a, (x, y), (tx, ty))
+    np.testing.assert_allclose(got, tx * y + x * ty + tx, rtol=1e-12)
+    # one input held constant (None), a NumPy reference, a number input
+    got = tgt.check_jvp(tg.times_with_jvp, (x, y), (None, ty), reference=np.multiply)
+    np.testing.assert_allclose(got, x * ty, rtol=1e-12)
+    np.testing.assert_array_equal(tgt.check_jvp(tg.add, (x, 2.5), (tx, None)), tx)
+
+
+def test_check_jvp_of_a_tuple_output_returns_a_tuple():
+    x, t = np.array([1.0, 2.0]), np.array([0.5, -1.0])
+    got = tgt.check_jvp(lambda a: (a + a, tg.add(a, 1.0)), x, t)
+    assert isinstance(got, tuple) and len(got) == 2
+    np.testing.assert_array_equal(got[0], 2 * t)
+    np.testing.assert_array_equal(got[1], t)
+
+
+def test_check_jvp_reports_a_dropped_tangent():
+    x = np.array([1.0, 2.0, 3.0])
+    with pytest.raises(tgt.GradcheckError, match=r"JVP check failed for output 0 at index "
+                                                 r"\(\d,\): forward mode 1 vs numeric 2"):
+        tgt.check_jvp(lambda a: a.detach() + a, x, np.ones(3))
+
+
+def test_check_jvp_reports_a_wrong_rule(forward_rules):
+    with pytest.raises(tgt.GradcheckError, match="forward mode 1 vs numeric 2"):
+        tgt.check_jvp(tg.double_with_wrong_jvp, np.array([1.0, 2.0, 3.0]), np.ones(3))
+
+
+def test_check_jvp_refuses_what_it_cannot_check():
+    x = np.array([1.0, 2.0])
+    with pytest.raises(ValueError, match="2 inputs but 1 tangents"):
+        tgt.check_jvp(tg.add, (x, x), (x,))
+    with pytest.raises(ValueError, match="no input has a tangent"):
+        tgt.check_jvp(tg.add, (x, x), (None, None))
+    with pytest.raises(TypeError, match="input 1 .* is not a floating-point tensor"):
+        tgt.check_jvp(tg.add, (x, np.array([1, 2])), (x, x))
+    with pytest.raises(ValueError, match=r"tangent 0 has shape \(3,\), its input \(2,\)"):
+        tgt.check_jvp(tg.add, (x, x), (np.ones(3), None))

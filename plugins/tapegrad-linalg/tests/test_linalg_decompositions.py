@@ -5,7 +5,7 @@ degenerate inputs (docs/linalg.md). The contract kit checks the gradients of eve
 import numpy as np
 import pytest
 import tapegrad as tg
-from tapegrad.testing import gradcheck, gradgradcheck, run_doctests
+from tapegrad.testing import check_jvp, gradcheck, gradgradcheck, run_doctests
 from tapegrad_linalg import decompositions, linalg
 
 RNG = np.random.default_rng(42)
@@ -190,6 +190,29 @@ def test_qr_refuses_what_has_no_gradient():
     assert q.shape == (4, 4) and r.shape == (4, 2)
     with pytest.raises(ValueError, match="mode 'raw' is not supported"):
         tg.linalg.qr(tg.ones((3, 3)), mode="raw")
+
+
+@pytest.mark.parametrize("call, exc, match", [
+    (lambda a: tg.linalg.qr(a, mode="complete")[0], ValueError,
+     "linalg.qr: mode='complete' of a 4x2 matrix .* a carries a forward-mode tangent"),
+    (lambda a: tg.linalg.svd(a, full_matrices=True)[0], ValueError,
+     "linalg.svd: full_matrices=True for a 4x2 matrix .* a carries a forward-mode tangent"),
+    (lambda a: tg.linalg.lstsq(a @ tg.ones((2, 3)), tg.ones(4))[0], np.linalg.LinAlgError,
+     r"linalg.lstsq: .* has rank 1 < 3, and a carries a forward-mode tangent"),
+], ids=["qr", "svd", "lstsq"])
+def test_what_has_no_derivative_refuses_a_forward_mode_tangent(call, exc, match):
+    a = RNG.standard_normal((4, 2))
+    with pytest.raises(exc, match=match):
+        check_jvp(call, a, RNG.standard_normal((4, 2)))
+    with tg.no_grad():                       # grad mode does not turn forward mode off
+        with pytest.raises(exc, match=match):
+            check_jvp(call, a, RNG.standard_normal((4, 2)))
+
+
+def test_lstsq_refuses_a_tangent_on_b_of_a_rank_deficient_system():
+    a = np.ones((4, 3))
+    with pytest.raises(np.linalg.LinAlgError, match="rank 1 < 3, and b carries a forward-mode"):
+        check_jvp(lambda b: tg.linalg.lstsq(tg.tensor(a), b)[0], np.ones(4), np.ones(4))
 
 
 # ---------------------------------------------------------------------------------------

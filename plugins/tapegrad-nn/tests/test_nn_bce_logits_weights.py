@@ -37,6 +37,15 @@ def test_matches_the_formula_and_finite_differences(weight, pos_weight, reductio
     assert tg.gradgradcheck(lambda a, b: F.binary_cross_entropy_with_logits(a, b, **kw), (x, t))
 
 
+@pytest.mark.parametrize("name", ["weight", "pos_weight"])
+def test_weights_refuse_a_forward_mode_tangent(name):
+    value = W if name == "weight" else PW
+    with pytest.raises(TypeError, match=f"binary_cross_entropy_with_logits: {name} carries a "
+                                        f"forward-mode tangent; it is a constant here"):
+        tg.testing.check_jvp(lambda w: F.binary_cross_entropy_with_logits(
+            tg.tensor(X), tg.tensor(T), **{name: w}), value, np.ones_like(value))
+
+
 def test_the_module_is_the_function():
     loss = tg.nn.BCEWithLogitsLoss(weight=tg.tensor(W), pos_weight=tg.tensor(PW),
                                    reduction="sum")

@@ -368,6 +368,16 @@ def test_loss_module_is_its_function(module, args, f):
     np.testing.assert_array_equal(module(*args).numpy(), f(*args).numpy())
 
 
+@pytest.mark.parametrize("loss", ["nll_loss", "cross_entropy"])
+def test_class_weight_refuses_a_forward_mode_tangent(loss):
+    x = tg.tensor(_lsm(X) if loss == "nll_loss" else X)
+    labels = LABELS if loss == "nll_loss" else np.array([0, 3, 1, 1, 2, 3])
+    with pytest.raises(NotImplementedError, match=f"{loss}: the derivative with respect to the "
+                                                  f"class weight is not implemented .* weight "
+                                                  f"carries a forward-mode tangent"):
+        tgt.check_jvp(lambda w: getattr(tg, loss)(x, labels, weight=w), W, np.ones(4))
+
+
 def test_loss_module_weight_is_a_buffer_and_legacy_arguments_are_refused():
     assert list(nn.CrossEntropyLoss(weight=W).state_dict()) == ["weight"]
     assert list(nn.NLLLoss().state_dict()) == []

@@ -274,6 +274,22 @@ def test_batch_norm_eval_gradient_flows_to_input_weight_bias_only():
         F.batch_norm(x, tg.zeros(3, requires_grad=True), rv)
 
 
+@pytest.mark.parametrize("fn", ["batch_norm", "instance_norm"])
+@pytest.mark.parametrize("which", ["running_mean", "running_var"])
+def test_running_statistics_refuse_a_forward_mode_tangent(fn, which):
+    x = t64(4, 3, 5) if fn == "instance_norm" else t64(4, 3)
+    stats = {"running_mean": tg.zeros(3), "running_var": tg.ones(3)}
+
+    def f(s):
+        kw = dict(stats, **{which: s})
+        return getattr(F, fn)(x, kw["running_mean"], kw["running_var"], use_input_stats=False) \
+            if fn == "instance_norm" else F.batch_norm(x, kw["running_mean"], kw["running_var"])
+    with pytest.raises(NotImplementedError, match=f"{fn}: the derivative for {which} is not "
+                                                  f"implemented, and {which} carries a "
+                                                  f"forward-mode tangent"):
+        tg.testing.check_jvp(f, stats[which] + 0.5, np.ones(3))
+
+
 def test_the_fused_op_is_one_node_on_the_tape():
     y = F.layer_norm(t64(2, 5), 5)
     assert y.grad_fn.name == "_standardize"

@@ -8,6 +8,7 @@ import warnings
 import numpy as np
 import pytest
 import tapegrad as tg
+from tapegrad.testing import check_jvp
 
 RNG = np.random.default_rng(14)
 
@@ -303,6 +304,16 @@ def test_interp_xp_is_a_constant_and_dtypes():
     f32 = np.float32
     assert tg.interp(np.ones(2, f32), XP.astype(f32), FP.astype(f32)).dtype == np.float32
     assert tg.interp(np.array([0, 1]), [0, 1], [0, 2]).dtype == np.float64
+
+
+def test_interp_xp_refuses_a_forward_mode_tangent_and_x_fp_keep_theirs():
+    x = np.array([-0.5, 0.2, 1.3, 3.0])
+    with pytest.raises(NotImplementedError, match="interp: the derivative with respect to xp.*"
+                                                  "carries a forward-mode tangent"):
+        check_jvp(lambda xp: tg.interp(_t(x), xp, FP), XP, RNG.standard_normal(5))
+    check_jvp(lambda x, fp: tg.interp(x, XP, fp), (x, FP),
+              (RNG.standard_normal(4), RNG.standard_normal(5)),
+              reference=lambda x, fp: np.interp(x, XP, fp), atol=1e-7, rtol=1e-7)
 
 
 def test_interp_refuses_bad_input():

@@ -6,7 +6,7 @@ import collections
 import numpy as np
 import pytest
 import tapegrad as tg
-from tapegrad.testing import gradcheck
+from tapegrad.testing import check_jvp, gradcheck
 
 rng = np.random.default_rng(0)
 A = rng.standard_normal((3, 4))
@@ -348,6 +348,92 @@ def test_setitem_after_saving_is_detected():
     y[0] = 0.0
     with pytest.raises(RuntimeError, match="in-place"):
         s.backward()
+
+
+# -- setitem with an index that writes one position twice -------------------------------
+# NumPy keeps one of the writes without promising which, so the derivative with respect
+# to the value is refused (reverse and forward mode); that of x is defined (0 there).
+
+REPEATING_INDEXES = [
+    [1, 1],
+    np.array([0, 2, 0]),
+    (np.array([1, 1]), np.array([0, 0])),
+    (slice(None), [3, 3]),
+    (np.array([[0], [0]]), np.array([1, 2])),          # broadcast: (0, 1), (0, 2) twice
+    ((0, 0), (1, 1)),                                    # tuples inside the index
+]
+
+
+def _written_value_shape(index):
+    return np.zeros(A.shape)[index].shape
+
+
+@pytest.mark.parametrize("index", REPEATING_INDEXES, ids=repr)
+def test_setitem_refuses_the_gradient_of_a_value_written_twice_to_one_position(index):
+    for v in (leaf(rng.standard_normal(_written_value_shape(index))), leaf(2.0)):
+        y = leaf(A) * 1
+        y[index] = v
+        with pytest.raises(ValueError, match=r"setitem \(x\[index\] = value\): indices write "
+                                             r"some position more than once.*value requires grad"):
+            y.sum().backward()
+
+
+@pytest.mark.parametrize("index", REPEATING_INDEXES, ids=repr)
+def test_setitem_refuses_the_tangent_of_a_value_written_twice_to_one_position(index):
+    shape = _written_value_shape(index)
+
+    def f(v):
+        y = tg.tensor(A) * 1
+        y[index] = v
+        return y
+    v, tv = rng.standard_normal(shape), rng.standard_normal(shape)
+    with pytest.raises(ValueError, match="setitem.*more than once.*value carries a "
+                                         "forward-mode tangent"):
+        check_jvp(f, v, tv)
+
+
+@pytest.mark.parametrize("index", REPEATING_INDEXES, ids=repr)
+def test_setitem_with_a_repeating_index_still_differentiates_x(index):
+    value = tg.tensor(rng.standard_normal(_written_value_shape(index)))   # a constant
+
+    def f(x):
+        y = x * 1
+        y[index] = value
+        return y * x
+    assert gradcheck(f, (leaf(A),))
+
+    def f_numpy(x):
+        y = x.copy()
+        y[index] = value.numpy()
+        return y * x
+    check_jvp(f, A, rng.standard_normal(A.shape), reference=f_numpy, atol=1e-8, rtol=1e-7)
+    with tg.no_grad():                                    # no derivative: NumPy's writes
+        y = tg.tensor(A)
+        y[index] = leaf(value.numpy())
+    expected = A.copy()
+    expected[index] = value.numpy()
+    close(y, expected)
+
+
+@pytest.mark.parametrize("index", [[2, 0], (np.array([1, 2]), np.array([0, 3])),
+                                   (slice(None), [3, 1]), np.array([[0], [2]])], ids=repr)
+def test_setitem_with_an_advanced_index_that_picks_each_position_once_differentiates_value(index):
+    shape = _written_value_shape(index)
+
+    def f(x, v):
+        y = x * 1
+        y[index] = v * v
+        return y * x
+    assert gradcheck(f, (leaf(A), leaf(rng.standard_normal(shape))))
+
+    def f_numpy(x, v):
+        y = x.copy()
+        y[index] = v * v
+        return y * x
+    for tangents in ((None, rng.standard_normal(shape)),
+                     (rng.standard_normal(A.shape), rng.standard_normal(shape))):
+        check_jvp(f, (A, rng.standard_normal(shape)), tangents, reference=f_numpy, atol=1e-8,
+                  rtol=1e-7)
 
 
 # -- second derivatives --------------------------------------------------------------------

@@ -378,6 +378,25 @@ def test_put_along_axis_duplicates_follow_numpy_without_grad_and_are_refused_wit
     tg.put_along_axis(a, idx, leaf(vals).detach(), 1)
 
 
+def test_put_along_axis_refuses_duplicates_whose_values_carry_a_forward_mode_tangent():
+    a = np.zeros((2, 3))
+    v, tv = rand(2, 2), rand(2, 2)
+    for idx in (np.array([[1, 1], [0, 2]]), tg.tensor([[1, 1], [0, 2]])):   # array, tensor
+        with pytest.raises(ValueError, match="put_along_axis: indices write some position "
+                                             "more than once.*values carries a forward-mode "
+                                             "tangent"):
+            tapegrad.testing.check_jvp(lambda v: tg.put_along_axis(a, idx, v, 1), v, tv)
+    # unique indices: the tangent is where the values land (finite differences of NumPy's)
+    idx = np.array([[1, 0], [0, 2]])
+
+    def f_numpy(v):
+        out = a.copy()
+        np.put_along_axis(out, idx, v, 1)
+        return out
+    tapegrad.testing.check_jvp(lambda v: tg.put_along_axis(a, idx, v, 1), v, tv,
+                               reference=f_numpy, atol=1e-8, rtol=1e-7)
+
+
 def test_numpy_put_along_axis_on_a_tensor_is_refused():
     t = tg.zeros((2, 3))
     with pytest.raises(TypeError, match="in place.*tg.put_along_axis"):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tapegrad as tg
 import tapegrad_shape.statistics as statistics
-from tapegrad.testing import run_doctests
+from tapegrad.testing import check_jvp, run_doctests
 
 RNG = np.random.default_rng(7)
 NAN = np.nan
@@ -158,6 +158,17 @@ def test_gradient_spacing_tensor_is_a_constant_and_refuses_to_require_grad():
         tg.gradient(f, x)
     tg.gradient(f, x.detach()).sum().backward()
     assert f.grad is not None and x.grad is None
+
+
+def test_gradient_spacing_refuses_a_forward_mode_tangent_and_f_keeps_its_own():
+    f = r(5)
+    with pytest.raises(NotImplementedError, match="gradient: the derivative with respect to "
+                                                  "the spacing .* carries a forward-mode tangent"):
+        check_jvp(lambda x: tg.gradient(tg.tensor(f), x), COORDS, r(5))
+    t = r(5)          # a tangent on f only: np.gradient is linear in f
+    got = check_jvp(lambda f: tg.gradient(f, tg.tensor(COORDS)), f, t,
+                    reference=lambda f: np.gradient(f, COORDS), atol=1e-8, rtol=1e-7)
+    np.testing.assert_allclose(got, np.gradient(t, COORDS), rtol=1e-12, atol=1e-12)
 
 
 def test_gradient_refuses_bad_input():
@@ -443,3 +454,18 @@ def test_quantiles_refuse_bad_input():
         tg.median(x, axis=1)
     with pytest.raises(TypeError):
         tg.median(x, out=None)                         # out= is not supported
+
+
+
+@pytest.mark.parametrize("name", ["quantile", "nanquantile", "percentile"])
+def test_quantile_q_refuses_a_forward_mode_tangent_and_x_keeps_its_own(name):
+    x, t = r(4, 5), r(4, 5)
+    fn = getattr(tg, name)
+    q = 50.0 if "percentile" in name else 0.5
+    with pytest.raises(TypeError, match=f"{name}: q is not differentiable here.*carries a "
+                                        f"forward-mode tangent"):
+        check_jvp(lambda q: fn(tg.tensor(x), q, axis=1), np.array(q), np.array(1.0))
+    # a tangent on x: finite differences of NumPy's own function
+    np_fn = getattr(np, name)
+    check_jvp(lambda x: fn(x, q, axis=1), x, t, reference=lambda x: np_fn(x, q, axis=1),
+              atol=1e-7, rtol=1e-7)

@@ -956,3 +956,115 @@ def run_doctests(target):
     if isinstance(target, (str, Path)):
         return doctest.testfile(str(target), module_relative=False, optionflags=DOCTEST_FLAGS)
     return doctest.testmod(target, optionflags=DOCTEST_FLAGS)
+
+
+# ---------------------------------------------------------------------------------------
+# Forward mode
+# ---------------------------------------------------------------------------------------
+
+def check_jvp(f, inputs, tangents=None, *, reference=None, eps=1e-6, atol=1e-5, rtol=1e-3):
+    """Check forward mode through f: the tangent that ``f(*inputs)`` gets when the inputs
+    carry `tangents` (what ``tg.jvp(f, inputs, tangents)`` computes, through the engine
+    and the ops' JVP rules) against central finite differences along the same tangents.
+
+    Returns that tangent as a NumPy array (a tuple of them when f returns a tuple), so a
+    test can assert more of it; raises GradcheckError naming the worst entry (output,
+    index, forward mode vs numeric) on failure.
+
+    - inputs: a tensor or a tuple of tensors, NumPy arrays (made tensors, as tg.tensor
+      does) and numbers. Use float64: a float32 difference quotient is mostly rounding.
+    - tangents: one per input, None where the input does not move (f gets it as it is,
+      without a tangent: the rules see None there); default: a random normal tangent on
+      every floating-point tensor input.
+    - reference: a NumPy function taking the inputs as arrays (numbers as they are) and
+      returning an array (or a tuple): the finite differences are taken of it instead of
+      f, so the check does not trust the op's own kernel (np.linalg.qr for tg.linalg.qr).
+
+    It needs nothing beyond the core and the ops f calls (forward mode is the engine's,
+    tapegrad/_forward.py), so a plugin's own tests can use it.
+
+    >>> import numpy as np, tapegrad as tg
+    >>> tg.testing.check_jvp(lambda x, y: x + x + y, (np.array([1.0, 2.0]), np.array([3.0, 4.0])),
+    ...                      (np.array([1.0, -1.0]), None))
+    array([ 2., -2.])
+    """
+    from . import _forward
+
+    dev = _engine.default_device()
+    xs = [new_tensor(dev.asarray(x), dev) if isinstance(x, np.ndarray) else x
+          for x in _as_inputs(inputs)]
+    if tangents is None:
+        rng = np.random.default_rng(0)
+        tangents = [rng.standard_normal(x.shape) if isinstance(x, TensorBase)
+                    and x.dtype.kind == "f" else None for x in xs]
+    tangents = list(_as_inputs(tangents))
+    if len(tangents) != len(xs):
+        raise ValueError(f"check_jvp: {len(xs)} inputs but {len(tangents)} tangents (give "
+                         f"None for an input that does not move)")
+    ts = []
+    for i, (x, t) in enumerate(zip(xs, tangents)):
+        if t is None:
+            ts.append(None)
+            continue
+        if not isinstance(x, TensorBase) or x.dtype.kind != "f":
+            raise TypeError(f"check_jvp: input {i} ({type(x).__name__}) is not a "
+                            f"floating-point tensor, so it cannot carry a tangent")
+        host = _host(t) if isinstance(t, TensorBase) else np.asarray(t)
+        if host.shape != x.shape:
+            raise ValueError(f"check_jvp: tangent {i} has shape {host.shape}, its input "
+                             f"{x.shape}")
+        ts.append(host.astype(x.dtype))
+    moving = [i for i, t in enumerate(ts) if t is not None]
+    if not moving:
+        raise ValueError("check_jvp: no input has a tangent, so there is nothing to check")
+
+    level = _forward.enter_level()
+    try:
+        duals = list(xs)
+        for i in moving:
+            duals[i] = _forward.detached_dual(xs[i])
+            _forward.set_tangent(duals[i], level, _with_value(xs[i], ts[i]))
+        result = f(*duals)
+        outs = _outputs(result)
+        found = [_forward.tangent_of(o, level) for o in outs]
+    finally:
+        _forward.exit_level(level)
+    got = [np.zeros(o.shape) if t is None else _host(t).astype(np.float64)
+           for o, t in zip(outs, found)]
+
+    def evaluate(values):
+        with no_grad():
+            if reference is not None:
+                out = reference(*[_host(v) if isinstance(v, TensorBase) else v
+                                  for v in values])
+                out = out if isinstance(out, (tuple, list)) else (out,)
+                return [np.asarray(o, dtype=np.float64) for o in out]
+            return [_host(o).astype(np.float64) for o in _outputs(f(*values))]
+
+    # NOTE: one input moved at a time (J v = sum_i J_i v_i): an input that only selects
+    # (a +-1 target compared with == 1) would otherwise move off its values while the
+    # others move, and the difference would read the others' derivative elsewhere
+    numeric = None
+    for i in moving:
+        plus, minus = list(xs), list(xs)
+        plus[i] = _with_value(xs[i], _host(xs[i]) + eps * ts[i])
+        minus[i] = _with_value(xs[i], _host(xs[i]) - eps * ts[i])
+        term = [(p - m) / (2 * eps) for p, m in zip(evaluate(plus), evaluate(minus))]
+        numeric = term if numeric is None else [a + b for a, b in zip(numeric, term)]
+    if len(numeric) != len(got):
+        raise ValueError(f"check_jvp: f returns {len(got)} floating-point outputs but the "
+                         f"reference {len(numeric)}")
+    for r, (a, n) in enumerate(zip(got, numeric)):
+        if a.shape != n.shape:
+            raise GradcheckError(f"JVP check failed: output {r} has shape {a.shape}, the "
+                                 f"finite differences {n.shape}")
+        excess = np.abs(a - n) - (atol + rtol * np.abs(n))
+        if excess.size and excess.max() > 0:
+            k = int(np.argmax(excess))
+            index = tuple(int(v) for v in np.unravel_index(k, a.shape)) if a.ndim else ()
+            raise GradcheckError(
+                f"JVP check failed for output {r} at index {index}: forward mode "
+                f"{a.reshape(-1)[k]:.10g} vs numeric {n.reshape(-1)[k]:.10g} (|difference| "
+                f"{abs(a.reshape(-1)[k] - n.reshape(-1)[k]):.3g} > atol {atol} + rtol {rtol} "
+                f"* |numeric|)")
+    return tuple(got) if isinstance(result, (tuple, list)) else got[0]

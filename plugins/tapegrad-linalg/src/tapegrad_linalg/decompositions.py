@@ -30,6 +30,7 @@ from collections import namedtuple
 import numpy as np
 import tapegrad as tg
 from tapegrad._compile import compile_check, run_eagerly
+from tapegrad_shape.ops import derivative_reason
 
 from ._helpers import (_at_least_2d, _diag_embed, _diagonal, _eye, _host, _mT, _rand,
                        _safe_offdiag_divide, _square, _tril, _triangle_grad)
@@ -58,8 +59,16 @@ def _as_tensor(a):
     return a if isinstance(a, tg.Tensor) else tg.asarray(a)
 
 
-def _wants_grad(*xs):
-    return tg.is_grad_enabled() and any(isinstance(x, tg.Tensor) and x.requires_grad for x in xs)
+def _derivative_wanted(**named):
+    """For the first of the `named` tensors whose derivative is being computed (it
+    requires grad, or carries a forward-mode tangent): "a requires grad" (its name and
+    derivative_reason); None when none is. NOTE: testing requires_grad alone would let a
+    forward-mode tangent through, into a result that has no derivative."""
+    for name, x in named.items():
+        reason = derivative_reason(x)
+        if reason is not None:
+            return f"{name} {reason}"
+    return None
 
 
 # ---------------------------------------------------------------------------------------
@@ -349,10 +358,12 @@ def qr(a, mode="reduced"):
     if mode == "r":
         packed = tg._linalg_qr(a, mode="reduced")
         return _mT(packed[..., m:, :])
-    if mode == "complete" and m > n and _wants_grad(a):
+    wanted = _derivative_wanted(a=a) if mode == "complete" and m > n else None
+    if wanted:
         raise ValueError(f"linalg.qr: mode='complete' of a {m}x{n} matrix (m > n) has no "
-                         f"gradient (Q's last {m - n} columns are not unique); use "
-                         f"mode='reduced', or call it under tg.no_grad()")
+                         f"gradient nor tangent (Q's last {m - n} columns are not unique), "
+                         f"and {wanted}; use mode='reduced', or pass a.detach() (tg.no_grad() "
+                         f"for a gradient)")
     packed = tg._linalg_qr(a, mode=mode)
     return QRResult(packed[..., :m, :], _mT(packed[..., m:, :]))
 
@@ -624,10 +635,12 @@ def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
     _at_least_2d(a, "linalg.svd")
     m, n = a.shape[-2:]
     full = bool(full_matrices) and m != n      # square: the same as full_matrices=False
-    if full and _wants_grad(a):
+    wanted = _derivative_wanted(a=a) if full else None
+    if wanted:
         raise ValueError(f"linalg.svd: full_matrices=True for a {m}x{n} matrix has no gradient "
-                         f"(the extra singular vectors are not unique); use "
-                         f"full_matrices=False, or call it under tg.no_grad()")
+                         f"nor tangent (the extra singular vectors are not unique), and "
+                         f"{wanted}; use full_matrices=False, or pass a.detach() (tg.no_grad() "
+                         f"for a gradient)")
     packed = tg._linalg_svd(a, full_matrices=full)
     U, S, V = _svd_unpack(packed, m, n, full)
     return SVDResult(U, S, _mT(V))
@@ -779,11 +792,12 @@ def lstsq(a, b, rcond=None):
     run_eagerly("linalg.lstsq: the rank it returns, and whether it returns residuals, "
                 "depend on a's values (a replay would repeat the recording's)")
     rank = _lstsq_rank(_host(s), m, n, np.result_type(a.dtype, b.dtype), rcond)
-    if rank < min(m, n) and _wants_grad(a, b):
+    wanted = _derivative_wanted(a=a, b=b) if rank < min(m, n) else None
+    if wanted:
         raise np.linalg.LinAlgError(
-            f"linalg.lstsq: a (shape {sa}) has rank {rank} < {min(m, n)}; the gradient of a "
-            f"rank-deficient least-squares solution is not supported (call it under "
-            f"tg.no_grad(), or regularize a)")
+            f"linalg.lstsq: a (shape {sa}) has rank {rank} < {min(m, n)}, and {wanted}; the "
+            f"derivative of a rank-deficient least-squares solution is not supported (pass "
+            f"a and b detached -- tg.no_grad() for a gradient --, or regularize a)")
     x = tg._linalg_lstsq(a, b, rcond=rcond)
     if rank == n and m > n:
         r = tg.sum((b - a @ x) ** 2, axis=0)

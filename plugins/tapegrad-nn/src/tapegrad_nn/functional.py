@@ -42,6 +42,7 @@ import numpy as np
 import tapegrad as tg
 from tapegrad import _batching
 from tapegrad._compile import run_eagerly
+from tapegrad_shape.ops import derivative_reason
 
 from ._dtype_check import check_float_operands
 from . import conv as _conv
@@ -483,9 +484,11 @@ def _class_weight(weight, n_classes, dtype, op):
     """`weight` (None or C class weights, not differentiable) as an array of `dtype`."""
     if weight is None:
         return None
-    if getattr(weight, "requires_grad", False):
-        raise NotImplementedError(f"{op}: the gradient of the class weight is not "
-                                  f"implemented (as in PyTorch); pass weight.detach()")
+    reason = derivative_reason(weight)
+    if reason is not None:
+        raise NotImplementedError(f"{op}: the derivative with respect to the class weight is "
+                                  f"not implemented (as in PyTorch), and weight {reason}; "
+                                  f"pass weight.detach()")
     w = np.asarray(weight)
     if w.shape != (n_classes,):
         raise ValueError(f"{op}: weight must hold one weight per class, shape "
@@ -799,9 +802,10 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
         raise ValueError(f"binary_cross_entropy_with_logits: target shape {t.shape} must "
                          f"equal input shape {x.shape}")
     for name, w in (("weight", weight), ("pos_weight", pos_weight)):
-        if w is not None and tg.needs_grad(w):
-            raise TypeError(f"binary_cross_entropy_with_logits: {name} requires grad; it "
-                            f"is a constant here (detach it), as a buffer of the module")
+        reason = derivative_reason(w)
+        if reason is not None:
+            raise TypeError(f"binary_cross_entropy_with_logits: {name} {reason}; it is a "
+                            f"constant here (detach it), as a buffer of the module")
     softplus_neg = -tg.logsigmoid(x)
     if pos_weight is None:
         loss = (1.0 - t) * x + softplus_neg

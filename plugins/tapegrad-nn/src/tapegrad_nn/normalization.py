@@ -33,6 +33,7 @@ import numbers
 
 import numpy as np
 import tapegrad as tg
+from tapegrad_shape.ops import derivative_reason
 
 from . import _kernels
 from ._c_kernel_args import c_kernel_ok as _c_kernel_ok
@@ -536,9 +537,11 @@ def _channel_shape(x):
 
 
 def _refuse_grad(t, name, op):
-    if isinstance(t, tg.Tensor) and t.requires_grad:
-        raise NotImplementedError(f"{op}: the derivative for {name} is not implemented "
-                                  f"(it is a running statistic; pass it detached)")
+    reason = derivative_reason(t)
+    if reason is not None:
+        raise NotImplementedError(f"{op}: the derivative for {name} is not implemented, and "
+                                  f"{name} {reason} (it is a running statistic; pass it "
+                                  f"detached)")
 
 
 # ---------------------------------------------------------------------------------------

@@ -35,6 +35,7 @@ import operator
 
 import numpy as np
 import tapegrad as tg
+from tapegrad import _engine, _forward
 from tapegrad._compile import run_eagerly
 
 from . import rearrange
@@ -94,16 +95,45 @@ def _as_tensor(x):
     return tg.asarray(x)
 
 
+def derivative_reason(v):
+    """Why a derivative with respect to `v` is being computed -- "requires grad" (reverse
+    mode: v requires grad and grad mode is on) or "carries a forward-mode tangent" (v has a
+    tangent of an open forward level: tg.jvp, tg.forward_ad, tg.jacfwd) -- or None when it
+    is not (v is no tensor, or neither holds).
+
+    What a function that does not compute some argument's derivative tests to refuse it:
+    testing ``requires_grad`` alone lets forward mode through, and the argument's tangent
+    would be silently dropped. (Shared by the plugins that depend on tapegrad-shape.)
+
+    >>> import tapegrad as tg
+    >>> from tapegrad_shape.ops import derivative_reason
+    >>> derivative_reason(tg.tensor([1.0], requires_grad=True)), derivative_reason(2.0)
+    ('requires grad', None)
+    """
+    if not isinstance(v, tg.Tensor):
+        return None
+    if v.requires_grad and tg.is_grad_enabled():
+        return "requires grad"
+    # NOTE: a tangent of a level that has closed stays on the tensor and is ignored by the
+    # engine (Note: [forward levels], tapegrad/_forward.py): only open levels count
+    if _engine.forward_active() and _engine.has_tangents(v) and any(
+            _forward.is_open(level) for level in v._tangents):
+        return "carries a forward-mode tangent"
+    return None
+
+
 def _constant_argument(op, what, v):
     """An argument the function uses as a constant (np.gradient's spacing, np.interp's xp),
     as a host array. NOTE: its derivative exists but is not computed, so a tensor there that
-    requires grad is refused rather than silently given no gradient."""
+    requires grad (or carries a forward-mode tangent) is refused rather than silently given
+    no gradient (tangent)."""
     if isinstance(v, tg.Tensor):
-        if v.requires_grad and tg.is_grad_enabled():
+        reason = derivative_reason(v)
+        if reason is not None:
             raise NotImplementedError(
                 f"{op}: the derivative with respect to {what} is not implemented, and the "
-                f"tensor given there (shape {v.shape}, {v.dtype}) requires grad; pass it "
-                f"detached ({what}.detach()) if its gradient is not needed")
+                f"tensor given there (shape {v.shape}, {v.dtype}) {reason}; pass it "
+                f"detached ({what}.detach()) if its derivative is not needed")
         # Its values are read in Python: a replay would reuse the recording's.
         run_eagerly(f"{op}: {what} is a tensor whose values are read in Python (a replay "
                     f"would reuse the recording's)")
@@ -463,16 +493,57 @@ def _setitem_kernel(x, value, *, index):
     return out
 
 
+def _host_index(index, device):
+    """`index` with its array items as host NumPy arrays (the engine hands the kernel a
+    cuda tensor's index as device arrays)."""
+    def host(item):
+        if isinstance(item, _BASIC_INDEX) or isinstance(item, (np.ndarray, list, tuple, range)):
+            return item
+        if isinstance(item, tg.Tensor):
+            return item.detach().numpy()
+        return device.to_numpy(item)
+    return tuple(host(i) for i in index) if isinstance(index, tuple) else host(index)
+
+
+def _refuse_repeated_setitem_writes(shape, index, value, device, reason):
+    """Raise if x[index] = value, x of `shape`, writes one position more than once: NumPy
+    keeps one of those writes without promising which, so the derivative with respect to
+    value -- which of its entries ends up there -- would be a guess. (The derivative with
+    respect to x is well defined: zero at every written position.)"""
+    if _picks_once(index):
+        return
+    # each element of the selection, named by the flat position it writes
+    targets = np.arange(math.prod(shape)).reshape(shape)[_host_index(index, device)]
+    rearrange._refuse_repeated_writes(
+        "setitem (x[index] = value)", targets,
+        f"x of shape {tuple(shape)}, value of shape {tuple(getattr(value, 'shape', ()))} "
+        f"{getattr(value, 'dtype', '')}", reason, "value")
+
+
 def _setitem_vjp(g, ans, x, value, *, index):
-    # NOTE: with an advanced index that repeats an element NumPy keeps the last write, but
-    # every write receives the gradient here (PyTorch leaves this case undefined too).
     gx = tg.setitem(g, 0.0, index=index)
     if isinstance(value, numbers.Number):
         return gx, None
+    if tg.needs_grad(value):
+        # NOTE: checked here, at backward, as the engine has no hook at the call for an op's
+        # own refusals; an index that repeats an element would otherwise send the
+        # gradient of one surviving write to every write (PyTorch leaves it undefined)
+        _refuse_repeated_setitem_writes(g.shape, index, value, g.device, "requires grad")
     gv = tg.getitem(g, index=index)
     if gv.ndim < value.ndim:   # value had extra leading ones that assignment dropped
         gv = tg.reshape(gv, (1,) * (value.ndim - gv.ndim) + gv.shape)
     return gx, gv
+
+
+def _setitem_jvp(t, ans, x, value, *, index):
+    tx, tv = t
+    if tv is not None:
+        _refuse_repeated_setitem_writes(ans.shape, index, value, ans.device,
+                                        "carries a forward-mode tangent")
+    # (the op is linear in (x, value): its tangent is the op on the tangents, zeros where
+    # one has none)
+    base = tg.zeros_like(ans) if tx is None else tx
+    return tg.setitem(base, 0.0 if tv is None else tv, index=index)
 
 
 def split(x, indices_or_sections, axis=0):
@@ -673,7 +744,7 @@ def tapegrad_register_ops(registry):
         doc="The gradient of getitem: zeros of `shape` with g added at `index` (np.add.at, "
             "so repeated indices accumulate). Its own gradient is getitem.")
     registry.register_op(
-        "setitem", kernels={"cpu": _setitem_kernel}, vjp=_setitem_vjp, jvp="linear",
+        "setitem", kernels={"cpu": _setitem_kernel}, vjp=_setitem_vjp, jvp=_setitem_jvp,
         save_inputs=(False, False), save_ans=False, method=False,
         samples=[
             tg.Sample(_rand(3, 4), _rand(4), index=1),
@@ -683,7 +754,9 @@ def tapegrad_register_ops(registry):
             tg.Sample(_rand(3, 4), _rand(1, 1, 4), index=0),
         ],
         doc="A copy of x with x[index] = value (the op t[index] = value records when "
-            "gradients flow): x gets g with zeros at index, value gets g[index].")
+            "gradients flow): x gets g with zeros at index, value gets g[index]. An index "
+            "that writes one position twice (x[[1, 1]] = v) refuses value's derivative "
+            "(ValueError: NumPy keeps one write without promising which).")
 
     # -- joining -------------------------------------------------------------------------
     registry.register_op(

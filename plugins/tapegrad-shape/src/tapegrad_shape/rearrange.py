@@ -293,7 +293,8 @@ def put_along_axis(arr, indices, values, axis):
     its shape where it was broadcast). Where `indices` writes one position more than once,
     NumPy keeps one of the writes (the last, in practice; NumPy does not promise an order),
     so which value's gradient is g would be a guess: a call whose `values` requires grad
-    with such duplicates raises a ValueError (without gradients, duplicates are NumPy's).
+    (or carries a forward-mode tangent) with such duplicates raises a ValueError (without
+    derivatives, duplicates are NumPy's).
 
     >>> import tapegrad as tg
     >>> a = tg.zeros((2, 3))
@@ -319,19 +320,20 @@ def put_along_axis(arr, indices, values, axis):
     if isinstance(values, (list, tuple)):
         values = tg.asarray(values, device=arr.device)   # a list of tensors keeps its graph
     out = tg._put_along_axis(arr, indices, values, axis=axis)   # raises for bad indices
-    if tg.needs_grad(values) and tg.is_grad_enabled():
+    reason = _ops.derivative_reason(values)
+    if reason is not None:
         # (on the values of every tg.compile replay too: indices may come from an argsort)
         if isinstance(indices, tg.Tensor):
             # (values' shape only: the recorded check must not keep the tensor alive)
             like = np.broadcast_to(np.float64(0), tuple(getattr(values, "shape", ())))
-            compile_check(lambda idx: _refuse_duplicate_writes(arr.shape, idx, axis, like),
-                          indices)
+            compile_check(lambda idx: _refuse_duplicate_writes(arr.shape, idx, axis, like,
+                                                               reason), indices)
         else:
-            _refuse_duplicate_writes(arr.shape, _host(indices), axis, values)
+            _refuse_duplicate_writes(arr.shape, _host(indices), axis, values, reason)
     return out
 
 
-def _refuse_duplicate_writes(shape, indices, axis, values):
+def _refuse_duplicate_writes(shape, indices, axis, values, reason):
     if axis is None:
         n = math.prod(shape)
         targets = np.asarray(indices) % max(n, 1)
@@ -341,13 +343,23 @@ def _refuse_duplicate_writes(shape, indices, axis, values):
         index = _along_axis_index(indices % max(shape[ax], 1), ax, shape)
         full = np.broadcast_shapes(*(i.shape for i in index), vshape)
         targets = np.ravel_multi_index([np.broadcast_to(i, full) for i in index], shape)
-    targets = targets.reshape(-1)
+    _refuse_repeated_writes("put_along_axis", targets, f"arr of shape {tuple(shape)}, axis "
+                            f"{axis}", reason, "values")
+
+
+def _refuse_repeated_writes(op, targets, where, reason, values_name):
+    """Raise if `targets` (the flat position each written element lands on) names a
+    position twice: NumPy keeps one of the writes there without promising which, so the
+    derivative with respect to the values written would be a guess. `reason` says why
+    that derivative is wanted (derivative_reason: "requires grad", ...). Shared by the
+    scatters: put_along_axis, setitem."""
+    targets = np.asarray(targets).reshape(-1)
     if np.unique(targets).size != targets.size:
         raise ValueError(
-            "put_along_axis: indices write some position more than once, and values "
-            "requires grad: NumPy keeps one of the writes without promising which, so the "
-            "gradient of values would be a guess; make the indices unique along the axis, "
-            "or pass values.detach()")
+            f"{op}: indices write some position more than once, and {values_name} "
+            f"{reason} ({where}): NumPy keeps one of the writes without promising "
+            f"which, so the derivative with respect to {values_name} would be a guess; make "
+            f"the indices unique, or pass {values_name}.detach()")
 
 
 def _take_kernel(a, indices, axis=None, mode="raise"):

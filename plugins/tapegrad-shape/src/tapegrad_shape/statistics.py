@@ -32,7 +32,7 @@ import tapegrad as tg
 from tapegrad._compile import compile_check, run_eagerly
 
 from .ops import (_EXTREMUM_SAMPLES, _as_tensor, _as_tensor_like, _axes, _constant_argument,
-                  _distinct, _kept_shape, _mask, _rand, _sqrt_of_var)
+                  _distinct, _kept_shape, _mask, _rand, _sqrt_of_var, derivative_reason)
 
 __all__ = ["gradient", "diff", "any", "all", "ptp", "nansum", "nanmean", "nanvar", "nanstd",
            "average", "median", "quantile", "percentile", "nanmedian", "nanquantile",
@@ -531,9 +531,10 @@ def _rows(x, axis, op):
 
 def _check_q(q, op, scale):
     if isinstance(q, tg.Tensor):
-        if q.requires_grad:
-            raise TypeError(f"{op}: q is not differentiable here; pass a tensor that does "
-                            f"not require grad (or numbers / an array)")
+        reason = derivative_reason(q)
+        if reason is not None:
+            raise TypeError(f"{op}: q is not differentiable here, and the tensor given there "
+                            f"{reason}; pass q.detach() (or numbers / an array)")
         run_eagerly(f"{op}: q is a tensor whose values are read in Python (a replay would "
                     f"reuse the recording's q)")
         q = q.numpy()
