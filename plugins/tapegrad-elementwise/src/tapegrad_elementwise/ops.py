@@ -91,7 +91,9 @@ def _clip_batch(inputs, batched, a_min=None, a_max=None):
     them. NOTE: an array bound with more axes than x's logical part must broadcast
     against those, never against the vmapped axis: x gets unit axes after it first."""
     (x,) = inputs
-    ndim = max(x.ndim - 1, np.ndim(a_min), np.ndim(a_max))
+    # (len(shape), not np.ndim: NumPy's fallback would convert a tensor bound to an array)
+    ndim = max(x.ndim - 1, *(len(b.shape) if hasattr(b, "shape") else np.ndim(b)
+                             for b in (a_min, a_max)))
     return tg.clip(_pad_batched(x, ndim), a_min, a_max)
 
 

@@ -155,13 +155,20 @@ def _move_front_axis_to(x, k):
     return tg.transpose(x, tuple(rest[:k]) + (0,) + tuple(rest[k:]))
 
 
+def _shape_of(v):
+    """The shape of an input or parameter. NOTE: never np.shape / np.ndim on a tensor:
+    NumPy's fallback converts it to an array, which a tensor batched at an outer vmap
+    level refuses (and which copies it otherwise)."""
+    return tuple(v.shape) if hasattr(v, "shape") else np.shape(v)
+
+
 def _batch_size(inputs, batched):
     return next(x.shape[0] for x, b in zip(inputs, batched) if b)
 
 
 def _with_batch_axis(x, b, size):
     """Physical x with the vmapped axis first: an unbatched input is broadcast (a view)."""
-    return x if b else tg.broadcast_to(x, (size,) + tuple(np.shape(x)))
+    return x if b else tg.broadcast_to(x, (size,) + _shape_of(x))
 
 
 def _loop_fallback(name, inputs, batched, params):
@@ -625,7 +632,7 @@ def _setitem_batch(inputs, batched, *, index):
         # value broadcasts against one example's x[index] (of shape target): laid out as
         # that, with its vmapped axis (or a unit one) where x[physical] has the vmapped axis.
         target = _index_result_shape(tuple(x_batched.shape[1:]), index)
-        v_shape = tuple(value.shape[1:]) if batched[1] else tuple(np.shape(value))
+        v_shape = tuple(value.shape[1:]) if batched[1] else _shape_of(value)
         extra = len(v_shape) - len(target)
         if extra > 0:
             if any(s != 1 for s in v_shape[:extra]):

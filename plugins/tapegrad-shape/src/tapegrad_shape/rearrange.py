@@ -182,7 +182,7 @@ def _tile_batch(inputs, batched, *, reps):
 
 def _pad_batch(inputs, batched, *, pad_width, mode="constant", **kwargs):
     (x,) = inputs
-    if np.ndim(kwargs.get("constant_values", 0)) != 0:
+    if len(_ops._shape_of(kwargs.get("constant_values", 0))) != 0:
         # one constant per axis (and side): left to the exact per-example loop
         return _ops._loop_fallback("pad", inputs, batched,
                                    dict(kwargs, pad_width=pad_width, mode=mode))
@@ -192,7 +192,8 @@ def _pad_batch(inputs, batched, *, pad_width, mode="constant", **kwargs):
 
 def _tensordot_batch(inputs, batched, *, axes=2):
     a, b = inputs
-    axes_a, axes_b = _tensordot_axes(axes, np.ndim(a) - batched[0], np.ndim(b) - batched[1])
+    nda, ndb = len(_ops._shape_of(a)) - batched[0], len(_ops._shape_of(b)) - batched[1]
+    axes_a, axes_b = _tensordot_axes(axes, nda, ndb)
     if batched[0] and batched[1]:
         # a contraction batched in both: not a tensordot (tapegrad-linalg's einsum and
         # matmul are not dependencies of this plugin); the exact loop
@@ -200,12 +201,12 @@ def _tensordot_batch(inputs, batched, *, axes=2):
     if batched[0]:                   # a's free axes come first, the vmapped one first
         return tg.tensordot(a, b, axes=([i + 1 for i in axes_a], axes_b))
     out = tg.tensordot(a, b, axes=(axes_a, [i + 1 for i in axes_b]))
-    return _ops._move_axis_to_front(out, np.ndim(a) - len(axes_a))
+    return _ops._move_axis_to_front(out, nda - len(axes_a))
 
 
 def _unbatched_leading(x, b):
     """Physical x, or an unbatched x with a unit axis in front (to broadcast)."""
-    return x if b else tg.reshape(x, (1,) + tuple(np.shape(x)))
+    return x if b else tg.reshape(x, (1,) + _ops._shape_of(x))
 
 
 def _take_along_axis_batch(inputs, batched, axis=-1):
@@ -244,7 +245,7 @@ def _put_along_axis_batch(inputs, batched, *, axis):
         if values.ndim - 1 > idx_ndim:
             return _ops._loop_fallback("_put_along_axis", inputs, batched, {"axis": axis})
         values = pad_batched(values, idx_ndim)
-    elif np.ndim(values) > idx_ndim:
+    elif len(_ops._shape_of(values)) > idx_ndim:
         return _ops._loop_fallback("_put_along_axis", inputs, batched, {"axis": axis})
     if axis is None:
         flat = tg.reshape(arr, (size, math.prod(arr.shape[1:])))

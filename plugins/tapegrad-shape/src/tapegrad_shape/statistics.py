@@ -31,7 +31,7 @@ import numpy as np
 import tapegrad as tg
 from tapegrad._compile import compile_check, run_eagerly
 
-from .ops import _batch_size, _with_batch_axis
+from .ops import _batch_size, _shape_of, _with_batch_axis
 from .ops import (_EXTREMUM_SAMPLES, _as_tensor, _as_tensor_like, _axes, _constant_argument,
                   _distinct, _kept_shape, _mask, _rand, _sqrt_of_var)
 
@@ -538,8 +538,8 @@ def _quantile_rows_batch(name):
 def _take_last_batch(inputs, batched):
     y, idx = inputs
     # np.take_along_axis broadcasts the other axes: an unbatched input gets a unit axis
-    y = y if batched[0] else tg.reshape(y, (1,) + tuple(np.shape(y)))
-    idx = idx if batched[1] else tg.reshape(idx, (1,) + tuple(np.shape(idx)))
+    y = y if batched[0] else tg.reshape(y, (1,) + _shape_of(y))
+    idx = idx if batched[1] else tg.reshape(idx, (1,) + _shape_of(idx))
     return tg._take_last(y, idx)
 
 
