@@ -36,7 +36,7 @@ import operator
 import numpy as np
 import tapegrad as tg
 from tapegrad._batching import _loop as _batch_loop
-from tapegrad._batching import _Placeholder, logical_axes, pad_batched
+from tapegrad._batching import _Placeholder, logical_axes
 from tapegrad._compile import run_eagerly
 
 from . import rearrange
