@@ -256,6 +256,41 @@ def test_take_with_different_indices_per_example(fallbacks):
     assert fallbacks == []
 
 
+@pytest.mark.parametrize("axis", [None, 0, 1, -1])
+def test_per_example_gradient_of_take_with_indices_per_example(axis, fallbacks):
+    # take's VJP (_take_grad) with different indices per example: a scatter-add each
+    x = RNG.standard_normal((4, 3, 5))
+    idx = RNG.integers(-4, 7, (4, 2, 2))          # mode="wrap": out of range on purpose
+    out_shape = np.take(x[0], idx[0], axis=axis, mode="wrap").shape
+    u = RNG.standard_normal((4,) + out_shape)
+
+    def grad_of(v, j, cot):
+        v = v.requires_grad_(True)
+        return grad(tg.take(v, j, axis=axis, mode="wrap"), v, cot)
+
+    def grad_np(v, j, cot):
+        out = np.zeros(v.size if axis is None else v.shape)
+        lead = 0 if axis is None else axis % v.ndim
+        np.add.at(out, (slice(None),) * lead + (j % out.shape[lead],), cot)
+        return out.reshape(v.shape)
+
+    same(vmap(grad_of)(x, idx, u), loop(grad_np)(x, idx, u))
+    assert fallbacks == []
+
+
+@pytest.mark.filterwarnings("ignore::tapegrad._batching.BatchingFallbackWarning")
+@pytest.mark.parametrize("axes", [2, 1, ([1, 0], [0, 2]), 0])
+def test_tensordot_of_two_batched_inputs(axes, fallbacks):
+    a = RNG.standard_normal((5, 3, 4))          # 5 examples of (3, 4)
+    # b's contracted axes match a's: 4 with 4, 3 with 3
+    b_example = {2: (3, 4), 1: (4, 2), 0: (2, 3)}[axes] if isinstance(axes, int) else (4, 2, 3)
+    b = RNG.standard_normal((5,) + b_example)
+    got = vmap(lambda p, q: tg.tensordot(p, q, axes=axes))(a, b)
+    same(got, loop(lambda p, q: np.tensordot(p, q, axes=axes))(a, b))
+    # a batched matmul where tapegrad-linalg is installed (not a dependency), else a loop
+    assert fallbacks == ([] if "matmul" in tg.registry().ops else ["tensordot"])
+
+
 # ---------------------------------------------------------------------------------------
 # Joining
 # ---------------------------------------------------------------------------------------

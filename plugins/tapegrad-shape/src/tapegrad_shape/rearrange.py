@@ -195,13 +195,30 @@ def _tensordot_batch(inputs, batched, *, axes=2):
     nda, ndb = len(_ops._shape_of(a)) - batched[0], len(_ops._shape_of(b)) - batched[1]
     axes_a, axes_b = _tensordot_axes(axes, nda, ndb)
     if batched[0] and batched[1]:
-        # a contraction batched in both: not a tensordot (tapegrad-linalg's einsum and
-        # matmul are not dependencies of this plugin); the exact loop
-        return _ops._loop_fallback("tensordot", inputs, batched, {"axes": axes})
+        return _tensordot_both_batched(a, b, axes_a, axes_b, axes)
     if batched[0]:                   # a's free axes come first, the vmapped one first
         return tg.tensordot(a, b, axes=([i + 1 for i in axes_a], axes_b))
     out = tg.tensordot(a, b, axes=(axes_a, [i + 1 for i in axes_b]))
     return _ops._move_axis_to_front(out, nda - len(axes_a))
+
+
+def _tensordot_both_batched(a, b, axes_a, axes_b, axes):
+    """A contraction batched in both inputs is no tensordot: it is a batched matmul of
+    (batch, free of a, contracted) by (batch, contracted, free of b). NOTE: matmul is
+    tapegrad-linalg's, not a dependency of this plugin: without it, the exact loop."""
+    if "matmul" not in tg.registry().ops:
+        return _ops._loop_fallback("tensordot", (a, b), (True, True), {"axes": axes})
+    free_a = [i for i in range(a.ndim - 1) if i not in axes_a]
+    free_b = [i for i in range(b.ndim - 1) if i not in axes_b]
+    size = a.shape[0]
+    k = math.prod(a.shape[1 + i] for i in axes_a)
+    lhs = tg.transpose(a, (0,) + tuple(1 + i for i in free_a + axes_a))
+    lhs = tg.reshape(lhs, (size, math.prod(a.shape[1 + i] for i in free_a), k))
+    rhs = tg.transpose(b, (0,) + tuple(1 + i for i in axes_b + free_b))
+    rhs = tg.reshape(rhs, (size, k, math.prod(b.shape[1 + i] for i in free_b)))
+    out = tg.matmul(lhs, rhs)
+    return tg.reshape(out, (size,) + tuple(a.shape[1 + i] for i in free_a)
+                      + tuple(b.shape[1 + i] for i in free_b))
 
 
 def _unbatched_leading(x, b):
@@ -296,12 +313,40 @@ def _take_batch(inputs, batched, axis=None, mode="raise"):
     return tg.transpose(out, order)
 
 
+def _take_grad_per_example(g, indices, shape, axis, mode):
+    """take's gradient with different indices per example: the scatter-add of
+    take_along_axis (_take_along_axis_grad), laid out as _take_batch's gather."""
+    size = indices.shape[0]
+    index_shape = tuple(indices.shape[1:])
+    m = math.prod(index_shape)
+    flat_idx = tg.reshape(indices, (size, m))
+    if axis is None:
+        n = math.prod(shape)
+        out = tg._take_along_axis_grad(tg.reshape(g, (size, m)),
+                                       _take_indices(flat_idx, n, mode), shape=(size, n),
+                                       axis=1)
+        return tg.reshape(out, (size,) + shape)
+    (ax,) = logical_axes(axis, len(shape), "take")
+    n, rest = shape[ax], shape[:ax] + shape[ax + 1:]
+    k = len(index_shape)
+    # g is (batch, shape[:ax], index_shape, shape[ax+1:]): the index axes after the batch
+    order = ((0,) + tuple(range(1 + ax, 1 + ax + k)) + tuple(range(1, 1 + ax))
+             + tuple(range(1 + ax + k, g.ndim)))
+    g3 = tg.reshape(tg.transpose(g, order), (size, m, math.prod(rest)))
+    idx = tg.reshape(_take_indices(flat_idx, n, mode), (size, m, 1))
+    out = tg._take_along_axis_grad(g3, idx, shape=(size, n, math.prod(rest)), axis=1)
+    out = tg.reshape(out, (size, n) + rest)
+    # the taken axis back where it was: after the example's first `ax` axes
+    return tg.transpose(out, (0,) + tuple(range(2, 2 + ax)) + (1,)
+                        + tuple(range(2 + ax, out.ndim)))
+
+
 def _take_grad_batch(inputs, batched, *, shape, axis=None, mode="raise"):
     g, indices = inputs
+    size = _ops._batch_size(inputs, batched)
+    g = _ops._with_batch_axis(g, batched[0], size)
     if batched[1]:
-        return _ops._loop_fallback("_take_grad", inputs, batched,
-                                   {"shape": shape, "axis": axis, "mode": mode})
-    size = g.shape[0]
+        return _take_grad_per_example(g, indices, tuple(shape), axis, mode)
     if axis is None:
         out = tg._take_grad(g, indices, shape=(size, math.prod(shape)), axis=1, mode=mode)
         return tg.reshape(out, (size,) + tuple(shape))
