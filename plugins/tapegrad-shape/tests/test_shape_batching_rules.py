@@ -19,9 +19,6 @@ from tapegrad_shape import ops as shape_ops
 
 RNG = np.random.default_rng(7)
 
-# Every op of this plugin has a rule, except np.convolve (1-D only: a batch of 1-D
-# convolutions is no 1-D convolution), which vmap runs once per example.
-WITHOUT_RULE = {"convolve"}
 
 
 def vmap(f, in_axes=0, out_axes=0):
@@ -86,12 +83,11 @@ def same(got, want):
 # Which ops have rules
 # ---------------------------------------------------------------------------------------
 
-def test_every_op_of_the_plugin_but_convolve_has_a_batching_rule():
+def test_every_op_of_the_plugin_has_a_batching_rule():
     mine = {name: op for name, op in tg.registry().ops.items() if op.plugin == "tapegrad-shape"}
     assert {"sum", "mean", "max", "min", "reshape", "transpose", "getitem", "setitem",
-            "concatenate", "stack", "take", "take_along_axis"} <= set(mine)
-    without = {name for name, op in mine.items() if op.batch is None}
-    assert without == WITHOUT_RULE
+            "concatenate", "stack", "take", "take_along_axis", "convolve"} <= set(mine)
+    assert [name for name, op in mine.items() if op.batch is None] == []
 
 
 def test_reductions_use_the_reduce_kind_and_argmax_its_own_rule():
@@ -289,6 +285,31 @@ def test_tensordot_of_two_batched_inputs(axes, fallbacks):
     same(got, loop(lambda p, q: np.tensordot(p, q, axes=axes))(a, b))
     # a batched matmul where tapegrad-linalg is installed (not a dependency), else a loop
     assert fallbacks == ([] if "matmul" in tg.registry().ops else ["tensordot"])
+
+
+@pytest.mark.parametrize("mode", ["full", "same", "valid"])
+@pytest.mark.parametrize("lengths", [(7, 3), (3, 7), (4, 4), (1, 5)])
+@pytest.mark.parametrize("in_axes", [(0, 0), (0, None), (None, 0)])
+def test_convolve_of_each_example_and_its_gradient(mode, lengths, in_axes, fallbacks):
+    n, m = lengths
+    a = RNG.standard_normal((4, n) if in_axes[0] == 0 else (n,))
+    v = RNG.standard_normal((4, m) if in_axes[1] == 0 else (m,))
+    got = vmap(lambda p, q: tg.convolve(p, q, mode), in_axes=in_axes)(a, v)
+    same(got, loop(lambda p, q: np.convolve(p, q, mode), in_axes=in_axes)(a, v))
+    if in_axes[0] == 0:                            # per-example gradients in a
+        u = RNG.standard_normal(got.shape)
+
+        def grad_of(p, q, cot):
+            p = p.requires_grad_(True)
+            return grad(tg.convolve(p, q, mode), p, cot)
+
+        def grad_np(p, q, cot):                  # the Jacobian, column by column
+            jac = np.stack([np.convolve(e, q, mode) for e in np.eye(n)], axis=1)
+            return cot @ jac
+
+        axes = in_axes + (0,)
+        same(vmap(grad_of, in_axes=axes)(a, v, u), loop(grad_np, in_axes=axes)(a, v, u))
+    assert fallbacks == []
 
 
 # ---------------------------------------------------------------------------------------

@@ -97,6 +97,28 @@ def _full_start(n, m, mode):
     return (min(n, m) - 1) // 2 if mode == "same" else min(n, m) - 1
 
 
+def _convolve_batch(inputs, batched, mode="full"):
+    """vmap's rule. A batch of 1-D convolutions is no 1-D convolution: each entry of the
+    'full' output is a window of a (zero-padded by m - 1 on both sides) times v reversed,
+    so the windows are gathered with one host index (batch, n + m - 1, m), multiplied by
+    v and summed; then `mode`'s part of it, as np.convolve's (which swaps a and v when v
+    is the longer: the same values). O(batch (n + m) m) memory, as the direct sum."""
+    a, v = inputs
+    ndim_a, ndim_v = a.ndim - batched[0], v.ndim - batched[1]
+    if ndim_a != 1 or ndim_v != 1 or not a.shape[-1] or not v.shape[-1]:
+        # not 1-D or empty: the loop gives the kernel's error
+        return _loop_fallback("convolve", inputs, batched, {"mode": mode})
+    mode = _mode(mode, "convolve")
+    n, m = a.shape[-1], v.shape[-1]
+    full = n + m - 1
+    padded = tg.pad(a, ((0, 0),) * batched[0] + ((m - 1, m - 1),))
+    windows = padded[..., np.arange(full)[:, None] + (m - 1) - np.arange(m)]   # (.., full, m)
+    out = tg.sum(windows * (v[:, None, :] if batched[1] else v), axis=-1)
+    start = _full_start(n, m, mode)
+    length = {"full": full, "same": max(n, m), "valid": max(n, m) - min(n, m) + 1}[mode]
+    return out[..., start:start + length]
+
+
 def _convolve_vjp(g, ans, a, v, mode="full"):
     # full[k] = sum_i a[i] v[k - i], so d/da[i] = sum_k g[k] v[k - i]: the 'valid'
     # convolution of g (zero-padded to the full output) with v flipped; likewise for v.
@@ -667,6 +689,7 @@ def register(registry):
     plugin's ``tapegrad_register_ops`` hook in :mod:`tapegrad_shape.ops`)."""
     fn, op = registry.register_function, registry.register_op
     op("convolve", kernels={"cpu": _convolve_kernel}, vjp=_convolve_vjp, jvp=_convolve_jvp,
+       batch=_convolve_batch,
        method=False, save_ans=False, samples=[
            tg.Sample(_rand(5), _rand(3, seed=1)), tg.Sample(_rand(3), _rand(5, seed=1)),
            tg.Sample(_rand(6), _rand(3, seed=1), "same"),
