@@ -167,17 +167,20 @@ def tapegrad_register_ops(registry):
     reg = registry.register_op
 
     reg("special_erf", kernels={"cpu": _erf_kernel}, vjp=_erf_vjp, jvp=_erf_jvp,
+        # vmap's rule: an elementwise op broadcasts its inputs, so one call on the
+        # whole batch does it (tapegrad/_batching.py; the contract kit checks it)
+        batch="elementwise",
         save_ans=False,                    # the rule reads x, not erf(x)
         samples=[(normal(3, 4),), (2 * normal(5),), (np.asarray(0.3),)],
         doc="The error function 2/sqrt(pi) * integral of exp(-t^2) from 0 to x, "
             "elementwise.")
     reg("special_gelu", kernels={"cpu": _gelu_kernel}, vjp=_gelu_vjp, jvp=_gelu_jvp,
-        save_ans=False,
+        batch="elementwise", save_ans=False,
         samples=[(normal(3, 4),), (3 * normal(2, 1, 3),), (np.array(-0.7),)],
         doc="The Gaussian error linear unit x * Phi(x) = x/2 (1 + erf(x/sqrt(2))) "
             "(exact, not the tanh approximation), elementwise.")
     reg("special_softplus", kernels={"cpu": _softplus_kernel}, vjp=_softplus_vjp,
-        jvp=_softplus_jvp,
+        jvp=_softplus_jvp, batch="elementwise",
         save_ans=False,
         samples=[(normal(3, 4),), tg.Sample(4 * normal(6), beta=2.0),
                  tg.Sample(normal(2, 3), 0.5),       # beta bound by position, as NumPy
@@ -185,7 +188,7 @@ def tapegrad_register_ops(registry):
         doc="log(1 + exp(beta x)) / beta (beta > 0, default 1), elementwise, without "
             "overflow for large x. Its gradient is sigmoid(beta x).")
     reg("special_logaddexp", kernels={"cpu": np.logaddexp}, vjp=_logaddexp_vjp,
-        jvp=_logaddexp_jvp,
+        jvp=_logaddexp_jvp, batch="elementwise",
         samples=[(normal(3, 4), normal(3, 4)), (normal(3, 4), normal(4)),
                  (normal(2, 1, 3), normal(4, 1)), (normal(3), 0.5), (-1.5, normal(2, 2)),
                  (50 + normal(3), 50 + normal(3))],

@@ -34,6 +34,7 @@ import math
 
 import numpy as np
 import tapegrad as tg
+from tapegrad._batching import pad_batched as _pad_batched
 from tapegrad._engine import get_tracer as _get_tracer
 
 from . import _backward_kernels, aliases, ufuncs
@@ -82,6 +83,18 @@ def _clip_bound(b):
     whose gradient would be lost; for torch.clamp's gradient to a bound write
     tg.where(x < lo, lo, x).)"""
     return np.asarray(b) if isinstance(b, tg.Tensor) else b
+
+
+def _clip_batch(inputs, batched, a_min=None, a_max=None):
+    """vmap's rule (inputs physical, the vmapped axis first): clip broadcasts x against
+    its bounds, which are parameters, not inputs, so batch="elementwise" would not see
+    them. NOTE: an array bound with more axes than x's logical part must broadcast
+    against those, never against the vmapped axis: x gets unit axes after it first."""
+    (x,) = inputs
+    # (len(shape), not np.ndim: NumPy's fallback would convert a tensor bound to an array)
+    ndim = max(x.ndim - 1, *(len(b.shape) if hasattr(b, "shape") else np.ndim(b)
+                             for b in (a_min, a_max)))
+    return tg.clip(_pad_batched(x, ndim), a_min, a_max)
 
 
 def _exp_vjp(g, ans, x):
@@ -491,6 +504,7 @@ def _register_backward_ops(reg, draw):
     for name, vjp, jvp, second, samples, doc in specs:
         _BACKWARD_OPS[name] = reg(
             name, kernels={"cpu": getattr(_backward_kernels, name)}, vjp=vjp, jvp=jvp,
+            batch="elementwise",
             differentiable=(0,) if name in ("relu_backward", "abs_backward") else None,
             method=False, save_ans=False, samples=samples,
             doc=f"{name}(g, {second}): {doc}")
@@ -523,46 +537,48 @@ def tapegrad_register_ops(registry):
     reg = registry.register_op
 
     # -- arithmetic -----------------------------------------------------------------------
-    reg("subtract", kernels={"cpu": np.subtract},
+    reg("subtract", kernels={"cpu": np.subtract}, batch="elementwise",
         vjp=lambda g, ans, x, y: (g, -g if _needs_grad(y) else None), jvp=_subtract_jvp,
         save_inputs=(False, False), save_ans=False,
         samples=_binary_samples(draw.normal, draw.normal),
         doc="x - y, elementwise with NumPy broadcasting.")
-    reg("multiply", kernels={"cpu": np.multiply}, vjp=_multiply_vjp, jvp=_multiply_jvp,
+    reg("multiply", kernels={"cpu": np.multiply}, batch="elementwise",
+        vjp=_multiply_vjp, jvp=_multiply_jvp,
         save_ans=False,
         samples=_binary_samples(draw.normal, draw.normal),
         doc="x * y, elementwise with NumPy broadcasting.")
-    reg("divide", kernels={"cpu": np.divide}, vjp=_divide_vjp, jvp=_divide_jvp,
+    reg("divide", kernels={"cpu": np.divide}, batch="elementwise",
+        vjp=_divide_vjp, jvp=_divide_jvp,
         save_ans=False,
         samples=_binary_samples(draw.normal, draw.nonzero),
         doc="x / y (true division), elementwise with NumPy broadcasting.")
-    reg("negative", kernels={"cpu": np.negative},
+    reg("negative", kernels={"cpu": np.negative}, batch="elementwise",
         vjp=lambda g, ans, x: (-g,), jvp="linear",
         save_inputs=(False,), save_ans=False,
         samples=_unary_samples(draw.normal),
         doc="-x, elementwise.")
-    reg("power", kernels={"cpu": np.power}, vjp=_power_vjp, jvp=_power_jvp,
+    reg("power", kernels={"cpu": np.power}, batch="elementwise", vjp=_power_vjp, jvp=_power_jvp,
         save_ans=False,
         samples=_binary_samples(draw.positive, draw.exponent)
         + [(draw.normal(3, 4), 3), (draw.normal(3), 2.0), (draw.normal(2, 2), 0)],
         doc="x ** y, elementwise with NumPy broadcasting. The gradient for y is "
             "x**y log(x), taken as 0 where x == 0 and y >= 0.")
-    reg("square", kernels={"cpu": np.square},
+    reg("square", kernels={"cpu": np.square}, batch="elementwise",
         vjp=_square_vjp, jvp=_unary_jvp(_square_vjp),
         save_ans=False,
         samples=_unary_samples(draw.normal),
         doc="x * x, elementwise.")
-    reg("sqrt", kernels={"cpu": np.sqrt},
+    reg("sqrt", kernels={"cpu": np.sqrt}, batch="elementwise",
         vjp=_sqrt_vjp, jvp=_unary_jvp(_sqrt_vjp),
         save_inputs=(False,),
         samples=_unary_samples(draw.positive),
         doc="The non-negative square root, elementwise (nan for x < 0, as NumPy).")
-    reg("abs", kernels={"cpu": np.abs},
+    reg("abs", kernels={"cpu": np.abs}, batch="elementwise",
         vjp=_abs_vjp, jvp=_unary_jvp(_abs_vjp),
         save_ans=False,
         samples=_unary_samples(draw.nonzero),
         doc="|x|, elementwise. The gradient at x == 0 is 0.")
-    reg("sign", kernels={"cpu": np.sign},
+    reg("sign", kernels={"cpu": np.sign}, batch="elementwise",
         vjp=lambda g, ans, x: (tg.zeros_like(g),),
         jvp=lambda t, ans, x: tg.zeros_like(ans),
         save_inputs=(False,), save_ans=False,
@@ -570,7 +586,7 @@ def tapegrad_register_ops(registry):
         doc="-1, 0 or 1 by the sign of x, elementwise. Its gradient is 0 everywhere "
             "(as PyTorch and JAX), so sign(x) can sit in a differentiable expression.")
     reg("clip", kernels={"cpu": _clip_kernel}, vjp=_clip_vjp, jvp=_unary_jvp(_clip_vjp),
-        save_ans=False,
+        batch=_clip_batch, save_ans=False,
         samples=[tg.Sample(draw.away_from((-0.5, 0.5), 3, 4), a_min=-0.5, a_max=0.5),
                  tg.Sample(draw.away_from((0.3,), 5), a_min=None, a_max=0.3),
                  tg.Sample(draw.away_from((-1.0,), 2, 3), a_min=-1.0),
@@ -579,39 +595,39 @@ def tapegrad_register_ops(registry):
             "passes where a_min <= x <= a_max.")
 
     # -- exponentials and trigonometry ------------------------------------------------
-    reg("exp", kernels={"cpu": np.exp},
+    reg("exp", kernels={"cpu": np.exp}, batch="elementwise",
         vjp=_exp_vjp, jvp=_unary_jvp(_exp_vjp),
         save_inputs=(False,),
         samples=_unary_samples(draw.normal),
         doc="e**x, elementwise.")
-    reg("log", kernels={"cpu": np.log},
+    reg("log", kernels={"cpu": np.log}, batch="elementwise",
         vjp=_log_vjp, jvp=_unary_jvp(_log_vjp),
         save_ans=False,
         samples=_unary_samples(draw.positive),
         doc="The natural logarithm, elementwise (-inf at 0, nan below, as NumPy).")
-    reg("sin", kernels={"cpu": np.sin},
+    reg("sin", kernels={"cpu": np.sin}, batch="elementwise",
         vjp=_sin_vjp, jvp=_unary_jvp(_sin_vjp),
         save_ans=False,
         samples=_unary_samples(draw.normal),
         doc="The sine of x (radians), elementwise.")
-    reg("cos", kernels={"cpu": np.cos},
+    reg("cos", kernels={"cpu": np.cos}, batch="elementwise",
         vjp=_cos_vjp, jvp=_unary_jvp(_cos_vjp),
         save_ans=False,
         samples=_unary_samples(draw.normal),
         doc="The cosine of x (radians), elementwise.")
-    reg("tanh", kernels={"cpu": np.tanh},
+    reg("tanh", kernels={"cpu": np.tanh}, batch="elementwise",
         vjp=_tanh_vjp, jvp=_unary_jvp(_tanh_vjp),
         save_inputs=(False,),
         samples=_unary_samples(draw.normal),
         doc="The hyperbolic tangent, elementwise.")
 
     # -- activations ----------------------------------------------------------------------
-    reg("sigmoid", kernels={"cpu": _sigmoid_kernel},
+    reg("sigmoid", kernels={"cpu": _sigmoid_kernel}, batch="elementwise",
         vjp=_sigmoid_vjp, jvp=_unary_jvp(_sigmoid_vjp),
         save_inputs=(False,),
         samples=_unary_samples(draw.normal) + [(3 * draw.normal(6),)],
         doc="1 / (1 + exp(-x)), elementwise, computed without overflow for any x.")
-    reg("relu", kernels={"cpu": _relu_kernel},
+    reg("relu", kernels={"cpu": _relu_kernel}, batch="elementwise",
         vjp=_relu_vjp, jvp=_unary_jvp(_relu_vjp),
         save_inputs=(False,),
         samples=_unary_samples(draw.nonzero),
@@ -623,17 +639,19 @@ def tapegrad_register_ops(registry):
     _register_backward_ops(reg, _Draw(seed=16))
 
     # -- selection --------------------------------------------------------------------
-    reg("maximum", kernels={"cpu": np.maximum}, vjp=_maximum_vjp, jvp=_maximum_jvp,
+    reg("maximum", kernels={"cpu": np.maximum}, batch="elementwise",
+        vjp=_maximum_vjp, jvp=_maximum_jvp,
         save_ans=False,
         samples=_binary_samples(draw.normal, draw.normal, scalar_a=0.1, scalar_b=-0.2),
         doc="The larger of x and y, elementwise (nan if either is nan). At ties each "
             "input gets half the gradient.")
-    reg("minimum", kernels={"cpu": np.minimum}, vjp=_minimum_vjp, jvp=_minimum_jvp,
+    reg("minimum", kernels={"cpu": np.minimum}, batch="elementwise",
+        vjp=_minimum_vjp, jvp=_minimum_jvp,
         save_ans=False,
         samples=_binary_samples(draw.normal, draw.normal, scalar_a=0.1, scalar_b=-0.2),
         doc="The smaller of x and y, elementwise (nan if either is nan). At ties each "
             "input gets half the gradient.")
-    reg("where", kernels={"cpu": np.where}, vjp=_where_vjp, jvp=_where_jvp,
+    reg("where", kernels={"cpu": np.where}, batch="elementwise", vjp=_where_vjp, jvp=_where_jvp,
         differentiable=(1, 2), method=False,
         save_inputs=(True, False, False), save_ans=False,
         samples=[(draw.bools(3, 4), draw.normal(3, 4), draw.normal(3, 4)),
@@ -646,7 +664,7 @@ def tapegrad_register_ops(registry):
 
     # -- comparisons and logic: not differentiable, bool results ------------------------
     for name, ufunc, expr in _COMPARISONS:
-        reg(name, kernels={"cpu": ufunc}, vjp=None, nin=2,
+        reg(name, kernels={"cpu": ufunc}, batch="elementwise", vjp=None, nin=2,
             samples=_binary_samples(draw.small_ints, draw.small_ints, 0.0, 1.0),
             doc=f"{expr}, elementwise with NumPy broadcasting: a bool tensor that never "
                 f"requires grad.")
@@ -654,7 +672,7 @@ def tapegrad_register_ops(registry):
         samples = ([(draw.bools(3, 4), draw.bools(3, 4)), (draw.bools(2, 1, 3), draw.bools(4, 1)),
                     (draw.bools(3), True), (draw.small_ints(3, 4), draw.bools(4))]
                    if nin == 2 else [(draw.bools(3, 4),), (draw.small_ints(2, 3),)])
-        reg(name, kernels={"cpu": ufunc}, vjp=None, nin=nin, samples=samples,
+        reg(name, kernels={"cpu": ufunc}, batch="elementwise", vjp=None, nin=nin, samples=samples,
             doc=f"{expr}, elementwise (nonzero counts as true): a bool tensor that never "
                 f"requires grad.")
 

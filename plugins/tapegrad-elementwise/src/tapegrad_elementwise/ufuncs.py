@@ -307,8 +307,11 @@ def register(registry, draw):
     """Register this module's ops; called by ``ops.tapegrad_register_ops``."""
 
     def op(name, kernel, *partials, **options):
+        # Every op here is a NumPy ufunc (or applies one per element with scalar
+        # parameters): vmap's rule is "elementwise" (broadcast, one call).
         vjp, jvp = _rules(name, partials)
-        return registry.register_op(name, kernels={"cpu": kernel}, vjp=vjp, jvp=jvp, **options)
+        return registry.register_op(name, kernels={"cpu": kernel}, vjp=vjp, jvp=jvp,
+                                    batch="elementwise", **options)
 
     unary_x = {"save_ans": False}                     # the partial reads x only
     unary_ans = {"save_inputs": (False,)}             # ... ans only
@@ -465,7 +468,7 @@ def register(registry, draw):
     # -- float classification and clean-up ------------------------------------------------
     specials = np.array([[0.5, -0.0, np.nan, np.inf], [-np.inf, 3.0, -np.nan, 0.0]])
     for name, ufunc, what in _FLOAT_TESTS:
-        registry.register_op(name, kernels={"cpu": ufunc}, vjp=None, nin=1,
+        registry.register_op(name, kernels={"cpu": ufunc}, vjp=None, nin=1, batch="elementwise",
                              samples=[(specials,), (draw.normal(2, 3),)],
                              doc=f"{what}, elementwise: a bool tensor that never requires grad.")
     dirty = draw.normal(3, 4)

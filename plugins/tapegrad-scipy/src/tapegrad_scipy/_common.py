@@ -63,6 +63,12 @@ def binary_rules(name, dx, dy):
     return vjp, jvp
 
 
+def loop_fallback(name, inputs, batched, params):
+    """vmap's exact per-example loop, for the inputs a batching rule does not cover."""
+    from tapegrad._batching import _loop
+    return _loop(tg.registry().ops[name], inputs, batched, params, None)
+
+
 class Draw:
     """Seeded sample values: the same arrays every time the plugin registers."""
 

@@ -23,7 +23,7 @@ tensor([[ 0.5,  0. ],
 import numpy as np
 import tapegrad as tg
 
-from ._common import Draw
+from ._common import Draw, loop_fallback
 
 _needs_grad = tg.needs_grad
 
@@ -84,6 +84,20 @@ def _solve_triangular_kernel(a, b, trans=0, lower=False, unit_diagonal=False):
     _check_rhs("solve_triangular", m, b)
     import scipy.linalg as sl   # NOTE: here, not at the top: importing it costs 0.15 s, which `import tapegrad` would pay
     return sl.solve_triangular(a, b, trans=trans, lower=lower, unit_diagonal=unit_diagonal)
+
+
+def _solve_triangular_batch(inputs, batched, **params):
+    a, b = inputs
+    if batched[0]:
+        # one matrix per example: a solve each (SciPy's solve_triangular takes one)
+        return loop_fallback("scipy_linalg_solve_triangular", inputs, batched, params)
+    # One matrix for every example: the examples' right-hand sides are the columns of one
+    # (M, batch * K) right-hand side.
+    size, m = b.shape[0], b.shape[1]
+    cols = tg.transpose(b, (1, 0) + tuple(range(2, b.ndim)))         # (M, batch[, K])
+    x = tg.scipy_linalg_solve_triangular(a, tg.reshape(cols, (m, -1)), **params)
+    x = tg.reshape(x, cols.shape)
+    return tg.transpose(x, (1, 0) + tuple(range(2, b.ndim)))
 
 
 def _solve_triangular_vjp(g, ans, a, b, trans=0, lower=False, unit_diagonal=False):
@@ -286,6 +300,7 @@ def register(registry):
 
     reg("scipy_linalg_solve_triangular", kernels={"cpu": _solve_triangular_kernel},
         vjp=_solve_triangular_vjp, jvp=_solve_triangular_jvp, method=False,
+        batch=_solve_triangular_batch,
         save_inputs=(True, False),
         samples=[tg.Sample(tri(3), draw.normal(3), lower=True),
                  tg.Sample(tri(3, False), draw.normal(3, 2)),

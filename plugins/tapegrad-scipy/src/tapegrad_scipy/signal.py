@@ -17,7 +17,7 @@ tensor([0. , 1. , 2.5, 4. , 1.5])
 import numpy as np
 import tapegrad as tg
 
-from ._common import Draw
+from ._common import Draw, loop_fallback
 
 _MODES = ("full", "same", "valid")
 _needs_grad = tg.needs_grad
@@ -40,6 +40,21 @@ def _convolve_kernel(in1, in2, mode="full"):
     _check("convolve", in1, in2, mode)
     import scipy.signal as ss   # NOTE: here, not at the top: importing it costs 0.4 s, which `import tapegrad` would pay
     return np.asarray(ss.convolve(in1, in2, mode=mode, method="direct"))
+
+
+def _convolve_batch(inputs, batched, mode="full"):
+    """vmap's rule: one input batched is an N+1-D convolution with a unit extent of the
+    other along the vmapped axis, which leaves that axis as it is in every mode ('same'
+    keeps in1's extent; 'full' and 'valid' are symmetric, so a batched in2 goes first
+    there). Both batched, or shapes 'valid' would refuse so: the exact loop."""
+    in1, in2 = inputs
+    if batched[0] == batched[1] or (batched[1] and mode == "same"):
+        return loop_fallback("scipy_signal_convolve", inputs, batched, {"mode": mode})
+    big, small = (in1, in2) if batched[0] else (in2, in1)
+    small = tg.reshape(small, (1,) + tuple(small.shape))
+    if mode == "valid" and not all(p >= q for p, q in zip(big.shape, small.shape)):
+        return loop_fallback("scipy_signal_convolve", inputs, batched, {"mode": mode})
+    return tg.scipy_signal_convolve(big, small, mode=mode)
 
 
 def _flip(x):
@@ -114,7 +129,7 @@ def register(registry):
     n = draw.normal
     registry.register_op(
         "scipy_signal_convolve", kernels={"cpu": _convolve_kernel}, vjp=_convolve_vjp,
-        jvp=_convolve_jvp,
+        jvp=_convolve_jvp, batch=_convolve_batch,
         method=False, save_ans=False,
         samples=[(n(5), n(3)), tg.Sample(n(6), n(3), mode="same"),
                  tg.Sample(n(6), n(4), mode="valid"), tg.Sample(n(3), n(5), mode="same"),

@@ -32,6 +32,8 @@ import numpy as np
 import scipy.special as sp
 import tapegrad as tg
 
+from tapegrad._batching import logical_axes, logical_ndim, pad_batched
+
 from ._common import Draw, binary_rules, diagonal_jvp, scipy_kernel
 
 _needs_grad = tg.needs_grad
@@ -259,10 +261,16 @@ def _logsumexp_kernel(a, b, axis=None, keepdims=False):
     return sp.logsumexp(a, axis=axis, b=b, keepdims=keepdims)
 
 
+def _shape(v):
+    # NOTE: np.shape(tensor) goes through NumPy's fallback, which converts the tensor to
+    # an array: a copy, and refused for a batched tensor inside tg.vmap.
+    return tuple(v.shape) if hasattr(v, "shape") else np.shape(v)
+
+
 def _logsumexp_vjp(g, ans, a, b, axis=None, keepdims=False):
     # d/da log(sum(b exp(a))) = b exp(a - ans), d/db = exp(a - ans), with ans and g in
     # keepdims form so they broadcast against a and b.
-    shape = np.broadcast_shapes(np.shape(a), np.shape(b))
+    shape = np.broadcast_shapes(_shape(a), _shape(b))
     kshape = _keepdims_shape(shape, axis, "logsumexp")
     if not keepdims:
         g, ans = tg.reshape(g, kshape), tg.reshape(ans, kshape)
@@ -274,7 +282,7 @@ def _logsumexp_jvp(t, ans, a, b, axis=None, keepdims=False):
     # d log(sum(b e^a)) = sum(e^(a - ans) (b da + db)): the VJP's weights, summed over the
     # reduced axes (ans in keepdims form so it broadcasts against a and b).
     ta, tb = t
-    shape = np.broadcast_shapes(np.shape(a), np.shape(b))
+    shape = np.broadcast_shapes(_shape(a), _shape(b))
     kans = ans if keepdims else tg.reshape(ans, _keepdims_shape(shape, axis, "logsumexp"))
     inner = None
     if ta is not None:
@@ -418,10 +426,35 @@ def _binary_samples(a, b):
             (2.0, b(2, 2))]
 
 
+# vmap's batching rules (tapegrad/_batching.py): inputs physical, the vmapped axis first;
+# `axis` logical. The elementwise and order functions are batch="elementwise".
+
+def _physical_axes(axis, ndim, name):
+    """SciPy's `axis` (None: every axis) of a logical value with `ndim` axes, shifted past
+    the vmapped axis."""
+    return tuple(a + 1 for a in logical_axes(axis, ndim, name))
+
+
+def _logsumexp_batch(inputs, batched, axis=None, keepdims=False):
+    # a and b broadcast against each other, and the sum runs over their broadcast shape
+    ndim = max(logical_ndim(v, b) for v, b in zip(inputs, batched))
+    a, b = (pad_batched(v, ndim) if bv else v for v, bv in zip(inputs, batched))
+    return tg.scipy_special_logsumexp(a, b, axis=_physical_axes(axis, ndim, "logsumexp"),
+                                      keepdims=keepdims)
+
+
+def _softmax_batch(name):
+    def rule(inputs, batched, axis=None):
+        (x,) = inputs
+        return getattr(tg, name)(x, axis=_physical_axes(axis, x.ndim - 1, name))
+    rule.__qualname__ = rule.__name__ = f"{name}_batch"
+    return rule
+
+
 def _register_elementwise(reg, draw, module):
     for name, vjp, kind, doc in _UNARY:
         op = reg(name, kernels={"cpu": scipy_kernel(getattr(sp, name))}, vjp=vjp,
-                 jvp=diagonal_jvp(vjp), method=False,
+                 jvp=diagonal_jvp(vjp), method=False, batch="elementwise",
                  save_inputs=(name not in ("erfinv", "erfcinv", "ndtri"),),
                  save_ans=name in ("gamma", "erfinv", "erfcinv", "expit", "log_ndtr",
                                    "ndtri", "i1", "i0e", "i1e"),
@@ -435,7 +468,7 @@ def _register_elementwise(reg, draw, module):
             samples += [(draw.normal(3, 4), pos(3, 4)),
                         (np.array([0.0, 0.0, 1.0]), np.array([0.5, 2.0, 3.0]))]
         op = reg(name, kernels={"cpu": scipy_kernel(getattr(sp, name))}, vjp=vjp, jvp=jvp,
-                 method=False, save_ans=name == "beta", samples=samples,
+                 method=False, batch="elementwise", save_ans=name == "beta", samples=samples,
                  doc=f"scipy.special.{name}: {doc}")
         setattr(module, name, op)
 
@@ -469,14 +502,14 @@ def _register_orders(reg, draw, module):
     for name, vjp, samples, doc in ops:
         op = reg(name, kernels={"cpu": scipy_kernel(getattr(sp, name), orders=1)}, vjp=vjp,
                  jvp=diagonal_jvp(vjp, 1), differentiable=(1,), not_implemented=(0,),
-                 method=False, save_ans=False, samples=samples, doc=f"scipy.special.{doc}")
+                 method=False, batch="elementwise", save_ans=False, samples=samples, doc=f"scipy.special.{doc}")
         setattr(module, name, op)
 
 
 def _register_reductions(reg, draw):
     n = draw.normal
     reg("scipy_special_logsumexp", kernels={"cpu": scipy_kernel(_logsumexp_kernel)},
-        vjp=_logsumexp_vjp, jvp=_logsumexp_jvp, method=False,
+        vjp=_logsumexp_vjp, jvp=_logsumexp_jvp, method=False, batch=_logsumexp_batch,
         samples=[(n(3, 4), 1.0), tg.Sample(n(3, 4), 1.0, axis=1),
                  tg.Sample(n(2, 3, 4), 1.0, axis=(0, 2), keepdims=True),
                  tg.Sample(n(3, 4), draw.positive(4), axis=-1),
@@ -487,12 +520,14 @@ def _register_reductions(reg, draw):
             "computed stably. d/da = b exp(a - ans), d/db = exp(a - ans).")
     reg("scipy_special_softmax", kernels={"cpu": scipy_kernel(sp.softmax)},
         vjp=_softmax_vjp, jvp=_softmax_jvp, method=False,
+        batch=_softmax_batch("scipy_special_softmax"),
         samples=[(n(3, 4),), tg.Sample(n(3, 4), axis=1), tg.Sample(n(2, 3, 4), axis=(0, 2)),
                  tg.Sample(10 * n(5), axis=0)],
         doc="scipy.special.softmax(x, axis=None): exp(x) / sum(exp(x), axis), over all "
             "entries by default (SciPy's axis=None, unlike tg.softmax's -1).")
     reg("scipy_special_log_softmax", kernels={"cpu": scipy_kernel(sp.log_softmax)},
         vjp=_log_softmax_vjp, jvp=_log_softmax_jvp, method=False, save_inputs=(False,),
+        batch=_softmax_batch("scipy_special_log_softmax"),
         samples=[(n(3, 4),), tg.Sample(n(3, 4), axis=1), tg.Sample(n(2, 3, 4), axis=(0, 2)),
                  tg.Sample(10 * n(5), axis=0)],
         doc="scipy.special.log_softmax(x, axis=None): x - logsumexp(x, axis), over all "

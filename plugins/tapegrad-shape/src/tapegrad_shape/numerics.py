@@ -31,7 +31,9 @@ import warnings
 import numpy as np
 import tapegrad as tg
 
-from .ops import _as_tensor, _as_tensor_like, _axes, _constant_argument, _rand
+from tapegrad._batching import logical_axes
+
+from .ops import _as_tensor, _as_tensor_like, _axes, _constant_argument, _loop_fallback, _rand
 
 __all__ = ["convolve", "correlate", "cov", "corrcoef", "ediff1d", "geomspace", "logspace",
            "interp", "ldexp", "modf", "trapezoid", "unwrap", "vander", "register"]
@@ -93,6 +95,28 @@ def _full_start(n, m, mode):
     if mode == "full":
         return 0
     return (min(n, m) - 1) // 2 if mode == "same" else min(n, m) - 1
+
+
+def _convolve_batch(inputs, batched, mode="full"):
+    """vmap's rule. A batch of 1-D convolutions is no 1-D convolution: each entry of the
+    'full' output is a window of a (zero-padded by m - 1 on both sides) times v reversed,
+    so the windows are gathered with one host index (batch, n + m - 1, m), multiplied by
+    v and summed; then `mode`'s part of it, as np.convolve's (which swaps a and v when v
+    is the longer: the same values). O(batch (n + m) m) memory, as the direct sum."""
+    a, v = inputs
+    ndim_a, ndim_v = a.ndim - batched[0], v.ndim - batched[1]
+    if ndim_a != 1 or ndim_v != 1 or not a.shape[-1] or not v.shape[-1]:
+        # not 1-D or empty: the loop gives the kernel's error
+        return _loop_fallback("convolve", inputs, batched, {"mode": mode})
+    mode = _mode(mode, "convolve")
+    n, m = a.shape[-1], v.shape[-1]
+    full = n + m - 1
+    padded = tg.pad(a, ((0, 0),) * batched[0] + ((m - 1, m - 1),))
+    windows = padded[..., np.arange(full)[:, None] + (m - 1) - np.arange(m)]   # (.., full, m)
+    out = tg.sum(windows * (v[:, None, :] if batched[1] else v), axis=-1)
+    start = _full_start(n, m, mode)
+    length = {"full": full, "same": max(n, m), "valid": max(n, m) - min(n, m) + 1}[mode]
+    return out[..., start:start + length]
 
 
 def _convolve_vjp(g, ans, a, v, mode="full"):
@@ -336,6 +360,12 @@ def trapezoid(y, x=None, dx=1.0, axis=-1):
     return tg.sum(d * (y[hi] + y[lo]) / 2.0, ax)
 
 
+def _unwrap_correction_batch(inputs, batched, *, axis, **params):
+    (p,) = inputs
+    (ax,) = logical_axes(axis, p.ndim - 1, "unwrap")
+    return tg._unwrap_correction(p, axis=ax + 1, **params)
+
+
 def _unwrap_correction_kernel(p, *, discont, axis, period):
     # NumPy's np.unwrap, without its last step (adding the correction to p).
     dd = np.diff(p, axis=axis)
@@ -530,6 +560,13 @@ def geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
 # interp
 # ---------------------------------------------------------------------------------------
 
+def _interp_segment_batch(inputs, batched):
+    x, xp = inputs
+    if batched[1]:              # knots per example: a search per example
+        return _loop_fallback("_interp_segment", inputs, batched, {})
+    return tg._interp_segment(x, xp)        # each x on its own: any shape of x
+
+
 def _interp_segment_kernel(x, xp):
     """For each x: the j with xp[j] <= x < xp[j + 1], clipped to the segments."""
     j = np.searchsorted(xp, x, side="right") - 1
@@ -652,6 +689,7 @@ def register(registry):
     plugin's ``tapegrad_register_ops`` hook in :mod:`tapegrad_shape.ops`)."""
     fn, op = registry.register_function, registry.register_op
     op("convolve", kernels={"cpu": _convolve_kernel}, vjp=_convolve_vjp, jvp=_convolve_jvp,
+       batch=_convolve_batch,
        method=False, save_ans=False, samples=[
            tg.Sample(_rand(5), _rand(3, seed=1)), tg.Sample(_rand(3), _rand(5, seed=1)),
            tg.Sample(_rand(6), _rand(3, seed=1), "same"),
@@ -686,6 +724,7 @@ def register(registry):
         tg.Sample(_rand(3, 4), None, np.array(0.5), axis=0),
         tg.Sample(_rand(3, 4), np.cumsum(_positive(3, 4, seed=2), axis=0), axis=0)])
     op("_unwrap_correction", kernels={"cpu": _unwrap_correction_kernel}, nin=1,
+       batch=_unwrap_correction_batch,
        method=False, params=(), samples=[
            tg.Sample(np.array([0.0, 3.0, 6.5, 1.0]), discont=None, axis=0, period=2 * np.pi),
            tg.Sample(_rand(3, 4) * 4, discont=4.0, axis=1, period=2 * np.pi)],
@@ -706,6 +745,7 @@ def register(registry):
         tg.Sample(np.array(0.5), np.array(8.0), 5),
         tg.Sample(-_positive(3), np.array(-2.0), 4, endpoint=False, axis=-1)])
     op("_interp_segment", kernels={"cpu": _interp_segment_kernel}, nin=2, method=False,
+       batch=_interp_segment_batch,
        params=(), samples=[tg.Sample(_rand(6), np.array([-1.0, 0.0, 0.5, 2.0]))],
        doc="For each x, the segment j of the increasing xp with xp[j] <= x < xp[j + 1] "
            "(clipped to 0 .. len(xp) - 2): what tg.interp reads. Not differentiable.")
@@ -716,7 +756,7 @@ def register(registry):
                   np.array(-0.25)),
         tg.Sample(np.array([-3.1, 0.2, 4.4, 7.9]), np.array([0.5, 1.7, 3.0, 4.6]),
                   _rand(4), period=5.0)])
-    op("ldexp", kernels={"cpu": _ldexp_kernel}, vjp=_ldexp_vjp,
+    op("ldexp", kernels={"cpu": _ldexp_kernel}, vjp=_ldexp_vjp, batch="elementwise",
        jvp=lambda t, ans, x1, x2: tg.ldexp(t[0], x2),
        differentiable=(0,), save_inputs=(False, True), save_ans=False, method=False,
        samples=[tg.Sample(_rand(3, 4), np.array([[1], [0], [-2]])),

@@ -36,6 +36,8 @@ import operator
 import numpy as np
 import tapegrad as tg
 from tapegrad import _engine, _forward
+from tapegrad._batching import _loop as _batch_loop
+from tapegrad._batching import _Placeholder, logical_axes
 from tapegrad._compile import run_eagerly
 
 from . import rearrange
@@ -160,6 +162,51 @@ def _distinct(*shape):
 
 
 # ---------------------------------------------------------------------------------------
+# vmap's batching rules: helpers
+# ---------------------------------------------------------------------------------------
+
+# Every rule below is ``rule(inputs, batched, **params)`` (tapegrad/_batching.py): the
+# inputs are *physical*, the vmapped axis first where ``batched[i]``; the parameters are
+# the caller's, so their axes are *logical* (shifted by one here); the result has the
+# vmapped axis first. Rules call tapegrad ops only, so they are differentiable.
+
+def _move_axis_to_front(x, k):
+    """x with its axis k moved to position 0 (the others in order)."""
+    if k == 0:
+        return x
+    return tg.transpose(x, (k,) + tuple(a for a in range(x.ndim) if a != k))
+
+
+def _move_front_axis_to(x, k):
+    """x with its axis 0 moved to position k (the inverse of _move_axis_to_front)."""
+    if k == 0:
+        return x
+    rest = list(range(1, x.ndim))
+    return tg.transpose(x, tuple(rest[:k]) + (0,) + tuple(rest[k:]))
+
+
+def _shape_of(v):
+    """The shape of an input or parameter. NOTE: never np.shape / np.ndim on a tensor:
+    NumPy's fallback converts it to an array, which a tensor batched at an outer vmap
+    level refuses (and which copies it otherwise)."""
+    return tuple(v.shape) if hasattr(v, "shape") else np.shape(v)
+
+
+def _batch_size(inputs, batched):
+    return next(x.shape[0] for x, b in zip(inputs, batched) if b)
+
+
+def _with_batch_axis(x, b, size):
+    """Physical x with the vmapped axis first: an unbatched input is broadcast (a view)."""
+    return x if b else tg.broadcast_to(x, (size,) + _shape_of(x))
+
+
+def _loop_fallback(name, inputs, batched, params):
+    """The exact per-example loop, for the parameter combinations a rule does not cover."""
+    return _batch_loop(tg.registry().ops[name], inputs, batched, params, None)
+
+
+# ---------------------------------------------------------------------------------------
 # Reductions: sum, mean, max, min (ops); var, std, prod (compositions)
 # ---------------------------------------------------------------------------------------
 
@@ -216,6 +263,26 @@ def _extremum_jvp(t, ans, x, axis=None, *, keepdims=False):
     hit = (x == _unreduce(ans, x.shape, axis, keepdims, "max/min")).astype(x.dtype)
     share = hit / tg.sum(hit, axis, keepdims=True)
     return tg.sum(t[0] * share, axis, keepdims=keepdims)
+
+
+def _arg_extremum_batch(name):
+    """vmap's rule of argmax/argmin. NOTE: not batch="reduce": axis=None is an index into
+    the *flattened* example, so each example is flattened (the vmapped axis kept)."""
+    def rule(inputs, batched, axis=None, **params):
+        (x,) = inputs
+        op = getattr(tg, name)
+        if params.get("out") is not None:
+            return _loop_fallback(name, inputs, batched, dict(params, axis=axis))
+        if axis is not None:
+            (ax,) = logical_axes(axis, x.ndim - 1, name)
+            return op(x, ax + 1, **params)
+        flat = tg.reshape(x, (x.shape[0], math.prod(x.shape[1:])))
+        out = op(flat, 1)
+        if params.get("keepdims"):
+            out = tg.reshape(out, (x.shape[0],) + (1,) * (x.ndim - 1))
+        return out
+    rule.__qualname__ = rule.__name__ = f"_{name}_batch"
+    return rule
 
 
 def var(x, axis=None, *, ddof=0, keepdims=False):
@@ -326,6 +393,20 @@ def _reshape_jvp(t, ans, x, shape):
     return tg.reshape(t[0], shape)                      # Note: [explicit linear rules]
 
 
+def _reshape_batch(inputs, batched, *, shape):
+    (x,) = inputs
+    example = x.shape[1:]
+    shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+    shape = tuple(operator.index(s) for s in shape)
+    if shape.count(-1) == 1:
+        # NOTE: -1 is resolved from one example's size: with the vmapped axis in front,
+        # a batch of 0 examples would leave it ambiguous (NumPy refuses that).
+        known = math.prod(s for s in shape if s != -1)
+        if known and math.prod(example) % known == 0:
+            shape = tuple(math.prod(example) // known if s == -1 else s for s in shape)
+    return tg.reshape(x, (x.shape[0],) + shape)
+
+
 def _reshape_method(self, *shape, **kwargs):
     """``t.reshape(2, 3)``, ``t.reshape((2, 3))`` or ``t.reshape(-1)``, as in NumPy."""
     if not shape:
@@ -350,6 +431,18 @@ def _transpose_vjp(g, ans, x, axes=None):
 
 def _transpose_jvp(t, ans, x, axes=None):
     return tg.transpose(t[0], axes)                     # Note: [explicit linear rules]
+
+
+def _transpose_batch(inputs, batched, axes=None):
+    (x,) = inputs
+    n = x.ndim - 1
+    if axes is None:
+        order = tuple(range(n - 1, -1, -1))
+    else:
+        order = logical_axes(axes, n, "transpose")
+        if len(order) != n:
+            raise ValueError(f"transpose: axes {axes!r} don't match a tensor of dimension {n}")
+    return tg.transpose(x, (0,) + tuple(a + 1 for a in order))
 
 
 def _transpose_method(self, *axes):
@@ -452,7 +545,24 @@ def moveaxis(x, source, destination):
 # Indexing: getitem (and the scatter-add that is its gradient), setitem
 # ---------------------------------------------------------------------------------------
 
+def _check_index(index, op):
+    # The kernels' cheap form of _refuse_batched_index (they run on every x[i]).
+    if type(index) is tuple:
+        for i in index:
+            if type(i) is _Placeholder:
+                _refuse_batched_index(index, op)
+    elif type(index) is _Placeholder:
+        _refuse_batched_index(index, op)
+
+
 def _getitem_kernel(x, *, index):
+    # (_check_index written out: this kernel runs on every t[i]; ~0.1 us)
+    if type(index) is tuple:
+        for i in index:
+            if type(i) is _Placeholder:
+                _refuse_batched_index(index, "getitem")
+    elif type(index) is _Placeholder:
+        _refuse_batched_index(index, "getitem")
     return x[index]
 
 
@@ -474,7 +584,104 @@ def _picks_once(index):
     return True
 
 
+def _refuse_batched_index(index, op):
+    """NOTE: a tensor inside an index reaches the kernel as its array; a batched tensor's
+    array is a placeholder without values (tapegrad/_batching.py, Note: [batched
+    tensors]), which NumPy's indexing would read as zeros, silently. Refused instead."""
+    for i in index if isinstance(index, tuple) else (index,):
+        if isinstance(i, _Placeholder):
+            raise RuntimeError(
+                f"vmap: {op} with an index that is a batched tensor (different indices per "
+                f"example, shape {i.shape}) is not supported inside tg.vmap; use "
+                f"tg.take(x, indices, axis) or tg.take_along_axis, whose indices are inputs")
+
+
+def _batched_index(index):
+    """The index of the physical value for `index` of the logical one, and the position of
+    the vmapped axis in the result; None where the rule does not cover the index.
+
+    The index gets a full slice in front. NOTE: NumPy puts the axes of advanced indices
+    (arrays, and ints beside arrays) where the first one was only if they are consecutive
+    in the index (no slice, None or Ellipsis between them); otherwise in front of all
+    other axes -- the vmapped one included, which then sits after them."""
+    items = index if isinstance(index, tuple) else (index,)
+    advanced, arrays_ndim, has_array = [], 0, False
+    for pos, i in enumerate(items):
+        if isinstance(i, (bool, np.bool_)):
+            return None                       # a scalar bool adds an axis: left to the loop
+        if isinstance(i, (numbers.Integral, np.integer)):
+            advanced.append(pos)
+        elif isinstance(i, np.ndarray):
+            if i.ndim == 0 and i.dtype == bool:
+                return None
+            if i.ndim == 0:
+                advanced.append(pos)          # a 0-d int array indexes as an int
+            else:
+                has_array = True
+                advanced.append(pos)
+                arrays_ndim = max(arrays_ndim, 1 if i.dtype == bool else i.ndim)
+        elif not (isinstance(i, slice) or i is None or i is Ellipsis):
+            return None                       # not NumPy's normal form: left to the loop
+    physical = (slice(None),) + items
+    if not has_array or advanced[-1] - advanced[0] + 1 == len(advanced):
+        return physical, 0
+    return physical, arrays_ndim
+
+
+def _getitem_batch(inputs, batched, *, index):
+    (x,) = inputs
+    _refuse_batched_index(index, "getitem")
+    found = _batched_index(index)
+    if found is None:
+        return _loop_fallback("getitem", inputs, batched, {"index": index})
+    physical, k = found
+    return _move_axis_to_front(tg.getitem(x, index=physical), k)
+
+
+def _getitem_grad_batch(inputs, batched, *, index, shape):
+    (g,) = inputs
+    _refuse_batched_index(index, "getitem's gradient")
+    found = _batched_index(index)
+    if found is None:
+        return _loop_fallback("_getitem_grad", inputs, batched, {"index": index, "shape": shape})
+    physical, k = found
+    return tg._getitem_grad(_move_front_axis_to(g, k), index=physical,
+                            shape=(g.shape[0],) + tuple(shape))
+
+
+def _index_result_shape(shape, index):
+    """The shape of x[index] for an x of `shape`, from a zero-stride stand-in (no values
+    are read; advanced indexing allocates one byte per element of the result)."""
+    return np.broadcast_to(np.zeros((), np.int8), shape)[index].shape
+
+
+def _setitem_batch(inputs, batched, *, index):
+    x, value = inputs
+    _refuse_batched_index(index, "setitem")
+    found = _batched_index(index)
+    if found is None:
+        return _loop_fallback("setitem", inputs, batched, {"index": index})
+    physical, k = found
+    size = _batch_size(inputs, batched)
+    x_batched = _with_batch_axis(x, batched[0], size)
+    if not isinstance(value, numbers.Number):
+        # value broadcasts against one example's x[index] (of shape target): laid out as
+        # that, with its vmapped axis (or a unit one) where x[physical] has the vmapped axis.
+        target = _index_result_shape(tuple(x_batched.shape[1:]), index)
+        v_shape = tuple(value.shape[1:]) if batched[1] else _shape_of(value)
+        extra = len(v_shape) - len(target)
+        if extra > 0:
+            if any(s != 1 for s in v_shape[:extra]):
+                return _loop_fallback("setitem", inputs, batched, {"index": index})
+            v_shape = v_shape[extra:]           # NumPy drops a value's leading unit axes
+        v_shape = (1,) * (len(target) - len(v_shape)) + v_shape
+        lead = value.shape[0] if batched[1] else 1
+        value = _move_front_axis_to(tg.reshape(value, (lead,) + v_shape), k)
+    return tg.setitem(x_batched, value, index=physical)
+
+
 def _getitem_grad_kernel(g, *, index, shape):
+    _check_index(index, "getitem's gradient")
     out = np.zeros(shape, dtype=g.dtype)
     if _picks_once(index):
         out[index] = g               # basic indexing and masks never repeat an element
@@ -488,6 +695,7 @@ def _getitem_grad_vjp(g, ans, x, *, index, shape):
 
 
 def _setitem_kernel(x, value, *, index):
+    _check_index(index, "setitem")
     out = x.copy()
     out[index] = value
     return out
@@ -605,6 +813,16 @@ def _concatenate_jvp(t, ans, *xs, axis=0):
     return tg.concatenate(_joined_tangents(t, xs), axis=axis)  # Note: [explicit linear rules]
 
 
+def _concatenate_batch(inputs, batched, axis=0):
+    size = _batch_size(inputs, batched)
+    xs = [_with_batch_axis(x, b, size) for x, b in zip(inputs, batched)]
+    if axis is None:                 # each example flattened first
+        return tg.concatenate([tg.reshape(x, (size, math.prod(x.shape[1:]))) for x in xs],
+                              axis=1)
+    (ax,) = logical_axes(axis, xs[0].ndim - 1, "concatenate")
+    return tg.concatenate(xs, axis=ax + 1)
+
+
 def _stack_kernel(*xs, axis=0):
     return np.stack(xs, axis=axis)
 
@@ -617,6 +835,13 @@ def _stack_vjp(g, ans, *xs, axis=0):
 
 def _stack_jvp(t, ans, *xs, axis=0):
     return tg.stack(_joined_tangents(t, xs), axis=axis)  # Note: [explicit linear rules]
+
+
+def _stack_batch(inputs, batched, axis=0):
+    size = _batch_size(inputs, batched)
+    xs = [_with_batch_axis(x, b, size) for x, b in zip(inputs, batched)]
+    (ax,) = logical_axes(axis, xs[0].ndim, "stack")      # an axis of the result
+    return tg.stack(xs, axis=ax + 1)
 
 
 # ---------------------------------------------------------------------------------------
@@ -651,22 +876,26 @@ def tapegrad_register_ops(registry):
     # -- reductions --------------------------------------------------------------------
     registry.register_op(
         "sum", kernels={"cpu": _sum_kernel}, vjp=_sum_vjp, jvp=_sum_jvp, params=("axis",),
+        batch="reduce",
         save_inputs=(False,), save_ans=False, samples=_REDUCE_SAMPLES,
         doc="Sum of x over `axis` (None: all; an int or a tuple; negatives count from the "
             "end), as np.sum(x, axis, dtype=None, keepdims=False).")
     registry.register_op(
         "mean", kernels={"cpu": _mean_kernel}, vjp=_mean_vjp, jvp=_mean_jvp, params=("axis",),
+        batch="reduce",
         save_inputs=(False,), save_ans=False, samples=_REDUCE_SAMPLES,
         doc="Mean of x over `axis`, as np.mean(x, axis, dtype=None, keepdims=False).")
     for name, kernel in (("max", _max_kernel), ("min", _min_kernel)):
         registry.register_op(
             name, kernels={"cpu": kernel}, vjp=_extremum_vjp, jvp=_extremum_jvp, params=("axis",),
+            batch="reduce",
             samples=_EXTREMUM_SAMPLES,
             doc=f"{name.capitalize()}imum of x over `axis`, as np.{name}(x, axis, "
                 f"keepdims=False). The gradient is shared evenly among tied entries.")
     for name, kernel in (("argmax", np.argmax), ("argmin", np.argmin)):
         registry.register_op(
             name, kernels={"cpu": kernel}, nin=1, params=("axis",),
+            batch=_arg_extremum_batch(name),
             samples=[tg.Sample(_distinct(3, 4)), tg.Sample(_distinct(3, 4), axis=-1)],
             doc=f"Index of the {name[3:]}imum of x (flattened, or along `axis`), as "
                 f"np.{name}; an integer tensor, not differentiable.")
@@ -687,6 +916,7 @@ def tapegrad_register_ops(registry):
     # -- shapes ------------------------------------------------------------------------
     registry.register_op(
         "reshape", kernels={"cpu": _reshape_kernel}, vjp=_reshape_vjp, jvp=_reshape_jvp, view=True,
+        batch=_reshape_batch,
         save_inputs=(False,), save_ans=False, method=_reshape_method,
         samples=[tg.Sample(_rand(2, 3), shape=(3, 2)), tg.Sample(_rand(2, 3, 4), (4, -1)),
                  tg.Sample(_rand(6), shape=(1, 2, 3)), tg.Sample(_rand(2, 3), shape=-1)],
@@ -694,6 +924,7 @@ def tapegrad_register_ops(registry):
             "np.reshape(x, shape); t.reshape(2, 3) and t.reshape((2, 3)) both work.")
     registry.register_op(
         "transpose", kernels={"cpu": _transpose_kernel}, vjp=_transpose_vjp, jvp=_transpose_jvp,
+        batch=_transpose_batch,
         view=True, save_inputs=(False,), save_ans=False, method=_transpose_method,
         samples=[tg.Sample(_rand(2, 3)), tg.Sample(_rand(2, 3, 4), axes=(1, 0, 2)),
                  tg.Sample(_rand(2, 3, 4), (-1, 0, 1))],
@@ -720,6 +951,7 @@ def tapegrad_register_ops(registry):
     # -- indexing ------------------------------------------------------------------------
     registry.register_op(
         "getitem", kernels={"cpu": _getitem_kernel}, vjp=_getitem_vjp, jvp="linear", view=True,
+        batch=_getitem_batch,
         save_inputs=(False,), save_ans=False, method=False,
         samples=[
             tg.Sample(_rand(3, 4), index=1),
@@ -735,6 +967,7 @@ def tapegrad_register_ops(registry):
             "advanced indexing (int arrays, bool masks, mixed), as in NumPy.")
     registry.register_op(
         "_getitem_grad", kernels={"cpu": _getitem_grad_kernel}, vjp=_getitem_grad_vjp, jvp="linear",
+        batch=_getitem_grad_batch,
         save_inputs=(False,), save_ans=False, method=False,
         samples=[
             tg.Sample(_rand(3), index=np.array([0, 2, 0]), shape=(4,)),
@@ -745,6 +978,7 @@ def tapegrad_register_ops(registry):
             "so repeated indices accumulate). Its own gradient is getitem.")
     registry.register_op(
         "setitem", kernels={"cpu": _setitem_kernel}, vjp=_setitem_vjp, jvp=_setitem_jvp,
+        batch=_setitem_batch,
         save_inputs=(False, False), save_ans=False, method=False,
         samples=[
             tg.Sample(_rand(3, 4), _rand(4), index=1),
@@ -761,7 +995,8 @@ def tapegrad_register_ops(registry):
     # -- joining -------------------------------------------------------------------------
     registry.register_op(
         "concatenate", kernels={"cpu": _concatenate_kernel}, vjp=_concatenate_vjp,
-        jvp=_concatenate_jvp, seq_input=True, save_ans=False, method=False,
+        jvp=_concatenate_jvp, batch=_concatenate_batch, seq_input=True, save_ans=False,
+        method=False,
         samples=[tg.Sample([_rand(2, 3), _rand(1, 3)]),
                  tg.Sample([_rand(2, 3), _rand(2, 1), _rand(2, 2)], axis=1),
                  tg.Sample([_rand(2, 3), _rand(2, 3, seed=1)], axis=-1),
@@ -770,7 +1005,7 @@ def tapegrad_register_ops(registry):
             "np.concatenate(xs, axis=0).")
     registry.register_op(
         "stack", kernels={"cpu": _stack_kernel}, vjp=_stack_vjp, jvp=_stack_jvp,
-        seq_input=True, save_ans=False, method=False,
+        batch=_stack_batch, seq_input=True, save_ans=False, method=False,
         samples=[tg.Sample([_rand(2, 3), _rand(2, 3, seed=1)]),
                  tg.Sample([_rand(2, 3), _rand(2, 3, seed=1), _rand(2, 3, seed=2)], axis=-1),
                  tg.Sample([_rand(2, 3), _rand(2, 3, seed=1)], axis=1)],
@@ -783,6 +1018,7 @@ def tapegrad_register_ops(registry):
     # -- copies --------------------------------------------------------------------------
     copy = registry.register_op(
         "copy", kernels={"cpu": np.copy}, vjp=lambda g, ans, x: (g,), jvp="linear",
+        batch="elementwise",
         save_inputs=(False,), save_ans=False, samples=[(_rand(3, 4),)],
         doc="A copy of x that shares no storage with it (np.copy); t.copy() and t.clone().")
     registry.register_function("clone", copy, samples=[(_rand(3, 4),)])

@@ -70,6 +70,7 @@ import operator
 
 import numpy as np
 import tapegrad as tg
+from tapegrad._batching import logical_axes, pad_batched
 from tapegrad._compile import compile_check
 
 # NOTE: `from . import ops`, not `from .ops import ...`: ops.py imports this module at its
@@ -126,6 +127,231 @@ def _rand(*shape, seed=0):
 
 def _distinct(*shape):
     return _ops._distinct(*shape)
+
+
+# ---------------------------------------------------------------------------------------
+# vmap's batching rules (see ops.py, "vmap's batching rules: helpers": inputs physical,
+# the vmapped axis first; axis parameters logical)
+# ---------------------------------------------------------------------------------------
+
+def _flat_examples(x):
+    """Physical x as (batch, one example flattened)."""
+    return tg.reshape(x, (x.shape[0], math.prod(x.shape[1:])))
+
+
+def _one_axis_batch(name, default_axis):
+    """The rule of an op along one `axis` of its one input, where axis=None means the
+    flattened input (cumsum, cumprod, sort, argsort): each example flattened then."""
+    def rule(inputs, batched, **params):
+        (x,) = inputs
+        axis = params.pop("axis", default_axis)
+        op = getattr(tg, name)
+        if axis is None:
+            return op(_flat_examples(x), axis=1, **params)
+        (ax,) = logical_axes(axis, x.ndim - 1, name)
+        return op(x, axis=ax + 1, **params)
+    rule.__qualname__ = rule.__name__ = f"_{name}_batch"
+    return rule
+
+
+def _roll_batch(inputs, batched, *, shift, axis=None):
+    (x,) = inputs
+    if axis is None:                 # rolled flattened, then the example's shape back
+        return tg.reshape(tg.roll(_flat_examples(x), shift, axis=1), x.shape)
+    axes = logical_axes(axis, x.ndim - 1, "roll")
+    physical = tuple(a + 1 for a in axes) if isinstance(axis, (tuple, list)) else axes[0] + 1
+    return tg.roll(x, shift, axis=physical)
+
+
+def _repeat_batch(inputs, batched, *, repeats, axis=None):
+    (x,) = inputs
+    if axis is None:
+        return tg.repeat(_flat_examples(x), repeats, axis=1)
+    (ax,) = logical_axes(axis, x.ndim - 1, "repeat")
+    return tg.repeat(x, repeats, axis=ax + 1)
+
+
+def _tile_batch(inputs, batched, *, reps):
+    (x,) = inputs
+    reps = tuple(int(r) for r in np.atleast_1d(_host(reps)))
+    d = max(x.ndim - 1, len(reps))
+    # NOTE: np.tile gives A leading axes when reps is longer: those go after the vmapped
+    # axis, which is never tiled.
+    return tg.tile(pad_batched(x, d), (1,) + (1,) * (d - len(reps)) + reps)
+
+
+def _pad_batch(inputs, batched, *, pad_width, mode="constant", **kwargs):
+    (x,) = inputs
+    if len(_ops._shape_of(kwargs.get("constant_values", 0))) != 0:
+        # one constant per axis (and side): left to the exact per-example loop
+        return _ops._loop_fallback("pad", inputs, batched,
+                                   dict(kwargs, pad_width=pad_width, mode=mode))
+    pairs = pad_arguments(x.ndim - 1, pad_width, mode, kwargs)
+    return tg.pad(x, ((0, 0),) + pairs, mode, **kwargs)
+
+
+def _tensordot_batch(inputs, batched, *, axes=2):
+    a, b = inputs
+    nda, ndb = len(_ops._shape_of(a)) - batched[0], len(_ops._shape_of(b)) - batched[1]
+    axes_a, axes_b = _tensordot_axes(axes, nda, ndb)
+    if batched[0] and batched[1]:
+        return _tensordot_both_batched(a, b, axes_a, axes_b, axes)
+    if batched[0]:                   # a's free axes come first, the vmapped one first
+        return tg.tensordot(a, b, axes=([i + 1 for i in axes_a], axes_b))
+    out = tg.tensordot(a, b, axes=(axes_a, [i + 1 for i in axes_b]))
+    return _ops._move_axis_to_front(out, nda - len(axes_a))
+
+
+def _tensordot_both_batched(a, b, axes_a, axes_b, axes):
+    """A contraction batched in both inputs is no tensordot: it is a batched matmul of
+    (batch, free of a, contracted) by (batch, contracted, free of b). NOTE: matmul is
+    tapegrad-linalg's, not a dependency of this plugin: without it, the exact loop."""
+    if "matmul" not in tg.registry().ops:
+        return _ops._loop_fallback("tensordot", (a, b), (True, True), {"axes": axes})
+    free_a = [i for i in range(a.ndim - 1) if i not in axes_a]
+    free_b = [i for i in range(b.ndim - 1) if i not in axes_b]
+    size = a.shape[0]
+    k = math.prod(a.shape[1 + i] for i in axes_a)
+    lhs = tg.transpose(a, (0,) + tuple(1 + i for i in free_a + axes_a))
+    lhs = tg.reshape(lhs, (size, math.prod(a.shape[1 + i] for i in free_a), k))
+    rhs = tg.transpose(b, (0,) + tuple(1 + i for i in axes_b + free_b))
+    rhs = tg.reshape(rhs, (size, k, math.prod(b.shape[1 + i] for i in free_b)))
+    out = tg.matmul(lhs, rhs)
+    return tg.reshape(out, (size,) + tuple(a.shape[1 + i] for i in free_a)
+                      + tuple(b.shape[1 + i] for i in free_b))
+
+
+def _unbatched_leading(x, b):
+    """Physical x, or an unbatched x with a unit axis in front (to broadcast)."""
+    return x if b else tg.reshape(x, (1,) + _ops._shape_of(x))
+
+
+def _take_along_axis_batch(inputs, batched, axis=-1):
+    arr, indices = inputs
+    arr = _unbatched_leading(arr, batched[0])
+    indices = _unbatched_leading(indices, batched[1])
+    if axis is None:
+        # arr flattened per example; (1, n) broadcasts against (batch, m) in take_along_axis
+        out = tg.take_along_axis(tg.reshape(arr, (arr.shape[0], math.prod(arr.shape[1:]))),
+                                 indices, axis=1)
+    else:
+        (ax,) = logical_axes(axis, arr.ndim - 1, "take_along_axis")
+        out = tg.take_along_axis(arr, indices, axis=ax + 1)
+    return out
+
+
+def _take_along_axis_grad_batch(inputs, batched, *, shape, axis=-1):
+    g, indices = inputs
+    size = _ops._batch_size(inputs, batched)
+    g = _ops._with_batch_axis(g, batched[0], size)
+    indices = _unbatched_leading(indices, batched[1])
+    if axis is None:
+        out = tg._take_along_axis_grad(g, indices, shape=(size, math.prod(shape)), axis=1)
+        return tg.reshape(out, (size,) + tuple(shape))
+    (ax,) = logical_axes(axis, len(shape), "take_along_axis")
+    return tg._take_along_axis_grad(g, indices, shape=(size,) + tuple(shape), axis=ax + 1)
+
+
+def _put_along_axis_batch(inputs, batched, *, axis):
+    arr, indices, values = inputs
+    size = _ops._batch_size(inputs, batched)
+    arr = _ops._with_batch_axis(arr, batched[0], size)
+    idx_ndim = indices.ndim - batched[1]
+    indices = _unbatched_leading(indices, batched[1])
+    if batched[2]:
+        if values.ndim - 1 > idx_ndim:
+            return _ops._loop_fallback("_put_along_axis", inputs, batched, {"axis": axis})
+        values = pad_batched(values, idx_ndim)
+    elif len(_ops._shape_of(values)) > idx_ndim:
+        return _ops._loop_fallback("_put_along_axis", inputs, batched, {"axis": axis})
+    if axis is None:
+        flat = tg.reshape(arr, (size, math.prod(arr.shape[1:])))
+        return tg.reshape(tg._put_along_axis(flat, indices, values, axis=1), arr.shape)
+    (ax,) = logical_axes(axis, arr.ndim - 1, "put_along_axis")
+    return tg._put_along_axis(arr, indices, values, axis=ax + 1)
+
+
+def _take_indices(indices, n, mode):
+    """take's indices into an axis of length n as take_along_axis reads them."""
+    if mode == "wrap":
+        return tg.remainder(indices, n)
+    if mode == "clip":
+        return tg.clip(indices, 0, n - 1)
+    return indices
+
+
+def _take_batch(inputs, batched, axis=None, mode="raise"):
+    a, indices = inputs
+    if not batched[1]:               # one index array for every example: take itself
+        if axis is None:
+            return tg.take(_flat_examples(a), indices, axis=1, mode=mode)
+        (ax,) = logical_axes(axis, a.ndim - 1, "take")
+        return tg.take(a, indices, axis=ax + 1, mode=mode)
+    # Different indices per example: a gather along the axis (take_along_axis), with
+    # the indices flattened to one axis and the example's other axes flattened to another.
+    size = indices.shape[0]
+    a = _unbatched_leading(a, batched[0])
+    index_shape = tuple(indices.shape[1:])
+    flat_idx = tg.reshape(indices, (size, math.prod(index_shape)))
+    if axis is None:
+        flat = _flat_examples(a)
+        out = tg.take_along_axis(flat, _take_indices(flat_idx, flat.shape[1], mode), axis=1)
+        return tg.reshape(out, (size,) + index_shape)
+    (ax,) = logical_axes(axis, a.ndim - 1, "take")
+    example = tuple(a.shape[1:])
+    rest = example[:ax] + example[ax + 1:]
+    moved = _ops._move_axis_to_front(a, ax + 1)             # (n, 1 or batch, rest...)
+    moved = tg.transpose(moved, (1, 0) + tuple(range(2, moved.ndim)))
+    moved = tg.reshape(moved, (a.shape[0], example[ax], math.prod(rest)))
+    idx = tg.reshape(_take_indices(flat_idx, example[ax], mode), (size, flat_idx.shape[1], 1))
+    out = tg.take_along_axis(moved, idx, axis=1)             # (batch, m, prod(rest))
+    out = tg.reshape(out, (size,) + index_shape + rest)
+    # the index axes go where the taken axis was: after the example's first `ax` axes
+    k = len(index_shape)
+    order = ((0,) + tuple(range(1 + k, 1 + k + ax)) + tuple(range(1, 1 + k))
+             + tuple(range(1 + k + ax, out.ndim)))
+    return tg.transpose(out, order)
+
+
+def _take_grad_per_example(g, indices, shape, axis, mode):
+    """take's gradient with different indices per example: the scatter-add of
+    take_along_axis (_take_along_axis_grad), laid out as _take_batch's gather."""
+    size = indices.shape[0]
+    index_shape = tuple(indices.shape[1:])
+    m = math.prod(index_shape)
+    flat_idx = tg.reshape(indices, (size, m))
+    if axis is None:
+        n = math.prod(shape)
+        out = tg._take_along_axis_grad(tg.reshape(g, (size, m)),
+                                       _take_indices(flat_idx, n, mode), shape=(size, n),
+                                       axis=1)
+        return tg.reshape(out, (size,) + shape)
+    (ax,) = logical_axes(axis, len(shape), "take")
+    n, rest = shape[ax], shape[:ax] + shape[ax + 1:]
+    k = len(index_shape)
+    # g is (batch, shape[:ax], index_shape, shape[ax+1:]): the index axes after the batch
+    order = ((0,) + tuple(range(1 + ax, 1 + ax + k)) + tuple(range(1, 1 + ax))
+             + tuple(range(1 + ax + k, g.ndim)))
+    g3 = tg.reshape(tg.transpose(g, order), (size, m, math.prod(rest)))
+    idx = tg.reshape(_take_indices(flat_idx, n, mode), (size, m, 1))
+    out = tg._take_along_axis_grad(g3, idx, shape=(size, n, math.prod(rest)), axis=1)
+    out = tg.reshape(out, (size, n) + rest)
+    # the taken axis back where it was: after the example's first `ax` axes
+    return tg.transpose(out, (0,) + tuple(range(2, 2 + ax)) + (1,)
+                        + tuple(range(2 + ax, out.ndim)))
+
+
+def _take_grad_batch(inputs, batched, *, shape, axis=None, mode="raise"):
+    g, indices = inputs
+    size = _ops._batch_size(inputs, batched)
+    g = _ops._with_batch_axis(g, batched[0], size)
+    if batched[1]:
+        return _take_grad_per_example(g, indices, tuple(shape), axis, mode)
+    if axis is None:
+        out = tg._take_grad(g, indices, shape=(size, math.prod(shape)), axis=1, mode=mode)
+        return tg.reshape(out, (size,) + tuple(shape))
+    (ax,) = logical_axes(axis, len(shape), "take")
+    return tg._take_grad(g, indices, shape=(size,) + tuple(shape), axis=ax + 1, mode=mode)
 
 
 # ---------------------------------------------------------------------------------------
@@ -800,6 +1026,7 @@ def register(registry):
 def _register_scans(registry):
     registry.register_op(
         "cumsum", kernels={"cpu": _cumsum_kernel}, vjp=_cumsum_vjp, jvp=_cumsum_jvp,
+        batch=_one_axis_batch("cumsum", None),
         save_inputs=(False,), save_ans=False,
         samples=[tg.Sample(_rand(5)), tg.Sample(_rand(3, 4), axis=0),
                  tg.Sample(_rand(3, 4), -1), tg.Sample(_rand(2, 3, 4), axis=1),
@@ -808,6 +1035,7 @@ def _register_scans(registry):
             "dtype=None); t.cumsum(). The gradient is the running sum of g from the other end.")
     registry.register_op(
         "cumprod", kernels={"cpu": _cumprod_kernel}, vjp=_cumprod_vjp, jvp=_cumprod_jvp,
+        batch=_one_axis_batch("cumprod", None),
         save_ans=False,
         samples=[tg.Sample(np.array([1.5, 0.0, 2.0, -0.7, 1.2])),
                  tg.Sample(_ZEROS, axis=1), tg.Sample(_ZEROS, axis=0),
@@ -821,6 +1049,7 @@ def _register_scans(registry):
 def _register_sorting(registry):
     registry.register_op(
         "sort", kernels={"cpu": _sort_kernel}, vjp=_sort_vjp, jvp=_sort_jvp,
+        batch=_one_axis_batch("sort", -1),
         save_ans=False, method=False, params=("axis", "kind", "order"),
         samples=[tg.Sample(_distinct(5)), tg.Sample(_distinct(3, 4)),
                  tg.Sample(_distinct(3, 4), axis=0), tg.Sample(_distinct(2, 3), axis=None),
@@ -832,6 +1061,7 @@ def _register_sorting(registry):
             "ndarray.sort sorts in place.")
     registry.register_op(
         "argsort", kernels={"cpu": _argsort_kernel}, nin=1, params=("axis", "kind", "order"),
+        batch=_one_axis_batch("argsort", -1),
         samples=[tg.Sample(_distinct(3, 4)), tg.Sample(_distinct(3, 4), axis=0),
                  tg.Sample(_distinct(2, 3), axis=None)],
         doc="The indices that sort a along `axis` (int64), as np.argsort(a, axis=-1, "
@@ -841,6 +1071,7 @@ def _register_sorting(registry):
 def _register_gathers(registry):
     registry.register_op(
         "take_along_axis", kernels={"cpu": _take_along_axis_kernel}, vjp=_take_along_axis_vjp,
+        batch=_take_along_axis_batch,
         jvp=_take_along_axis_jvp, differentiable=(0,), save_inputs=(False, True),
         save_ans=False, method=False,
         samples=[tg.Sample(_rand(3, 4), np.array([[0, 3, 3], [1, 1, 0], [2, 0, 1]]), axis=1),
@@ -853,6 +1084,7 @@ def _register_gathers(registry):
             "gradient.")
     registry.register_op(
         "_take_along_axis_grad", kernels={"cpu": _take_along_axis_grad_kernel},
+        batch=_take_along_axis_grad_batch,
         vjp=_take_along_axis_grad_vjp, jvp="linear", differentiable=(0,), save_inputs=(False, True),
         save_ans=False, method=False,
         samples=[tg.Sample(_rand(3, 3), np.array([[0, 3, 3], [1, 1, 0], [2, 0, 1]]),
@@ -863,6 +1095,7 @@ def _register_gathers(registry):
             "take_along_axis.")
     registry.register_op(
         "_put_along_axis", kernels={"cpu": _put_along_axis_kernel}, vjp=_put_along_axis_vjp,
+        batch=_put_along_axis_batch,
         jvp="linear",
         differentiable=(0, 2), save_inputs=(False, True, False), save_ans=False,
         method=False,
@@ -878,6 +1111,7 @@ def _register_gathers(registry):
                  tg.Sample(_rand(2, 3), np.array([4, 0]), 0.5, None)])
     registry.register_op(
         "take", kernels={"cpu": _take_kernel}, vjp=_take_vjp, jvp=_take_jvp,
+        batch=_take_batch,
         differentiable=(0,), save_inputs=(False, True), save_ans=False,
         samples=[tg.Sample(_rand(3, 4), np.array([0, 2, 2, 11])),
                  tg.Sample(_rand(3, 4), np.array([[0, 3], [3, -1]]), axis=1),
@@ -889,6 +1123,7 @@ def _register_gathers(registry):
             "indices accumulate in the gradient.")
     registry.register_op(
         "_take_grad", kernels={"cpu": _take_grad_kernel}, vjp=_take_grad_vjp, jvp="linear",
+        batch=_take_grad_batch,
         differentiable=(0,), save_inputs=(False, True), save_ans=False, method=False,
         samples=[tg.Sample(_rand(3), np.array([0, 2, 2]), shape=(3, 4)),
                  tg.Sample(_rand(3, 2, 2), np.array([[0, 3], [3, -1]]), shape=(3, 4), axis=1),
@@ -900,6 +1135,7 @@ def _register_gathers(registry):
 def _register_moves(registry):
     registry.register_op(
         "roll", kernels={"cpu": _roll_kernel}, vjp=_roll_vjp, jvp=_roll_jvp,
+        batch=_roll_batch,
         save_inputs=(False,), save_ans=False, method=False,
         samples=[tg.Sample(_rand(5), 2), tg.Sample(_rand(3, 4), shift=-1, axis=0),
                  tg.Sample(_rand(3, 4), (1, 2), (0, 1)), tg.Sample(_rand(3, 4), 5),
@@ -916,6 +1152,7 @@ def _register_moves(registry):
                                samples=[(_rand(3, 4),), (_rand(3),)])
     registry.register_op(
         "repeat", kernels={"cpu": _repeat_kernel}, vjp=_repeat_vjp, jvp=_repeat_jvp,
+        batch=_repeat_batch,
         save_inputs=(False,), save_ans=False,
         samples=[tg.Sample(_rand(3), 2), tg.Sample(_rand(2, 3), repeats=[1, 0, 2], axis=1),
                  tg.Sample(_rand(2, 3), repeats=3, axis=0),
@@ -926,6 +1163,7 @@ def _register_moves(registry):
             "NumPy's (torch's Tensor.repeat is tile).")
     registry.register_op(
         "tile", kernels={"cpu": _tile_kernel}, vjp=_tile_vjp, jvp=_tile_jvp,
+        batch=_tile_batch,
         save_inputs=(False,), save_ans=False, method=False,
         samples=[tg.Sample(_rand(3), 2), tg.Sample(_rand(2, 3), reps=(2, 1)),
                  tg.Sample(_rand(2, 3), (2, 1, 2)), tg.Sample(_rand(2, 3), 3),
@@ -934,6 +1172,7 @@ def _register_moves(registry):
             "ones, longer gives A leading axes), as np.tile(A, reps).")
     registry.register_op(
         "pad", kernels={"cpu": _pad_kernel}, vjp=_pad_vjp, jvp=_pad_jvp,
+        batch=_pad_batch,
         params=("pad_width", "mode"), save_inputs=(False,), save_ans=False, method=False,
         samples=[tg.Sample(_rand(3), 2),
                  tg.Sample(_rand(2, 3), ((1, 0), (2, 1)), constant_values=1.5),
@@ -951,6 +1190,7 @@ def _register_moves(registry):
 def _register_products(registry):
     registry.register_op(
         "tensordot", kernels={"cpu": _tensordot_kernel}, vjp=_tensordot_vjp,
+        batch=_tensordot_batch,
         jvp=_tensordot_jvp, method=False, save_ans=False,
         samples=[tg.Sample(_rand(2, 3, 4), _rand(3, 4, 2)),
                  tg.Sample(_rand(2, 3), _rand(3, 4), 1),

@@ -31,6 +31,7 @@ import numpy as np
 import tapegrad as tg
 from tapegrad._compile import compile_check, run_eagerly
 
+from .ops import _batch_size, _shape_of, _with_batch_axis
 from .ops import (_EXTREMUM_SAMPLES, _as_tensor, _as_tensor_like, _axes, _constant_argument,
                   _distinct, _kept_shape, _mask, _rand, _sqrt_of_var, derivative_reason)
 
@@ -517,6 +518,39 @@ def _take_last_grad_vjp(g, ans, gy, idx, *, n):
     return tg._take_last(g, idx), None
 
 
+# vmap's batching rules (see ops.py, "vmap's batching rules: helpers").
+
+def _quantile_rows_batch(name):
+    """The rule of _quantile_index / _quantile_weight, which read the rows of a 2-D y:
+    the examples' rows are stacked into one 2-D y, the results split back."""
+    def rule(inputs, batched, **params):
+        (y,) = inputs
+        size, rows, n = y.shape
+        out = getattr(tg, name)(tg.reshape(y, (size * rows, n)), **params)
+        if name == "_quantile_index":        # (2, size * rows, Q): the pair axis first
+            out = tg.reshape(out, (2, size, rows, out.shape[-1]))
+            return tg.transpose(out, (1, 0, 2, 3))
+        return tg.reshape(out, (size, rows, out.shape[-1]))
+    rule.__qualname__ = rule.__name__ = f"{name}_batch"
+    return rule
+
+
+def _take_last_batch(inputs, batched):
+    y, idx = inputs
+    # np.take_along_axis broadcasts the other axes: an unbatched input gets a unit axis
+    y = y if batched[0] else tg.reshape(y, (1,) + _shape_of(y))
+    idx = idx if batched[1] else tg.reshape(idx, (1,) + _shape_of(idx))
+    return tg._take_last(y, idx)
+
+
+def _take_last_grad_batch(inputs, batched, *, n):
+    # NOTE: the kernel takes its rows from idx and its output's shape from g, so both
+    # need the vmapped axis at full length (a unit axis would scatter into example 0).
+    size = _batch_size(inputs, batched)
+    g, idx = (_with_batch_axis(v, b, size) for v, b in zip(inputs, batched))
+    return tg._take_last_grad(g, idx, n=n)
+
+
 def _rows(x, axis, op):
     """x with the axes of `axis` moved last and flattened into one: (M, n), and the shape
     the kept axes have (without and with keepdims)."""
@@ -743,6 +777,7 @@ def register(registry):
         tg.Sample(_rand(3, 4), 0, np.abs(_rand(3, seed=2)) + 0.5, True)])
     # -- order statistics ----------------------------------------------------------------
     op("_quantile_index", kernels={"cpu": _quantile_index_kernel}, nin=1, method=False,
+       batch=_quantile_rows_batch("_quantile_index"),
        params=(), samples=[
            tg.Sample(_distinct(3, 5), q=np.array([0.25, 0.5]), method="linear", skipnan=False),
            tg.Sample(_with_nans(3, 5), q=np.array([0.5]), method="nearest", skipnan=True)],
@@ -750,6 +785,7 @@ def register(registry):
            "indexes of the two sorted neighbours the quantile reads, a (2, rows, len(q)) "
            "int64 tensor. Not differentiable.")
     op("_quantile_weight", kernels={"cpu": _quantile_weight_kernel}, nin=1, method=False,
+       batch=_quantile_rows_batch("_quantile_weight"),
        params=(), samples=[
            tg.Sample(_distinct(3, 5), q=np.array([0.25, 0.5]), method="linear",
                      skipnan=False, dtype=np.float64),
@@ -760,12 +796,13 @@ def register(registry):
            "quantile is NaN. Depends on x only through which entries are NaN; not "
            "differentiable.")
     op("_take_last", kernels={"cpu": _take_last_kernel}, vjp=_take_last_vjp, jvp="linear",
+       batch=_take_last_batch,
        differentiable=(0,), save_inputs=(False, True), save_ans=False, method=False,
        samples=[tg.Sample(_rand(3, 4), np.array([[0, 3, 0], [1, 1, 2], [3, 2, 1]]))],
        doc="np.take_along_axis(x, idx, axis=-1) with idx an integer tensor: the values "
            "the order statistics read. Its gradient scatters g back (_take_last_grad).")
     op("_take_last_grad", kernels={"cpu": _take_last_grad_kernel}, vjp=_take_last_grad_vjp,
-       jvp="linear",
+       jvp="linear", batch=_take_last_grad_batch,
        differentiable=(0,), save_inputs=(False, True), save_ans=False, method=False,
        samples=[tg.Sample(_rand(2, 3), np.array([[0, 3, 0], [1, 1, 2]]), n=4),
                 tg.Sample(_rand(2, 1), np.array([[0, 3, 0], [1, 1, 2]]), n=4)],
