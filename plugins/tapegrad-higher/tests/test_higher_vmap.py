@@ -351,3 +351,30 @@ def test_bad_arguments_raise_clear_errors():
         tg.vmap(lambda a: a, randomness="sometimes")
     with pytest.raises(ValueError, match="scalar"):
         tg.func.grad(lambda a: a * 2.0)(tg.ones(2))
+
+
+def test_a_batched_index_is_refused_not_read_as_zeros():
+    xs = tg.tensor([[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]])
+    idx = tg.tensor([2, 1])
+
+    def pick(x, i):
+        return x[i]
+
+    with pytest.raises(RuntimeError, match="vmap"):
+        tg.vmap(pick)(xs, idx)
+
+    def write(x, i):
+        y = tg.zeros(3)
+        y[i] = 1.0
+        return y + x
+
+    with pytest.raises(RuntimeError, match="vmap"):
+        tg.vmap(write)(xs, idx)
+    # the tensor-op spelling works
+    got = tg.vmap(lambda x, i: tg.take(x, i))(xs, idx)
+    np.testing.assert_array_equal(got.numpy(), [2.0, 4.0])
+
+
+def test_shape_queries_do_not_read_values():
+    out = tg.vmap(lambda x: x * np.size(x) + np.ndim(x) + np.shape(x)[0])(tg.ones((2, 3)))
+    np.testing.assert_array_equal(out.numpy(), np.full((2, 3), 3.0 + 1 + 3))

@@ -262,9 +262,11 @@ def _loop(op, phys, batched, kwargs, size):
     """The fallback: op once per example, the results stacked (exact, slow)."""
     if op.name not in _warned:
         _warned.add(op.name)
-        warnings.warn(f"'{op.name}' has no batching rule: vmap runs it once per example "
-                      f"(exact, slow); register_op(..., batch=) makes it one call",
-                      BatchingFallbackWarning, stacklevel=4)
+        why = ("has no batching rule" if op.batch is None else
+               "has a batching rule that does not cover these arguments")
+        warnings.warn(f"'{op.name}' {why}: vmap runs it once per example (exact, slow)"
+                      + ("; register_op(..., batch=) makes it one call" if op.batch is None
+                         else ""), BatchingFallbackWarning, stacklevel=4)
     if size is None:
         size = next(x.shape[0] for x, b in zip(phys, batched) if b)
     if size == 0:
@@ -360,6 +362,16 @@ def check_backward(tensors):
             "vmap: .backward() of a batched tensor inside tg.vmap is not supported (it would "
             "write per-example gradients into .grad); use tg.func.grad or tg.grad inside "
             "the vmap, or call .backward() on the vmap's result outside it")
+
+
+def check_index(t):
+    if is_batched(t):
+        raise RuntimeError(
+            "vmap: a batched tensor used as an index (x[i], x[i] = v) inside tg.vmap is not "
+            "supported: its values differ per example; use tg.take(x, i) or "
+            "tg.take_along_axis(x, i, axis)")
+    if batch_entries(t):
+        raise _leak_error("indexing")
 
 
 def check_read(t, what):

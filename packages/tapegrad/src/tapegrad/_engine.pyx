@@ -2933,6 +2933,10 @@ cdef tuple _BASIC_INDEX_ITEMS = (int, bool, slice, type(None), type(Ellipsis), n
 
 cdef object _index_item(object i):
     if isinstance(i, TensorBase):
+        if _has_tangents(<TensorBase>i) and _LEVEL_HOOKS is not None:
+            # NOTE: a batched index (inside tg.vmap) has a placeholder for data: reading
+            # it would index every example with zeros
+            _LEVEL_HOOKS.check_index(<TensorBase>i)
         return (<TensorBase>i)._data
     if isinstance(i, _BASIC_INDEX_ITEMS) or hasattr(type(i), "__index__"):
         return i

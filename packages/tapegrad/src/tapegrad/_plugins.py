@@ -274,7 +274,8 @@ class Registry:
             element (NumPy's ufuncs); ``batch="reduce"``: the op reduces its one input
             over ``axis`` (None: all axes) with ``keepdims``. None: vmap runs the op once
             per example and stacks (exact, slow, a one-time BatchingFallbackWarning).
-            See docs/plugin-guide.md, "Batching rules", and tapegrad/_batching.py.
+            See docs/plugin-guide.md (the op definition, ``batch``) and
+            tapegrad/_batching.py.
         aux: the number of auxiliary arrays the kernels return after the output,
             ``kernel(...) -> (out, a1, ..., a_aux)`` (or the output alone: the rule then
             gets aux=None): intermediates of the forward that the

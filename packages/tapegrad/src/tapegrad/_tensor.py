@@ -445,6 +445,10 @@ class Tensor(TensorBase):
         return _numpy_fallback(f"numpy.{ufunc.__name__}", getattr(ufunc, method), inputs, kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
+        if func in _SHAPE_QUERIES and len(args) == 1 and not kwargs:
+            # np.shape(t), np.ndim(t), np.size(t): no conversion to an array (a copy on a
+            # device, and refused for a batched tensor inside tg.vmap)
+            return _SHAPE_QUERIES[func](args[0])
         import tapegrad
         target = getattr(tapegrad, func.__name__, None)
         if target is not None and (isinstance(target, _engine.Op)
@@ -461,6 +465,9 @@ class Tensor(TensorBase):
             return target(*args, **kwargs)
         return _numpy_fallback(f"numpy.{func.__name__}", func, args, kwargs)
 
+
+_SHAPE_QUERIES = {np.shape: lambda t: tuple(t.shape), np.ndim: lambda t: t.ndim,
+                  np.size: lambda t: int(TensorBase.size.__get__(t))}
 
 _BASE_SIZE = TensorBase.size          # the engine's int; Tensor.size wraps it
 
