@@ -1,0 +1,328 @@
+"""vmap batching rules of tapegrad-nn's ops: which ops have one (a lost rule shows), and
+for the hot ones (a small MLP with cross-entropy: linear, activations, softmax,
+log_softmax, cross_entropy) vmap with other in/out axes, nested vmap and per-example
+gradients against a Python loop.
+
+tg.vmap lives in tapegrad-higher, which is not a test dependency of this plugin: the
+helper `vmap` below opens batch levels with tapegrad._batching directly (as the contract
+kit does)."""
+
+import itertools
+import warnings
+
+import numpy as np
+import pytest
+import tapegrad as tg
+from tapegrad import _batching, _engine
+from tapegrad._engine import run_backward
+
+WITH_RULES = {
+    "linear", "softmax", "log_softmax", "_logsumexp", "cross_entropy",
+    "_softmax_minus_one_hot", "_minus_one_hot", "_softmax_backward", "_log_softmax_backward",
+    "binary_cross_entropy_with_logits",
+    "gelu", "_gelu_backward", "silu", "softplus", "silu_backward", "softplus_backward",
+    "logsigmoid", "_normal_cdf",
+}
+
+
+@pytest.fixture(autouse=True)
+def fallbacks_allowed():
+    """An op of WITH_RULES that went through the loop fallback (one call per example)
+    fails the test, unless the test adds its name to this fixture's set (a rule that
+    falls back on purpose). Other plugins' ops may still fall back."""
+    allowed = set()
+    _batching._warned.clear()       # the fallback warns once per op and process
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", _batching.BatchingFallbackWarning)
+        yield allowed
+    fell_back = {str(w.message).split("'")[1] for w in caught
+                 if issubclass(w.category, _batching.BatchingFallbackWarning)}
+    assert not (fell_back & WITH_RULES) - allowed, sorted((fell_back & WITH_RULES) - allowed)
+
+
+def vmap(f, in_axes, out_axis=0):
+    """f mapped over axis in_axes[i] of argument i (None: shared), the mapped axis of the
+    result at out_axis: tg.vmap's semantics with the engine's batch levels."""
+    def mapped(*args):
+        size = next(a.shape[ax] for a, ax in zip(args, in_axes) if ax is not None)
+        level = _batching.enter(size)
+        try:
+            logical = [a if ax is None else _batching.wrap(_front(tg.asarray(a), ax), level)
+                       for a, ax in zip(args, in_axes)]
+            out = f(*logical)
+        finally:
+            _batching.exit(level)
+        phys, batched = _batching.physical(out, level)
+        assert batched
+        return phys if out_axis == 0 else tg.moveaxis(phys, 0, out_axis)
+    return mapped
+
+
+def _front(a, axis):
+    return a if axis == 0 else tg.moveaxis(a, axis, 0)
+
+
+def loop(f, in_axes, out_axis=0):
+    """The reference: f once per example, stacked."""
+    def looped(*args):
+        size = next(np.shape(a)[ax] for a, ax in zip(args, in_axes) if ax is not None)
+        outs = [f(*[a if ax is None else np.take(np.asarray(a), i, axis=ax)
+                    for a, ax in zip(args, in_axes)]) for i in range(size)]
+        return np.stack([np.asarray(o.numpy() if hasattr(o, "numpy") else o) for o in outs],
+                        axis=out_axis)
+    return looped
+
+
+def rand(*shape, seed=0):
+    return np.random.default_rng(seed + 31 * len(shape) + sum(shape)).standard_normal(shape)
+
+
+def close(got, want):
+    got = got.numpy() if hasattr(got, "numpy") else got
+    assert got.shape == want.shape, (got.shape, want.shape)
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+
+
+B = 4
+
+
+def test_ops_with_batching_rules():
+    table = _engine.ops_table()
+    have = {n for n, op in table.items() if op.plugin == "tapegrad-nn" and op.batch is not None}
+    assert WITH_RULES <= have, sorted(WITH_RULES - have)
+
+
+# ---------------------------------------------------------------------------------------
+# linear
+# ---------------------------------------------------------------------------------------
+
+LINEAR_SHAPES = [((3,), (5, 3), (5,)), ((4, 3), (5, 3), (5,)), ((2, 4, 3), (5, 3), (5,)),
+                 ((4, 3), (5, 3), None), ((3,), (5, 3), None), ((4, 3), (5, 3), (2, 1, 5))]
+LINEAR_CASES = [(xs, ws, bs, which) for xs, ws, bs in LINEAR_SHAPES
+                for which in itertools.product((0, None), repeat=2 if bs is None else 3)
+                if 0 in which]
+
+
+@pytest.mark.parametrize("xs,ws,bs,which", LINEAR_CASES)
+def test_linear_vmap_equals_loop(xs, ws, bs, which):
+    shapes = (xs, ws) if bs is None else (xs, ws, bs)
+    args = [rand(*((B,) if ax == 0 else ()), *s, seed=k)
+            for k, (s, ax) in enumerate(zip(shapes, which))]
+
+    def ref(x, w, b=None):
+        out = x @ w.T
+        return out if b is None else out + b
+
+    close(vmap(tg.linear, which)(*args), loop(ref, which)(*args))
+
+
+def test_linear_other_axes_and_nested():
+    # the examples along axis 1 of x, a nested map along axis 0 of x and of the bias
+    x = rand(2, B, 3)
+    w, b = rand(5, 3, seed=1), rand(2, 5, seed=2)
+    ref = loop(loop(lambda x, w, b: x @ w.T + b, (0, None, 0)), (1, None, None), out_axis=2)
+    got = vmap(vmap(tg.linear, (0, None, 0)), (1, None, None), out_axis=2)(x, w, b)
+    close(got, ref(x, w, b))
+
+
+def test_linear_under_vmap_refuses_bad_shapes():
+    with pytest.raises(ValueError, match="weight must be"):
+        vmap(tg.linear, (0, None))(rand(B, 4), rand(5, 3))
+    with pytest.raises(ValueError, match="weight must be"):
+        vmap(tg.linear, (None, 0))(rand(4), rand(B, 5, 3))
+
+
+# ---------------------------------------------------------------------------------------
+# activations, softmax, log_softmax, logsumexp
+# ---------------------------------------------------------------------------------------
+
+def _np_softmax(x, axis):
+    e = np.exp(x - np.max(x, axis=axis, keepdims=True))
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+
+@pytest.mark.parametrize("axis", [-1, 0, (0, 2), None])
+@pytest.mark.parametrize("in_axis", [0, 2])
+def test_softmax_and_log_softmax(axis, in_axis):
+    x = rand(2, 3, B) if in_axis == 2 else rand(B, 2, 3, seed=1)
+    x = x.reshape((2, 3, B, 1) if in_axis == 2 else (B, 2, 3, 1))
+    close(vmap(lambda v: tg.softmax(v, axis), (in_axis,), out_axis=1)(x),
+          loop(lambda v: _np_softmax(v, axis), (in_axis,), out_axis=1)(x))
+    close(vmap(lambda v: tg.log_softmax(v, axis=axis), (in_axis,))(x),
+          loop(lambda v: np.log(_np_softmax(v, axis)), (in_axis,))(x))
+
+
+def test_logsumexp_nested():
+    x = rand(2, B, 3, 5)
+    ref = loop(loop(lambda v: np.log(np.sum(np.exp(v), axis=-1)), (0,)), (0,))
+    close(vmap(vmap(lambda v: tg.logsumexp(v, axis=-1), (0,)), (0,))(x), ref(x))
+
+
+@pytest.mark.parametrize("name,ref", [
+    ("gelu", lambda v: 0.5 * v * (1 + np.vectorize(__import__("math").erf)(v / np.sqrt(2)))),
+    ("silu", lambda v: v / (1 + np.exp(-v))),
+    ("softplus", lambda v: np.log1p(np.exp(v))),
+    ("logsigmoid", lambda v: -np.log1p(np.exp(-v)))])
+def test_activations_other_axis(name, ref):
+    x = rand(3, B)
+    close(vmap(getattr(tg, name), (1,), out_axis=1)(x), loop(ref, (1,), out_axis=1)(x))
+
+
+# ---------------------------------------------------------------------------------------
+# cross_entropy: per-example logits (C,) with a () target, as PyTorch allows
+# ---------------------------------------------------------------------------------------
+
+def _np_cross_entropy(x, t, reduction="mean", ignore_index=-100):
+    lsm = np.log(_np_softmax(x, -1))
+    if t.dtype.kind == "f":
+        loss = -np.sum(t * lsm, -1)
+        kept = np.ones(loss.shape)
+    else:
+        kept = (t != ignore_index).astype(float)
+        safe = np.where(t == ignore_index, 0, t)
+        loss = -np.take_along_axis(lsm, safe[..., None], -1)[..., 0] * kept
+    if reduction == "none":
+        return loss
+    if reduction == "sum":
+        return np.sum(loss)
+    with np.errstate(invalid="ignore"):
+        return np.sum(loss) / np.sum(kept)
+
+
+@pytest.mark.parametrize("rows", [(), (3,), (2, 3)])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("which", [(0, 0), (0, None), (None, 0)])
+def test_cross_entropy_labels(rows, reduction, which):
+    C = 5
+    x = rand(*((B,) if which[0] == 0 else ()), *rows, C)
+    labels = np.random.default_rng(3).integers(0, C, ((B,) if which[1] == 0 else ()) + rows)
+    if which[1] == 0 and rows:
+        labels[1].flat[0] = -100        # an ignored row in one example only
+    got = vmap(lambda a, t: tg.cross_entropy(a, t, reduction=reduction), which)(x, labels)
+    close(got, loop(lambda a, t: _np_cross_entropy(a, t, reduction), which)(x, labels))
+
+
+def test_cross_entropy_every_row_ignored_is_nan_in_that_example_only():
+    x, t = rand(B, 3, 4), np.array([[0, 1, 2], [-100, -100, -100], [3, 3, 0], [1, -100, 2]])
+    got = vmap(tg.cross_entropy, (0, 0))(x, t).numpy()
+    want = loop(_np_cross_entropy, (0, 0))(x, t)
+    assert np.isnan(got[1]) and np.isnan(want[1])
+    close(got[[0, 2, 3]], want[[0, 2, 3]])
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_probabilities_and_ignore_index(reduction):
+    x, p = rand(B, 3, 4), _np_softmax(rand(B, 3, 4, seed=1), -1)
+    close(vmap(lambda a, t: tg.cross_entropy(a, t, reduction=reduction), (0, 0))(x, p),
+          loop(lambda a, t: _np_cross_entropy(a, t, reduction), (0, 0))(x, p))
+    t = np.array([[0, 1, 2], [1, 1, 1], [3, 1, 0], [1, 2, 2]])
+    f = vmap(lambda a, t: tg.cross_entropy(a, t, reduction=reduction, ignore_index=1), (0, 0))
+    close(f(x, t), loop(lambda a, t: _np_cross_entropy(a, t, reduction, 1), (0, 0))(x, t))
+
+
+def test_cross_entropy_weighted_mean_falls_back_exactly(fallbacks_allowed):
+    fallbacks_allowed.add("cross_entropy")
+    x, t, w = rand(B, 3, 4), np.array([[0, 1, 2]] * B), np.array([0.5, 1.0, 2.0, 3.0])
+    got = vmap(lambda a, t: tg.cross_entropy(a, t, weight=w), (0, 0))(x, t)
+    want = loop(lambda a, t: tg.cross_entropy(tg.tensor(a), t, weight=w), (0, 0))(x, t)
+    close(got, want)
+
+
+def test_cross_entropy_refuses_a_wrong_target_shape():
+    with pytest.raises(ValueError, match="integer class labels must have"):
+        vmap(tg.cross_entropy, (0, None))(rand(B, 3, 4), np.zeros(4, np.int64))
+
+
+# ---------------------------------------------------------------------------------------
+# a small MLP: per-example gradients (vmap of reverse mode) against per-example backward
+# ---------------------------------------------------------------------------------------
+
+def _mlp_loss(params, x, t, act):
+    w1, b1, w2, b2 = params
+    h = getattr(tg, act)(tg.linear(x, w1, b1))
+    return tg.cross_entropy(tg.linear(h, w2, b2), t)
+
+
+@pytest.mark.parametrize("act", ["relu", "gelu", "tanh", "silu"])
+@pytest.mark.parametrize("rows", [(), (3,)])
+def test_mlp_per_example_gradients(act, rows):
+    rng = np.random.default_rng(5)
+    params = [rand(6, 4), rand(6, seed=1), rand(3, 6, seed=2), rand(3, seed=3)]
+    x, t = rand(B, *rows, 4, seed=4), rng.integers(0, 3, (B,) + rows)
+    level = _batching.enter(B)
+    try:
+        ps = [tg.tensor(p, requires_grad=True) for p in params]
+        loss = _mlp_loss(ps, _batching.wrap(tg.tensor(x), level),
+                         _batching.wrap(tg.tensor(t), level), act)
+        grads = run_backward((loss,), (_batching.wrap(tg.ones(B), level),), None, False,
+                             tuple(ps), True)
+    finally:
+        _batching.exit(level)
+    got = [_batching.physical(g, level)[0].numpy() for g in grads]
+    for i in range(B):
+        ps = [tg.tensor(p, requires_grad=True) for p in params]
+        _mlp_loss(ps, tg.tensor(x[i]), tg.tensor(t[i]), act).backward()
+        for g, p in zip(got, ps):
+            np.testing.assert_allclose(g[i], p.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+# cross_entropy's VJP and JVP with labels batched under vmap: they cannot read the labels'
+# values (one per example), so they take a tensor-op path; checked against per-example
+# calls of the rules with plain labels (the path the contract kit checks against finite
+# differences).
+CE_PARAMS = [dict(), dict(reduction="sum"), dict(reduction="none"),
+             dict(weight=np.array([0.5, 1.0, 2.0, 3.0])),
+             dict(weight=np.array([0.5, 1.0, 2.0, 3.0]), reduction="none"),
+             dict(label_smoothing=0.2), dict(label_smoothing=0.1, reduction="sum",
+                                             weight=np.array([0.5, 1.0, 2.0, 3.0])),
+             dict(ignore_index=2)]
+CE_LABELS = np.array([[0, 1, -100], [3, 3, 0], [2, -100, 2], [1, 2, 3]])
+
+
+def _ce_labels(params):
+    # -100 is an invalid label when another class is ignored
+    return CE_LABELS if params.get("ignore_index", -100) == -100 else np.where(
+        CE_LABELS < 0, 1, CE_LABELS)
+
+
+@pytest.mark.parametrize("params", CE_PARAMS)
+def test_cross_entropy_per_example_gradient_batched_labels(params, fallbacks_allowed):
+    fallbacks_allowed.add("cross_entropy")        # (weight with 'mean': the forward loops)
+    x, labels = rand(B, 3, 4), _ce_labels(params)
+    level = _batching.enter(B)
+    try:
+        xl = _batching.wrap(tg.tensor(x), level).requires_grad_(True)
+        loss = tg.cross_entropy(xl, _batching.wrap(tg.tensor(labels), level), **params)
+        seed = _batching.wrap(tg.tensor(rand(B, *loss.shape, seed=1)), level)
+        (gx,) = run_backward((loss,), (seed,), None, False, (xl,), True)
+        got_loss = _batching.physical(loss, level)[0].numpy()
+    finally:
+        _batching.exit(level)
+    got = _batching.physical(gx, level)[0].numpy()
+    for i in range(B):
+        xi = tg.tensor(x[i], requires_grad=True)
+        li = tg.cross_entropy(xi, tg.tensor(labels[i]), **params)
+        np.testing.assert_allclose(got_loss[i], li.numpy(), rtol=1e-12, equal_nan=True)
+        li.backward(tg.tensor(rand(B, *li.shape, seed=1)[i]))
+        np.testing.assert_allclose(got[i], xi.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("params", CE_PARAMS)
+def test_cross_entropy_jvp_rule_batched_labels(params, fallbacks_allowed):
+    fallbacks_allowed.add("cross_entropy")
+    op = _engine.ops_table()["cross_entropy"]
+    x, tx, labels = rand(B, 3, 4), rand(B, 3, 4, seed=2), _ce_labels(params)
+    level = _batching.enter(B)
+    try:
+        xl, txl = (_batching.wrap(tg.tensor(v), level) for v in (x, tx))
+        tl = _batching.wrap(tg.tensor(labels), level)
+        ans = tg.cross_entropy(xl, tl, **params)
+        jv = op.jvp((txl, None), ans, xl, tl, **params)
+    finally:
+        _batching.exit(level)
+    got = _batching.physical(jv, level)[0].numpy()
+    for i in range(B):
+        xi, ti = tg.tensor(x[i]), tg.tensor(labels[i])
+        want = op.jvp((tg.tensor(tx[i]), None), tg.cross_entropy(xi, ti, **params), xi, ti,
+                      **params)
+        np.testing.assert_allclose(got[i], want.numpy(), rtol=1e-10, atol=1e-12)
