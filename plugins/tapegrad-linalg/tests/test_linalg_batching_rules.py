@@ -14,23 +14,29 @@ import tapegrad as tg
 from tapegrad import _batching, _engine
 from tapegrad._engine import run_backward
 
-WITH_RULES = {"matmul"}
+WITH_RULES = {
+    "matmul", "_einsum", "linalg_solve", "linalg_vector_norm",
+    # batched over leading axes as NumPy's linalg: the vmapped axis is one more
+    "linalg_inv", "linalg_det", "_linalg_slogdet", "linalg_cholesky", "_linalg_qr",
+    "_linalg_eigh", "linalg_eigvalsh", "_linalg_eig", "linalg_eigvals", "_linalg_svd",
+    "linalg_svdvals", "linalg_pinv", "linalg_matrix_rank",
+}
 
 
 @pytest.fixture(autouse=True)
-def no_fallback_for_ruled_ops():
+def fallbacks_allowed():
     """An op of WITH_RULES that went through the loop fallback (one call per example)
-    fails the test. (Other plugins' ops, the reshapes and transposes of a nested vmap,
-    may still fall back: their rules are not this plugin's.)"""
+    fails the test, unless the test adds its name to this fixture's set (a rule that
+    falls back on purpose). Other plugins' ops (the reshapes and transposes of a nested
+    vmap) may still fall back: their rules are not this plugin's."""
+    allowed = set()
     _batching._warned.clear()       # the fallback warns once per op and process
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", _batching.BatchingFallbackWarning)
-        yield
+        yield allowed
     fell_back = {str(w.message).split("'")[1] for w in caught
                  if issubclass(w.category, _batching.BatchingFallbackWarning)}
-    assert not fell_back & WITH_RULES, sorted(fell_back & WITH_RULES)
-
-
+    assert not (fell_back & WITH_RULES) - allowed, sorted((fell_back & WITH_RULES) - allowed)
 
 
 def vmap(f, in_axes, out_axis=0):
@@ -64,6 +70,12 @@ def loop(f, in_axes, out_axis=0):
         return np.stack([np.asarray(o.numpy() if hasattr(o, "numpy") else o) for o in outs],
                         axis=out_axis)
     return looped
+
+
+def close(got, want):
+    got = got.numpy() if hasattr(got, "numpy") else got
+    assert got.shape == want.shape, (got.shape, want.shape)
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
 
 
 def rand(*shape, seed=0):
@@ -156,3 +168,115 @@ def test_matmul_under_vmap_refuses_bad_shapes():
         vmap(tg.matmul, (0, None))(rand(B, 2, 3), rand(4, 2))
     with pytest.raises(ValueError, match="matmul: 0-d operands"):
         vmap(tg.matmul, (0, None))(rand(B), rand(3))
+
+
+# ---------------------------------------------------------------------------------------
+# solve: vector and matrix right-hand sides, either operand batched, stacks broadcasting
+# ---------------------------------------------------------------------------------------
+
+def _well_conditioned(*shape, seed=0):
+    return rand(*shape, seed=seed) + 3 * np.eye(shape[-1])
+
+
+SOLVE_SHAPES = [((3, 3), (3,)), ((3, 3), (3, 2)), ((2, 3, 3), (3,)), ((2, 3, 3), (3, 2)),
+                ((3, 3), (2, 3, 2)), ((2, 1, 3, 3), (4, 3, 1))]
+
+
+@pytest.mark.parametrize("sa,sb", SOLVE_SHAPES)
+@pytest.mark.parametrize("which", [(0, 0), (0, None), (None, 0)])
+def test_solve_vmap_equals_loop(sa, sb, which):
+    a = _well_conditioned(*((B,) if which[0] == 0 else ()), *sa)
+    b = rand(*((B,) if which[1] == 0 else ()), *sb, seed=1)
+    close(vmap(tg.linalg_solve, which)(a, b), loop(np.linalg.solve, which)(a, b))
+
+
+def test_solve_other_axes_and_nested():
+    a = _well_conditioned(B, 3, 3, seed=2).transpose(1, 0, 2)     # (3, B, 3): axis 1
+    b = rand(2, B, 3, seed=3)                                      # inner axis 0, outer 1
+    f = vmap(vmap(tg.linalg_solve, (None, 0)), (1, 1), out_axis=1)
+    ref = loop(loop(np.linalg.solve, (None, 0)), (1, 1), out_axis=1)
+    close(f(a, b), ref(a, b))
+
+
+def test_solve_under_vmap_refuses_bad_shapes():
+    with pytest.raises(ValueError, match="vector b has length 2, not 3"):
+        vmap(tg.linalg_solve, (0, None))(_well_conditioned(B, 3, 3), rand(2))
+    with pytest.raises(ValueError, match="b must be at least 1-d"):
+        vmap(tg.linalg_solve, (None, 0))(_well_conditioned(3, 3), rand(B))
+
+
+# ---------------------------------------------------------------------------------------
+# the stacked ops: one more leading axis
+# ---------------------------------------------------------------------------------------
+
+def _spd(*shape, seed=0):
+    m = rand(*shape, seed=seed)
+    return m @ np.swapaxes(m, -1, -2) + shape[-1] * np.eye(shape[-1])
+
+
+STACKED = [
+    ("linalg_inv", np.linalg.inv, _well_conditioned, {}),
+    ("linalg_det", np.linalg.det, _well_conditioned, {}),
+    ("linalg_cholesky", np.linalg.cholesky, _spd, {}),
+    ("linalg_cholesky", lambda a: np.linalg.cholesky(a, upper=True), _spd, {"upper": True}),
+    ("linalg_eigvalsh", np.linalg.eigvalsh, _spd, {}),
+    ("linalg_svdvals", np.linalg.svdvals, rand, {}),
+    ("linalg_pinv", np.linalg.pinv, rand, {}),
+    ("linalg_matrix_rank", np.linalg.matrix_rank, rand, {}),
+]
+
+
+@pytest.mark.parametrize("name,ref,make,params", STACKED)
+@pytest.mark.parametrize("logical", [(3, 3), (2, 3, 3)])
+def test_stacked_ops_other_axis_and_nested(name, ref, make, params, logical):
+    a = np.moveaxis(make(B, *logical), 0, -1)        # the mapped axis last
+    f = lambda x: getattr(tg, name)(x, **params)    # noqa: E731
+    close(vmap(f, (a.ndim - 1,))(a), loop(ref, (a.ndim - 1,))(a))
+    a2 = make(2, B, *logical)
+    close(vmap(vmap(f, (0,)), (1,), out_axis=0)(a2), loop(loop(ref, (0,)), (1,))(a2))
+
+
+def test_stacked_op_on_a_vector_raises_its_own_error():
+    # a batched (B, 3) must not be read as one matrix: each example is a 1-d input
+    with pytest.raises(np.linalg.LinAlgError, match="1-dimensional"):
+        vmap(tg.linalg_inv, (0,))(rand(3, 3))
+
+
+def test_stacked_op_with_an_array_parameter_loops_exactly(fallbacks_allowed):
+    fallbacks_allowed.add("linalg_matrix_rank")
+    a = rand(B, 2, 3, 3)
+    a[1, 0] = np.outer(a[1, 0, 0], a[1, 0, 1])          # rank 1
+    tol = np.array([1e-8, 0.5])
+    close(vmap(lambda x: tg.linalg_matrix_rank(x, tol=tol), (0,))(a),
+          loop(lambda x: np.linalg.matrix_rank(x, tol=tol), (0,))(a))
+
+
+def test_vector_norm():
+    x = rand(3, B, 2)
+    for kw in [dict(), dict(ord=1, axis=-1), dict(ord=np.inf, axis=(0, 1), keepdims=True)]:
+        close(vmap(lambda v: tg.linalg_vector_norm(v, **kw), (1,))(x),
+              loop(lambda v: np.linalg.vector_norm(v, **kw), (1,))(x))
+
+
+# ---------------------------------------------------------------------------------------
+# einsum: the vmapped axis as one more label
+# ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("subscripts,shapes", [
+    ("ij,jk->ik", ((2, 3), (3, 4))), ("ii->i", ((3, 3),)), ("i,j->ij", ((2,), (3,))),
+    ("...ij,...jk", ((2, 1, 2, 3), (3, 3, 2))), ("ij,j->ij", ((2, 3), (1,))),
+    ("i,->i", ((3,), ())), ("ij", ((2, 3),))])
+def test_einsum_vmap_equals_loop(subscripts, shapes):
+    for which in itertools.product((0, None), repeat=len(shapes)):
+        if 0 not in which:
+            continue
+        args = [rand(*((B,) if ax == 0 else ()), *sh, seed=k)
+                for k, (sh, ax) in enumerate(zip(shapes, which))]
+        close(vmap(lambda *xs: tg.einsum(subscripts, *xs), which)(*args),
+              loop(lambda *xs: np.einsum(subscripts, *xs), which)(*args))
+
+
+def test_einsum_nested():
+    x, y = rand(2, B, 3, 4), rand(B, 4, 5, seed=1)
+    f = vmap(vmap(lambda a, b: tg.einsum("ij,jk->ik", a, b), (0, None)), (1, 0))
+    close(f(x, y), loop(loop(lambda a, b: np.einsum("ij,jk->ik", a, b), (0, None)), (1, 0))(x, y))

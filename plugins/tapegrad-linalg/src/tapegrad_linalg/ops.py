@@ -532,6 +532,22 @@ def _einsum_jvp(t, ans, *xs, subscripts):
     return out
 
 
+def _einsum_batch(inputs, batched, *, subscripts):
+    """vmap's rule: the vmapped axis is one more label (a letter no term uses) at the
+    front of each batched operand's term and of the output: one einsum."""
+    from tapegrad import _batching
+    # (the logical operands' shapes, as value-less arrays, for the checks)
+    logical = [np.broadcast_to(np.zeros(()), x.shape[1:]) if b else x
+               for x, b in zip(inputs, batched)]
+    spec = _spec(subscripts, logical, "_einsum")       # (the explicit form, checked)
+    used = set(spec.explicit)
+    label = next((c for c in _LETTERS if c not in used), None)
+    if label is None:          # all 52 letters taken: one call per example
+        return _batching._loop(tg._einsum, inputs, batched, {"subscripts": subscripts}, None)
+    terms = [label + term if b else term for term, b in zip(spec.inputs, batched)]
+    return tg._einsum(*inputs, subscripts=",".join(terms) + "->" + label + spec.output)
+
+
 def _einsum_grad(g, xs, k, spec):
     """The gradient of operand k: the einsum of g with the other operands, whose output
     is operand k's term.
@@ -644,6 +660,7 @@ def tapegrad_register_ops(registry):
     # saved (a one-operand einsum keeps its operand alive without needing it).
     registry.register_op(
         "_einsum", kernels={"cpu": _einsum_kernel}, vjp=_einsum_vjp, jvp=_einsum_jvp, view=True,
+        batch=_einsum_batch,
         save_ans=False, method=False, samples=_einsum_samples(False),
         doc="The op behind tg.einsum: einsum(subscripts, *xs) is "
             "_einsum(*xs, subscripts=subscripts), the operands as its tensor inputs. A "
