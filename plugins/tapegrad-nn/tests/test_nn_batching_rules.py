@@ -22,6 +22,13 @@ WITH_RULES = {
     "binary_cross_entropy_with_logits",
     "gelu", "_gelu_backward", "silu", "softplus", "silu_backward", "softplus_backward",
     "logsigmoid", "_normal_cdf",
+    "_conv", "_conv_transpose", "_conv_weight",
+    "_unfold", "_fold", "_max_pool_indices", "_adaptive_max_pool_indices", "_pool_gather",
+    "_pool_scatter",
+    "_standardize", "_rms_scale", "_standardize_grad", "_rms_scale_grad",
+    "_standardize_backward", "_rms_scale_backward", "_batch_moments", "_channel_affine",
+    "_channel_dot", "_channel_sum",
+    "_gru_sequence", "_gru_sequence_backward", "_lstm_sequence", "_lstm_sequence_backward",
 }
 
 
@@ -326,3 +333,137 @@ def test_cross_entropy_jvp_rule_batched_labels(params, fallbacks_allowed):
         want = op.jvp((tg.tensor(tx[i]), None), tg.cross_entropy(xi, ti, **params), xi, ti,
                       **params)
         np.testing.assert_allclose(got[i], want.numpy(), rtol=1e-10, atol=1e-12)
+
+
+
+# ---------------------------------------------------------------------------------------
+# convolutions, pooling, normalisation, recurrences: against the ops called per example
+# (the unbatched kernels, which their own tests check against PyTorch and finite
+# differences)
+# ---------------------------------------------------------------------------------------
+
+F = tg.nn.functional
+
+
+def _per_example(f, args, in_axes):
+    return loop(lambda *a: f(*[tg.tensor(v) if isinstance(v, np.ndarray) else v for v in a]),
+                in_axes)(*args)
+
+
+@pytest.mark.parametrize("which", [(0, None), (None, 0), (0, 0)])
+@pytest.mark.parametrize("kw", [dict(), dict(stride=2, padding=1, groups=2),
+                                dict(dilation=2, padding=(1, 0))])
+def test_conv2d_vmap_equals_loop(which, kw):
+    x = rand(*((B,) if which[0] == 0 else ()), 2, 4, 7, 6)
+    w = rand(*((B,) if which[1] == 0 else ()), 6, 4 // kw.get("groups", 1), 3, 2, seed=1)
+    f = lambda a, b: F.conv2d(a, b, **kw)     # noqa: E731
+    close(vmap(f, which)(x, w), _per_example(f, (x, w), which))
+
+
+@pytest.mark.parametrize("which", [(0, None), (None, 0), (0, 0)])
+def test_conv_transpose1d_vmap_equals_loop(which):
+    x = rand(*((B,) if which[0] == 0 else ()), 2, 4, 5)
+    w = rand(*((B,) if which[1] == 0 else ()), 4, 3, 3, seed=1)
+    f = lambda a, b: F.conv_transpose1d(a, b, stride=2, output_padding=1)    # noqa: E731
+    close(vmap(f, which)(x, w), _per_example(f, (x, w), which))
+
+
+@pytest.mark.parametrize("pool", [
+    lambda v: F.max_pool2d(v, 2), lambda v: F.max_pool2d(v, 3, stride=1, padding=1),
+    lambda v: F.avg_pool2d(v, 2), lambda v: F.adaptive_max_pool2d(v, (2, 3)),
+    lambda v: F.max_pool1d(v[:, :, 0], 2)])
+def test_pooling_vmap_equals_loop(pool):
+    x = rand(2, 3, B, 6, 6).transpose(2, 0, 1, 3, 4)
+    close(vmap(pool, (0,))(x), _per_example(pool, (x,), (0,)))
+
+
+@pytest.mark.parametrize("norm", [
+    lambda v: F.layer_norm(v, (6,)), lambda v: F.layer_norm(v, (3, 6)),
+    lambda v: F.rms_norm(v, (6,)), lambda v: F.group_norm(v, 1),
+    lambda v: F.batch_norm(v, None, None, training=True),
+    lambda v: F.instance_norm(v), lambda v: F.normalize(v, dim=-1)])
+def test_normalisation_vmap_equals_loop(norm):
+    x = rand(B, 2, 3, 6)
+    close(vmap(norm, (0,))(x), _per_example(norm, (x,), (0,)))
+
+
+def test_affine_group_norm_with_per_example_weights():
+    x, w, b = rand(B, 2, 4, 5), rand(B, 4, seed=1), rand(4, seed=2)
+    f = lambda v, w, b: F.group_norm(v, 2, w, b)       # noqa: E731
+    close(vmap(f, (0, 0, None))(x, w, b), _per_example(f, (x, w, b), (0, 0, None)))
+    close(vmap(f, (None, 0, None))(x[0], w, b), _per_example(f, (x[0], w, b), (None, 0, None)))
+
+
+@pytest.mark.parametrize("name,states", [("_lstm_sequence", 2), ("_gru_sequence", 1)])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_recurrences_vmap_equals_loop(name, states, reverse):
+    T, N, H = 3, 2, 4
+    gates = 4 if name == "_lstm_sequence" else 3
+    xw = rand(B, T, N, gates * H)
+    h = [rand(B, N, H, seed=1 + k) for k in range(states)]
+    w = [rand(gates * H, H, seed=5) * 0.5] + ([rand(H, seed=6)] if gates == 3 else [])
+    in_axes = (0,) + (0,) * states + (None,) * len(w)
+    f = lambda *a: getattr(tg, name)(*a, reverse=reverse)    # noqa: E731
+    close(vmap(f, in_axes)(xw, *h, *w), _per_example(f, (xw, *h, *w), in_axes))
+    # a state shared by every example
+    in_axes = (0, None) + (0,) * (states - 1) + (None,) * len(w)
+    h[0] = h[0][0]
+    close(vmap(f, in_axes)(xw, *h, *w), _per_example(f, (xw, *h, *w), in_axes))
+
+
+def test_recurrence_with_per_example_weights_loops_exactly(fallbacks_allowed):
+    fallbacks_allowed.add("_gru_sequence")
+    xw, h0, w, b = rand(3, 2, 12), rand(2, 4, seed=1), rand(B, 12, 4, seed=2), rand(4, seed=3)
+    close(vmap(tg._gru_sequence, (None, None, 0, None))(xw, h0, w, b),
+          _per_example(tg._gru_sequence, (xw, h0, w, b), (None, None, 0, None)))
+
+
+def _convnet_loss(params, x, t):
+    w1, b1, w2, b2, gamma, beta = params
+    h = tg.relu(F.conv2d(x, w1, b1, padding=1))              # (N, 4, 6, 6)
+    h = F.max_pool2d(F.group_norm(h, 2, gamma, beta), 2)      # (N, 4, 3, 3)
+    return tg.cross_entropy(tg.linear(tg.reshape(h, (h.shape[0], 36)), w2, b2), t)
+
+
+def test_convnet_per_example_gradients():
+    rng = np.random.default_rng(9)
+    params = [rand(4, 2, 3, 3), rand(4, seed=1), rand(3, 36, seed=2) * 0.2, rand(3, seed=3),
+              1.0 + 0.1 * rand(4, seed=4), rand(4, seed=5)]
+    x, t = rand(B, 2, 2, 6, 6, seed=6), rng.integers(0, 3, (B, 2))
+    level = _batching.enter(B)
+    try:
+        ps = [tg.tensor(p, requires_grad=True) for p in params]
+        loss = _convnet_loss(ps, _batching.wrap(tg.tensor(x), level),
+                             _batching.wrap(tg.tensor(t), level))
+        grads = run_backward((loss,), (_batching.wrap(tg.ones(B), level),), None, False,
+                             tuple(ps), True)
+    finally:
+        _batching.exit(level)
+    got = [_batching.physical(g, level)[0].numpy() for g in grads]
+    for i in range(B):
+        ps = [tg.tensor(p, requires_grad=True) for p in params]
+        _convnet_loss(ps, tg.tensor(x[i]), tg.tensor(t[i])).backward()
+        for g, p in zip(got, ps):
+            np.testing.assert_allclose(g[i], p.grad.numpy(), rtol=1e-9, atol=1e-12)
+
+
+def test_lstm_module_per_example_gradients():
+    tg.manual_seed(0)
+    lstm = tg.nn.LSTM(3, 4)
+    params = list(lstm.parameters())
+    x = rand(B, 5, 2, 3)                                      # per example (T, N, F)
+    level = _batching.enter(B)
+    try:
+        out, _ = lstm(_batching.wrap(tg.tensor(x), level))
+        loss = tg.sum(out ** 2)
+        grads = run_backward((loss,), (_batching.wrap(tg.ones(B), level),), None, False,
+                             tuple(params), True)
+    finally:
+        _batching.exit(level)
+    got = [_batching.physical(g, level)[0].numpy() for g in grads]
+    for i in range(B):
+        lstm.zero_grad()
+        out, _ = lstm(tg.tensor(x[i]))
+        tg.sum(out ** 2).backward()
+        for g, p in zip(got, params):
+            np.testing.assert_allclose(g[i], p.grad.numpy(), rtol=1e-9, atol=1e-12)
