@@ -803,16 +803,14 @@ def _cross_entropy_batch(inputs, batched, *, reduction="mean", weight=None,
                          ignore_index=-100, label_smoothing=0.0):
     """vmap's rule: the per-row losses of the whole batch in one call (reduction='none'),
     then each example's reduction. 'mean' divides by the example's number of rows, or,
-    with labels, of rows whose label is not ignore_index (PyTorch's mean; computed with
-    tensor ops, as the labels may be batched at an outer level). A class weight with
-    labels and 'mean' divides by a sum of weights: that runs once per example (exact)."""
+    with labels, by the weight sum of its rows whose label is not ignore_index (PyTorch's
+    weighted mean; computed with tensor ops, as the labels may be batched at an outer
+    level)."""
     (x, t), (bx, bt) = inputs, batched
     _check_cross_entropy_args(reduction, label_smoothing)
     params = dict(reduction=reduction, weight=weight, ignore_index=ignore_index,
                   label_smoothing=label_smoothing)
     labels = _is_label(t)
-    if labels and reduction == "mean" and weight is not None:
-        return _batching._loop(tg.cross_entropy, inputs, batched, params, None)
     size = _batch_size(inputs, batched)
     xs, ts = _logical_shape(x, bx), _logical_shape(t, bt)
     if not xs:
@@ -829,8 +827,14 @@ def _cross_entropy_batch(inputs, batched, *, reduction="mean", weight=None,
     loss = tg.cross_entropy(x, t, **dict(params, reduction="none"))
     count = None
     if labels and reduction == "mean":
-        kept = tg.not_equal(t, ignore_index).astype(loss.dtype)
-        count = tg.sum(kept, axis=tuple(range(1, kept.ndim))) if kept.ndim > 1 else kept
+        kept = tg.not_equal(t, ignore_index)
+        row_w = kept.astype(loss.dtype)
+        if weight is not None:
+            # (the labels are in range or ignored: the forward above checked them)
+            w = tg.asarray(_class_weight(weight, xs[-1], loss.dtype, "cross_entropy"),
+                           device=loss.device)
+            row_w = tg.take(w, tg.where(kept, t, 0)) * row_w
+        count = tg.sum(row_w, axis=tuple(range(1, row_w.ndim))) if row_w.ndim > 1 else row_w
     return _per_example(loss, reduction, count)
 
 
