@@ -280,3 +280,43 @@ def test_einsum_nested():
     x, y = rand(2, B, 3, 4), rand(B, 4, 5, seed=1)
     f = vmap(vmap(lambda a, b: tg.einsum("ij,jk->ik", a, b), (0, None)), (1, 0))
     close(f(x, y), loop(loop(lambda a, b: np.einsum("ij,jk->ik", a, b), (0, None)), (1, 0))(x, y))
+
+
+# ---------------------------------------------------------------------------------------
+# gradients through eigenvectors / singular vectors inside vmap: their check for
+# repeated eigenvalues (singular values) runs per example
+# ---------------------------------------------------------------------------------------
+
+def _per_example_grad(f, a):
+    level = _batching.enter(a.shape[0])
+    try:
+        al = _batching.wrap(tg.tensor(a), level).requires_grad_(True)
+        out = f(al)
+        (g,) = run_backward((out,), (_batching.wrap(tg.ones(a.shape[0]), level),), None,
+                            False, (al,), True)
+    finally:
+        _batching.exit(level)
+    return _batching.physical(g, level)[0].numpy()
+
+
+@pytest.mark.parametrize("f", [
+    lambda a: tg.sum(tg.linalg.eigh(a)[1][..., 0] ** 3),
+    lambda a: tg.sum(tg.linalg.svd(a)[0] ** 3),
+    lambda a: tg.sum(tg.linalg.eig(a)[1] ** 3)])
+def test_per_example_gradients_through_vectors(f):
+    a = _spd(B, 3, 3)
+    got = _per_example_grad(f, a)
+    for i in range(B):
+        ai = tg.tensor(a[i], requires_grad=True)
+        f(ai).backward()
+        np.testing.assert_allclose(got[i], ai.grad.numpy(), rtol=1e-9, atol=1e-12)
+
+
+def test_repeated_eigenvalue_in_one_example_raises_inside_vmap():
+    a = _spd(B, 3, 3)
+    a[2] = np.diag([1.0, 1.0, 2.0])          # example 2: a repeated eigenvalue
+    c = tg.tensor(rand(3, 3, seed=7))       # a loss that depends on the eigenvectors' basis
+    with pytest.raises(np.linalg.LinAlgError, match="repeated"):
+        _per_example_grad(lambda x: tg.sum(tg.linalg.eigh(x)[1] * c), a)
+    a[2] = _spd(3, 3)                       # (and without it, no error)
+    assert np.isfinite(_per_example_grad(lambda x: tg.sum(tg.linalg.eigh(x)[1] * c), a)).all()

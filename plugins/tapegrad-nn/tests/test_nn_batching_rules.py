@@ -480,3 +480,22 @@ def test_lstm_module_per_example_gradients():
         tg.sum(out ** 2).backward()
         for g, p in zip(got, params):
             np.testing.assert_allclose(g[i], p.grad.numpy(), rtol=1e-9, atol=1e-12)
+
+
+# ---------------------------------------------------------------------------------------
+# embedding with per-example indices: its index check runs per example inside vmap
+# ---------------------------------------------------------------------------------------
+
+def test_embedding_batched_indices():
+    w = rand(5, 3)
+    idx = np.array([[0, 4, 4], [2, 1, 0], [3, 3, 3], [1, 0, 2]])
+    f = lambda i, w: F.embedding(i, w, padding_idx=0)     # noqa: E731
+    close(vmap(f, (0, None))(idx, w), loop(lambda i, w: w[i], (0, None))(idx, w))
+
+
+def test_embedding_batched_indices_out_of_range_raises():
+    w = rand(5, 3)
+    for bad in (5, -1):          # (np.take would wrap -1 silently)
+        idx = np.array([[0, 4], [2, bad], [3, 3], [1, 0]])
+        with pytest.raises(IndexError, match=f"index {bad} is out of range"):
+            vmap(F.embedding, (0, None))(idx, w)

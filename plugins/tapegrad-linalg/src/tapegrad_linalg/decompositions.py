@@ -30,8 +30,8 @@ from collections import namedtuple
 import numpy as np
 import tapegrad as tg
 from tapegrad import _batching
-from tapegrad._batching import pad_batched
-from tapegrad._compile import compile_check, run_eagerly
+from tapegrad._batching import check_values, pad_batched
+from tapegrad._compile import run_eagerly
 
 from ._helpers import (_at_least_2d, _diag_embed, _diagonal, _eye, _host, _mT, _rand,
                        _safe_offdiag_divide, _shape, _square, _tril, _triangle_grad)
@@ -557,7 +557,7 @@ def _svd_vjp(g, ans, a, full_matrices=False):
     inner = _safe_offdiag_divide(num, E, "linalg_svd", "singular vectors") + _diag_embed(gS)
     Vt = _mT(V)
     if m > k or n > k:
-        compile_check(lambda s: _refuse_zero_singular_value(s, m, n), S)
+        check_values(lambda s: _refuse_zero_singular_value(s, m, n), S)
     if m > k:
         gUS = gU / tg.expand_dims(S, -2)
         return ((U @ inner + gUS - U @ (_mT(U) @ gUS)) @ Vt,)
@@ -596,7 +596,7 @@ def _svd_jvp(t, ans, a, full_matrices=False):
     dV = V @ _safe_offdiag_divide(S_col * dP + _mT(dP) * S_row, E, "linalg_svd",
                                   "singular vectors")
     if m > k or n > k:
-        compile_check(lambda s: _refuse_zero_singular_value(s, m, n), S)
+        check_values(lambda s: _refuse_zero_singular_value(s, m, n), S)
     if m > k:
         dAV = dA @ V
         dU = dU + (dAV - U @ (_mT(U) @ dAV)) / S_row
@@ -744,7 +744,7 @@ def _lstsq_jvp(t, ans, a, b, rcond=None):
     ta, tb = t
     m, n = a.shape
     dtype = np.result_type(a.dtype, b.dtype)
-    compile_check(lambda s: _refuse_rank_deficient(s, m, n, dtype, rcond), tg.linalg_svdvals(a))
+    check_values(lambda s: _refuse_rank_deficient(s, m, n, dtype, rcond), tg.linalg_svdvals(a))
     P = tg.linalg_pinv(a)
     out = None if tb is None else P @ tb
     if ta is not None:
