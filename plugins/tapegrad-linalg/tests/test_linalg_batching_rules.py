@@ -20,6 +20,7 @@ WITH_RULES = {
     "linalg_inv", "linalg_det", "_linalg_slogdet", "linalg_cholesky", "_linalg_qr",
     "_linalg_eigh", "linalg_eigvalsh", "_linalg_eig", "linalg_eigvals", "_linalg_svd",
     "linalg_svdvals", "linalg_pinv", "linalg_matrix_rank",
+    "_linalg_lstsq",          # (a batched a loops: NumPy's lstsq takes one matrix)
 }
 
 
@@ -320,3 +321,20 @@ def test_repeated_eigenvalue_in_one_example_raises_inside_vmap():
         _per_example_grad(lambda x: tg.sum(tg.linalg.eigh(x)[1] * c), a)
     a[2] = _spd(3, 3)                       # (and without it, no error)
     assert np.isfinite(_per_example_grad(lambda x: tg.sum(tg.linalg.eigh(x)[1] * c), a)).all()
+
+
+@pytest.mark.parametrize("sb", [(5,), (5, 2)])
+def test_lstsq_shared_matrix(sb):
+    a, b = rand(5, 3), rand(B, *sb, seed=1)
+    f = lambda a, b: tg.linalg.lstsq(a, b)[0]            # noqa: E731
+    close(vmap(f, (None, 0))(a, b), loop(lambda a, b: np.linalg.lstsq(a, b)[0], (None, 0))(a, b))
+
+
+def test_lstsq_batched_matrix_loops_exactly(fallbacks_allowed):
+    # (the op: tg.linalg.lstsq itself reads a's rank on the host, which vmap refuses)
+    fallbacks_allowed.add("_linalg_lstsq")
+    a, b = rand(B, 5, 3), rand(5, seed=1)
+    close(vmap(tg._linalg_lstsq, (0, None))(a, b),
+          loop(lambda a, b: np.linalg.lstsq(a, b)[0], (0, None))(a, b))
+    with pytest.raises(RuntimeError, match="vmap"):
+        vmap(lambda a, b: tg.linalg.lstsq(a, b)[0], (0, None))(a, b)

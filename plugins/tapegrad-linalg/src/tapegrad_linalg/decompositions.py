@@ -961,6 +961,23 @@ def _solve_batch(inputs, batched):
     return x[..., 0] if vector else x
 
 
+def _lstsq_batch(inputs, batched, rcond=None):
+    """vmap's rule of lstsq(a, b) (NumPy's: a 2-d, b 1-d or 2-d). A shared a with a
+    batched b is ONE solve with the examples' right-hand sides as columns, (m, B) or
+    (m, B*k); a batched a (one factorization each) runs once per example."""
+    (a, b), (ba, bb) = inputs, batched
+    sb = tuple(b.shape[1:]) if bb else _shape(b)
+    if ba or _shape(a)[:1] != sb[:1] or len(_shape(a)) != 2 or len(sb) not in (1, 2):
+        return _batching._loop(tg._linalg_lstsq, inputs, batched, {"rcond": rcond}, None)
+    size = b.shape[0]
+    if len(sb) == 1:
+        return _mT(tg._linalg_lstsq(a, _mT(b), rcond=rcond))      # (n, B) -> (B, n)
+    m, k = sb
+    cols = tg.reshape(tg.swapaxes(b, 0, 1), (m, size * k))        # (m, B*k)
+    x = tg._linalg_lstsq(a, cols, rcond=rcond)                     # (n, B*k)
+    return tg.swapaxes(tg.reshape(x, (x.shape[0], size, k)), 0, 1)
+
+
 def _op_doc(fn):
     return " ".join(inspect.cleandoc(fn.__doc__).split("\n\n")[0].split())
 
@@ -1072,6 +1089,7 @@ def register(registry):
                      (_distinct_sv(2, 3, seed=6), _rand(2, seed=7))]
     registry.register_op(
         "_linalg_lstsq", kernels={"cpu": _lstsq_kernel}, vjp=_lstsq_vjp, jvp=_lstsq_jvp,
+        batch=_lstsq_batch,
         method=False, save_ans=False, samples=lstsq_samples,
         doc="The op behind tg.linalg.lstsq: its solution x. Gradient through x = pinv(a) b "
             "(full rank only; tg.linalg.lstsq refuses a rank-deficient differentiable call).")
