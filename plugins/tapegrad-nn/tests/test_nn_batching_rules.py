@@ -499,3 +499,19 @@ def test_embedding_batched_indices_out_of_range_raises():
         idx = np.array([[0, 4], [2, bad], [3, 3], [1, 0]])
         with pytest.raises(IndexError, match=f"index {bad} is out of range"):
             vmap(F.embedding, (0, None))(idx, w)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_scaled_dot_product_attention(causal):
+    q, k, v = rand(B, 2, 5, 8), rand(B, 2, 6, 8, seed=1), rand(B, 2, 6, 4, seed=2)
+    f = lambda a, b, c: F.scaled_dot_product_attention(a, b, c, is_causal=causal)   # noqa: E731
+    close(vmap(f, (0, 0, 0))(q, k, v), _per_example(f, (q, k, v), (0, 0, 0)))
+    close(vmap(f, (0, None, None))(q, k[0], v[0]), _per_example(f, (q, k[0], v[0]), (0, None, None)))
+
+
+def test_multihead_attention_module():
+    tg.manual_seed(1)
+    mha = tg.nn.MultiheadAttention(8, 2)
+    x = rand(B, 5, 1, 8)
+    f = lambda t: mha(t, t, t)[0]        # noqa: E731
+    close(vmap(f, (0,))(x), _per_example(f, (x,), (0,)))
