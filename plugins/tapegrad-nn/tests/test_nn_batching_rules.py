@@ -506,7 +506,8 @@ def test_scaled_dot_product_attention(causal):
     q, k, v = rand(B, 2, 5, 8), rand(B, 2, 6, 8, seed=1), rand(B, 2, 6, 4, seed=2)
     f = lambda a, b, c: F.scaled_dot_product_attention(a, b, c, is_causal=causal)   # noqa: E731
     close(vmap(f, (0, 0, 0))(q, k, v), _per_example(f, (q, k, v), (0, 0, 0)))
-    close(vmap(f, (0, None, None))(q, k[0], v[0]), _per_example(f, (q, k[0], v[0]), (0, None, None)))
+    shared = (None, None)
+    close(vmap(f, (0,) + shared)(q, k[0], v[0]), _per_example(f, (q, k[0], v[0]), (0,) + shared))
 
 
 def test_multihead_attention_module():

@@ -1381,7 +1381,8 @@ def register(registry):
             "gradient from the softmax p in one kernel; differentiable in g and p.")
     reg("binary_cross_entropy_with_logits", kernels={"cpu": _bce_logits_kernel},
         vjp=_bce_logits_vjp,
-        jvp=_bce_logits_jvp, batch=_bce_logits_batch, params=(), save_ans=False, method=False, samples=_BCE_SAMPLES,
+        jvp=_bce_logits_jvp, batch=_bce_logits_batch, params=(), save_ans=False, method=False,
+        samples=_BCE_SAMPLES,
         doc="binary_cross_entropy_with_logits(logits, target, *, reduction='mean'): "
             "-(t log sigmoid(x) + (1 - t) log(1 - sigmoid(x))) computed as max(x, 0) - x t "
             "+ log1p(exp(-|x|)); target (probabilities, same shape) is differentiable.")
