@@ -516,3 +516,58 @@ def test_multihead_attention_module():
     x = rand(B, 5, 1, 8)
     f = lambda t: mha(t, t, t)[0]        # noqa: E731
     close(vmap(f, (0,))(x), _per_example(f, (x,), (0,)))
+
+
+# ---------------------------------------------------------------------------------------
+# the losses composed of ops that read label / probability values: per example in vmap
+# ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("params", [dict(), dict(reduction="sum"), dict(reduction="none"),
+                                    dict(weight=np.array([0.5, 1.0, 2.0, 3.0])),
+                                    dict(ignore_index=2, reduction="none")])
+@pytest.mark.parametrize("rows", [(), (3,)])
+def test_nll_loss_of_log_softmax_batched_labels(params, rows):
+    x = rand(B, *rows, 4)
+    t = np.random.default_rng(8).integers(0, 4, (B,) + rows)
+    t.flat[2] = params.get("ignore_index", -100)
+    f = lambda a, t: tg.nll_loss(tg.log_softmax(a), t, **params)       # noqa: E731
+    ref = lambda a, t: tg.cross_entropy(a, t, **params)                # noqa: E731
+    got = vmap(f, (0, 0))(x, t).numpy()
+    want = _per_example(ref, (x, t), (0, 0))
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12, equal_nan=True)
+    # and the per-example gradients
+    level = _batching.enter(B)
+    try:
+        xl = _batching.wrap(tg.tensor(x), level).requires_grad_(True)
+        out = tg.sum(f(xl, _batching.wrap(tg.tensor(t), level)))
+        (gx,) = run_backward((out,), (_batching.wrap(tg.ones(B), level),), None, False,
+                             (xl,), True)
+    finally:
+        _batching.exit(level)
+    for i in range(B):
+        xi = tg.tensor(x[i], requires_grad=True)
+        tg.sum(ref(xi, tg.tensor(t[i]))).backward()
+        np.testing.assert_allclose(_batching.physical(gx, level)[0].numpy()[i],
+                                   xi.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_nll_loss_batched_label_out_of_range_raises():
+    t = np.array([0, 1, 4, 2])                     # example 2's label is out of range
+    with pytest.raises(IndexError, match="class label 4 is out of range"):
+        vmap(lambda a, t: tg.nll_loss(a, t), (0, 0))(rand(B, 4), t)
+
+
+def test_binary_cross_entropy_and_gaussian_nll_check_each_example():
+    p = 1 / (1 + np.exp(-rand(B, 3)))
+    t = np.random.default_rng(2).uniform(0, 1, (B, 3))
+    close(vmap(tg.binary_cross_entropy, (0, 0))(p, t),
+          _per_example(tg.binary_cross_entropy, (p, t), (0, 0)))
+    p[3, 1] = 1.5
+    with pytest.raises(ValueError, match="probability in"):
+        vmap(tg.binary_cross_entropy, (0, 0))(p, t)
+    x, v = rand(B, 3), np.abs(rand(B, 3, seed=1)) + 0.1
+    f = lambda a, b, c: tg.gaussian_nll_loss(a, b, c)      # noqa: E731
+    close(vmap(f, (0, None, 0))(x, t[0], v), _per_example(f, (x, t[0], v), (0, None, 0)))
+    v[1, 2] = -0.5
+    with pytest.raises(ValueError, match="negative entries"):
+        vmap(f, (0, None, 0))(x, t[0], v)

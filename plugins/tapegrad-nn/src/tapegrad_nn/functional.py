@@ -671,23 +671,34 @@ def _label_terms(x, t, weight, ignore_index, label_smoothing):
     derivative of each row's loss -sum(a * log_softmax(x)) in x (the coefficients a of
     _coefficients: 0 for an ignored row), and denom the 'mean' divisor (the kept rows'
     weight sum). The labels were checked by the forward (in range or ignore_index)."""
+    if weight is None and not label_smoothing:
+        # the plain case: softmax - one_hot at the kept rows, one fused op
+        kept = tg.not_equal(t, ignore_index)
+        hot = tg._softmax_minus_one_hot(x, tg.where(kept, t, 0))
+        kept = kept.astype(x.dtype)
+        return hot * tg.expand_dims(kept, -1), tg.sum(kept)
+    a, denom = _label_coefficients(x, t, weight, ignore_index, label_smoothing, "cross_entropy")
+    d_row = tg.softmax(x, axis=-1) * tg.sum(a, -1, keepdims=True) - a
+    return d_row, denom
+
+
+def _label_coefficients(x, t, weight, ignore_index, label_smoothing, op):
+    """_coefficients for labels, with tensor ops (labels batched under tg.vmap, whose
+    values cannot be read): (a, denom), a of x's shape (0 on an ignored row), denom the
+    kept rows' weight sum. The labels must have been checked (in range or ignored)."""
     n_classes = x.shape[-1]
     kept = tg.not_equal(t, ignore_index)
     safe = tg.where(kept, t, 0)
     kept = kept.astype(x.dtype)
     eps = float(label_smoothing)
-    if weight is None and not eps:
-        # the plain case: softmax - one_hot at the kept rows, one fused op
-        return tg._softmax_minus_one_hot(x, safe) * tg.expand_dims(kept, -1), tg.sum(kept)
-    w = _class_weight(weight, n_classes, x.dtype, "cross_entropy")
+    w = _class_weight(weight, n_classes, x.dtype, op)
     w = None if w is None else tg.asarray(w, device=x.device)
     hot = (tg.expand_dims(safe, -1) == tg.arange(n_classes, device=x.device)).astype(x.dtype)
     row_w = kept if w is None else tg.sum(hot * w, -1) * kept
     a = (1.0 - eps) * tg.expand_dims(row_w, -1) * hot
     if eps:
         a = a + (eps / n_classes) * tg.expand_dims(kept, -1) * (1.0 if w is None else w)
-    d_row = tg.softmax(x, axis=-1) * tg.sum(a, -1, keepdims=True) - a
-    return d_row, tg.sum(row_w)
+    return a, tg.sum(row_w)
 
 
 def _batched_labels_vjp(g, x, t, reduction, weight, ignore_index, label_smoothing):
