@@ -571,3 +571,41 @@ def test_binary_cross_entropy_and_gaussian_nll_check_each_example():
     v[1, 2] = -0.5
     with pytest.raises(ValueError, match="negative entries"):
         vmap(f, (0, None, 0))(x, t[0], v)
+
+
+# ---------------------------------------------------------------------------------------
+# against PyTorch: per-example gradients with torch.func.vmap(torch.func.grad(...))
+# ---------------------------------------------------------------------------------------
+
+@pytest.mark.needs_torch
+@pytest.mark.parametrize("rows", [(), (3,)])
+def test_per_example_gradients_against_torch_func(rows):
+    import torch
+    import torch.func
+    rng = np.random.default_rng(11)
+    params = [rand(6, 4), rand(6, seed=1), rand(3, 6, seed=2), rand(3, seed=3)]
+    x, t = rand(B, *rows, 4, seed=4), rng.integers(0, 3, (B,) + rows)
+    t.flat[1] = -100
+
+    def torch_loss(ps, xi, ti):
+        h = torch.nn.functional.gelu(torch.nn.functional.linear(xi, ps[0], ps[1]))
+        logits = torch.nn.functional.linear(h, ps[2], ps[3])
+        # (torch's class axis is 1 for batched rows: move tapegrad's last axis there)
+        if logits.ndim > 1:
+            logits = logits.movedim(-1, 1)
+        return torch.nn.functional.cross_entropy(logits, ti)
+
+    want = torch.func.vmap(torch.func.grad(torch_loss), in_dims=(None, 0, 0))(
+        [torch.tensor(p) for p in params], torch.tensor(x), torch.tensor(t))
+    level = _batching.enter(B)
+    try:
+        ps = [tg.tensor(p, requires_grad=True) for p in params]
+        loss = _mlp_loss(ps, _batching.wrap(tg.tensor(x), level),
+                         _batching.wrap(tg.tensor(t), level), "gelu")
+        grads = run_backward((loss,), (_batching.wrap(tg.ones(B), level),), None, False,
+                             tuple(ps), True)
+    finally:
+        _batching.exit(level)
+    for g, w in zip(grads, want):
+        np.testing.assert_allclose(_batching.physical(g, level)[0].numpy(), w.numpy(),
+                                   rtol=1e-9, atol=1e-12, equal_nan=True)

@@ -701,14 +701,22 @@ def _label_coefficients(x, t, weight, ignore_index, label_smoothing, op):
     return a, tg.sum(row_w)
 
 
+def _mean_factor(denom):
+    """1 / denom for a 'mean' over labelled rows, 0 where denom is 0.
+
+    NOTE: every row ignored: the loss is 0 / 0 = nan, and its gradient PyTorch's
+    convention, 0 (not 0 * inf = nan). denom is a tensor (one per example under vmap)."""
+    empty = denom == 0
+    return tg.where(empty, 0.0, 1.0 / tg.where(empty, 1.0, denom))
+
+
 def _batched_labels_vjp(g, x, t, reduction, weight, ignore_index, label_smoothing):
     # (the VJP, for labels batched under tg.vmap: see _label_terms)
     if not tg.needs_grad(x):
         return None, None
     d_row, denom = _label_terms(x, t, weight, ignore_index, label_smoothing)
     if reduction == "mean":
-        with np.errstate(invalid="ignore", divide="ignore"):   # every row ignored: nan
-            g = g / denom
+        g = g * _mean_factor(denom)
     elif reduction == "none":
         g = tg.expand_dims(g, -1)
     return d_row * g, None
@@ -732,7 +740,7 @@ def _weighted_cross_entropy_vjp(g, x, t, reduction, weight, ignore_index, label_
                                 np.zeros(x.shape, x.dtype), labels, weight, ignore_index,
                                 label_smoothing, "cross_entropy")
     if reduction == "mean":
-        g = g / denom
+        g = g / denom if denom else g * 0.0       # (see _mean_factor)
     elif reduction == "none":
         g = tg.reshape(g, g.shape + (1,))
     w = None if weight is None else _class_weight(weight, n_classes, x.dtype, "cross_entropy")

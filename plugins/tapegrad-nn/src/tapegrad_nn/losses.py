@@ -124,8 +124,12 @@ def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
                                  ignore_index, 0.0, "nll_loss")
     loss = -tg.sum(x * a, -1)
     if reduction == "mean":
-        with np.errstate(invalid="ignore", divide="ignore"):    # all ignored: nan, silently
-            return tg.sum(loss) / denom
+        # NOTE: every row ignored: nan (0 / 0), silently, with PyTorch's gradient 0 (the
+        # nan is a constant; a division by 0 would give 0 * inf = nan gradients)
+        if isinstance(denom, tg.Tensor):
+            empty = denom == 0
+            return tg.where(empty, np.nan, tg.sum(loss) / tg.where(empty, 1.0, denom))
+        return tg.sum(loss) / denom if denom else tg.sum(loss) * 0.0 + np.nan
     return _reduce_tensor(loss, reduction)
 
 
