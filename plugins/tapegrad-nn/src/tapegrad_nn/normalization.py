@@ -833,8 +833,8 @@ def _to_batch(x, b, size, shape):
 
 
 def _moved(axis, ndim, who):
-    """The logical reduction axes (a tuple) as physical ones, past the batch axis."""
-    return tuple(a + 1 for a in logical_axes(tuple(axis), ndim, who))
+    """The logical reduction axes as physical ones (a tuple), past the batch axis."""
+    return tuple(a + 1 for a in logical_axes(axis, ndim, who))
 
 
 def _over_axes_batch(name):
