@@ -609,3 +609,12 @@ def test_per_example_gradients_against_torch_func(rows):
     for g, w in zip(grads, want):
         np.testing.assert_allclose(_batching.physical(g, level)[0].numpy(), w.numpy(),
                                    rtol=1e-9, atol=1e-12, equal_nan=True)
+
+
+def test_one_hot_batched_indices():
+    idx = np.array([[0, 3], [2, 2], [1, 0], [3, 1]])
+    close(vmap(lambda i: F.one_hot(i, num_classes=4), (0,))(idx), np.eye(4, dtype=np.int64)[idx])
+    with pytest.raises(IndexError, match="class values must be in"):
+        vmap(lambda i: F.one_hot(i, num_classes=3), (0,))(idx)
+    with pytest.raises(RuntimeError, match="vmap"):        # the class count from the values
+        vmap(lambda i: F.one_hot(i), (0,))(idx)
