@@ -412,3 +412,16 @@ def test_docstring_examples_run():
     for module in (losses, loss_modules):
         result = run_doctests(module)
         assert result.attempted > 3 and result.failed == 0, module
+
+
+@pytest.mark.parametrize("loss", [
+    lambda x, t: tg.cross_entropy(x, t), lambda x, t: tg.nll_loss(tg.log_softmax(x), t),
+    lambda x, t: tg.cross_entropy(x, t, weight=np.array([1.0, 2.0, 3.0]),
+                                  label_smoothing=0.1)])
+def test_every_row_ignored_is_nan_with_gradient_zero_as_pytorch(loss):
+    # PyTorch: the 'mean' over no rows is 0 / 0 = nan; the gradient is 0 (not nan)
+    x = tg.tensor(np.random.default_rng(0).standard_normal((2, 3)), requires_grad=True)
+    out = loss(x, tg.tensor([-100, -100]))
+    assert np.isnan(out.item())
+    out.backward()
+    assert np.array_equal(x.grad.numpy(), np.zeros((2, 3)))

@@ -415,13 +415,53 @@ def random_shape(levels, shape):
     return tuple(_sizes[k] for k in levels) + tuple(shape)
 
 
-def all_examples(x):
-    """x's values for every example of every vmap it is batched in (the physical value
-    at the outermost level), or x itself if it is not batched. For a rule that branches
-    on values only to pick a fast path that is right either way (cross_entropy's "is any
-    label ignored?"): asking all examples at once gives an answer right for each."""
+# ---------------------------------------------------------------------------------------
+# value checks inside vmap (a helper for plugins: compile_check on batched tensors)
+# ---------------------------------------------------------------------------------------
+
+def _all_examples(t):
+    """(array, levels) of a tensor: its values for every example, unwrapped through each
+    batch level it is batched at (open or not), the vmapped axes first, one per level of
+    `levels` (ascending: outermost first)."""
+    unwrapped = []
     while True:
-        entries = batch_entries(x)
+        entries = batch_entries(t)
         if not entries:
-            return x
-        x = entries[max(entries)]
+            break
+        (level, t), = entries.items()      # (wrap gives a tensor one batch entry)
+        unwrapped.append(level)
+    a = np.asarray(t.detach().numpy())
+    # the last level unwrapped is the array's first axis
+    axes = unwrapped[::-1]
+    order = sorted(range(len(axes)), key=axes.__getitem__)
+    a = a.transpose(tuple(order) + tuple(range(len(axes), a.ndim)))
+    return a, sorted(axes)
+
+
+def check_values(check, *tensors):
+    """``compile_check(check, *tensors)`` that also works on batched tensors: inside
+    tg.vmap (a gradient rule's check on logical tensors) ``check`` runs once per example,
+    on that example's values -- a check may compare values across a tensor (a rank
+    against the largest singular value), so it never sees several examples at once. A
+    tg.compile that records such a call runs its signature eagerly (a replay would check
+    the stacked values)."""
+    from ._compile import compile_check, run_eagerly
+    tensors = tuple(t for t in tensors if isinstance(t, TensorBase))
+    if not any(batch_entries(t) for t in tensors):
+        return compile_check(check, *tensors)
+    run_eagerly("a value check on batched (tg.vmap) tensors runs per example")
+    parts = [_all_examples(t) for t in tensors]
+    levels = sorted({k for _, ks in parts for k in ks})
+    sizes = {}
+    for a, ks in parts:
+        for i, k in enumerate(ks):
+            sizes[k] = a.shape[i]
+    batch = tuple(sizes[k] for k in levels)
+    arrays = []
+    for (a, ks), t in zip(parts, tensors):
+        # the levels a tensor is not batched at become unit axes, then every example's
+        # values are there for every index of the common batch shape
+        shape = tuple(sizes[k] if k in ks else 1 for k in levels) + tuple(t.shape)
+        arrays.append(np.broadcast_to(a.reshape(shape), batch + tuple(t.shape)))
+    for index in np.ndindex(*batch):
+        check(*[a[index] for a in arrays])

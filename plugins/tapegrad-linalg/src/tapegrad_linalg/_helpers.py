@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import tapegrad as tg
-from tapegrad._compile import compile_check
+from tapegrad._batching import check_values
 
 from .ops import _mT, _rand, _shape  # noqa: F401  (re-exported for the linalg modules)
 
@@ -92,7 +92,8 @@ def _safe_offdiag_divide(num, den, op, what):
     # NOTE: the masks are tensor ops and the check a compile_check: masks read off host
     # values would be constants to tg.compile, which a replay with other values reuses.
     zero_gap = tg.where(den == 0, off, 0.0)                    # 1 where a gap is 0
-    compile_check(lambda nv, zv: _refuse_degenerate(nv, zv, op, what), num, zero_gap)
+    # (check_values: compile_check's check, per example inside tg.vmap)
+    check_values(lambda nv, zv: _refuse_degenerate(nv, zv, op, what), num, zero_gap)
     safe = zero_gap + (1.0 - off)                              # 1 on gaps and the diagonal
     return num / (den + safe) * (off - zero_gap)
 

@@ -29,11 +29,13 @@ from collections import namedtuple
 
 import numpy as np
 import tapegrad as tg
-from tapegrad._compile import compile_check, run_eagerly
+from tapegrad import _batching
+from tapegrad._batching import check_values, pad_batched
+from tapegrad._compile import run_eagerly
 from tapegrad_shape.ops import derivative_reason
 
 from ._helpers import (_at_least_2d, _diag_embed, _diagonal, _eye, _host, _mT, _rand,
-                       _safe_offdiag_divide, _square, _tril, _triangle_grad)
+                       _safe_offdiag_divide, _shape, _square, _tril, _triangle_grad)
 
 SlogdetResult = namedtuple("SlogdetResult", "sign logabsdet")
 EighResult = namedtuple("EighResult", "eigenvalues eigenvectors")
@@ -566,7 +568,7 @@ def _svd_vjp(g, ans, a, full_matrices=False):
     inner = _safe_offdiag_divide(num, E, "linalg_svd", "singular vectors") + _diag_embed(gS)
     Vt = _mT(V)
     if m > k or n > k:
-        compile_check(lambda s: _refuse_zero_singular_value(s, m, n), S)
+        check_values(lambda s: _refuse_zero_singular_value(s, m, n), S)
     if m > k:
         gUS = gU / tg.expand_dims(S, -2)
         return ((U @ inner + gUS - U @ (_mT(U) @ gUS)) @ Vt,)
@@ -605,7 +607,7 @@ def _svd_jvp(t, ans, a, full_matrices=False):
     dV = V @ _safe_offdiag_divide(S_col * dP + _mT(dP) * S_row, E, "linalg_svd",
                                   "singular vectors")
     if m > k or n > k:
-        compile_check(lambda s: _refuse_zero_singular_value(s, m, n), S)
+        check_values(lambda s: _refuse_zero_singular_value(s, m, n), S)
     if m > k:
         dAV = dA @ V
         dU = dU + (dAV - U @ (_mT(U) @ dAV)) / S_row
@@ -755,7 +757,7 @@ def _lstsq_jvp(t, ans, a, b, rcond=None):
     ta, tb = t
     m, n = a.shape
     dtype = np.result_type(a.dtype, b.dtype)
-    compile_check(lambda s: _refuse_rank_deficient(s, m, n, dtype, rcond), tg.linalg_svdvals(a))
+    check_values(lambda s: _refuse_rank_deficient(s, m, n, dtype, rcond), tg.linalg_svdvals(a))
     P = tg.linalg_pinv(a)
     out = None if tb is None else P @ tb
     if ta is not None:
@@ -918,6 +920,78 @@ def matrix_rank(A, tol=None, hermitian=False, *, rtol=None):
     return tg.linalg_matrix_rank(A, tol=tol, hermitian=hermitian, rtol=rtol)
 
 
+# ---------------------------------------------------------------------------------------
+# vmap's batching rules (register_op(batch=)): inputs are physical, the vmapped axis first
+# ---------------------------------------------------------------------------------------
+
+def _stacked_batch(name):
+    """The rule of an op on the last two axes of its one input, batched over the leading
+    ones as NumPy's linalg is: the vmapped axis is one more leading axis, one call.
+
+    NOTE: a logical input of fewer than 2 axes would be read as a matrix with the vmapped
+    axis as its rows: it is refused as the kernel refuses one example. A parameter that
+    is an array (pinv's rcond, matrix_rank's tol broadcast against the stack; one with
+    more axes than the logical stack would broadcast against the vmapped axis) runs
+    once per example instead."""
+    def rule(inputs, batched, **params):
+        (a,) = inputs
+        _at_least_2d(_shaped(a.shape[1:]), name)
+        if any(isinstance(v, (tg.Tensor, np.ndarray, list, tuple)) for v in params.values()):
+            return _batching._loop(getattr(tg, name), inputs, batched, params, None)
+        return getattr(tg, name)(a, **params)
+    rule.__name__ = rule.__qualname__ = f"_{name}_batch"
+    return rule
+
+
+def _shaped(shape):
+    """A value-less array of `shape` (zero strides) for the shape checks."""
+    return np.broadcast_to(np.zeros(()), shape)
+
+
+def _solve_batch(inputs, batched):
+    """vmap's rule of solve(a, b). NumPy 2 reads a 1-d b as a vector and an N-d b as a
+    stack of matrices, so a batched vector b (B, M) becomes a stack of columns (B, M, 1)
+    (the result's last axis dropped after), except against a shared a, where the (B, M)
+    rows are solved as the columns of one (M, B) right-hand side. The other operand's
+    stack axes line up from the right (pad_batched)."""
+    (a, b), (ba, bb) = inputs, batched
+    size = (a if ba else b).shape[0]
+    sa = tuple(a.shape[1:]) if ba else _shape(a)
+    sb = tuple(b.shape[1:]) if bb else _shape(b)
+    _solve_check(_shaped(sa), _shaped(sb))
+    vector = len(sb) == 1
+    if vector and not bb:
+        return tg.linalg_solve(a, b)               # (B, ..., M, M) with one vector
+    if vector and not ba and len(sa) == 2:
+        return _mT(tg.linalg_solve(a, _mT(b)))     # one (M, B) right-hand side
+    if vector:
+        b = tg.reshape(b, (size,) + sb + (1,))
+    nd = max(len(sa), len(sb) + vector)
+    if ba:
+        a = pad_batched(a, nd)
+    if bb:
+        b = pad_batched(b, nd)
+    x = tg.linalg_solve(a, b)
+    return x[..., 0] if vector else x
+
+
+def _lstsq_batch(inputs, batched, rcond=None):
+    """vmap's rule of lstsq(a, b) (NumPy's: a 2-d, b 1-d or 2-d). A shared a with a
+    batched b is ONE solve with the examples' right-hand sides as columns, (m, B) or
+    (m, B*k); a batched a (one factorization each) runs once per example."""
+    (a, b), (ba, bb) = inputs, batched
+    sb = tuple(b.shape[1:]) if bb else _shape(b)
+    if ba or _shape(a)[:1] != sb[:1] or len(_shape(a)) != 2 or len(sb) not in (1, 2):
+        return _batching._loop(tg._linalg_lstsq, inputs, batched, {"rcond": rcond}, None)
+    size = b.shape[0]
+    if len(sb) == 1:
+        return _mT(tg._linalg_lstsq(a, _mT(b), rcond=rcond))      # (n, B) -> (B, n)
+    m, k = sb
+    cols = tg.reshape(tg.swapaxes(b, 0, 1), (m, size * k))        # (m, B*k)
+    x = tg._linalg_lstsq(a, cols, rcond=rcond)                     # (n, B*k)
+    return tg.swapaxes(tg.reshape(x, (x.shape[0], size, k)), 0, 1)
+
+
 def _op_doc(fn):
     return " ".join(inspect.cleandoc(fn.__doc__).split("\n\n")[0].split())
 
@@ -928,20 +1002,24 @@ def register(registry):
     registry.register_op(
         "linalg_inv", kernels={"cpu": _inv_kernel}, vjp=_inv_vjp, jvp=_inv_jvp, method=False,
         save_inputs=(False,), samples=_SQUARE,
+        batch=_stacked_batch("linalg_inv"),
         doc=_op_doc(inv))
     registry.register_op(
         "linalg_det", kernels={"cpu": _det_kernel}, vjp=_det_vjp, jvp=_det_jvp, method=False,
         samples=_SQUARE,
+        batch=_stacked_batch("linalg_det"),
         doc=_op_doc(det))
     registry.register_op(
         "_linalg_slogdet", kernels={"cpu": _slogdet_kernel}, vjp=_slogdet_vjp, jvp=_slogdet_jvp, method=False,
         save_ans=False, samples=_SQUARE + [(-_general(3, 3, seed=4),)],
+        batch=_stacked_batch("_linalg_slogdet"),
         doc="The op behind tg.linalg.slogdet: sign and log|det| stacked along a last axis "
             "of length 2. Only log|det| has a gradient (inv(a).T); sign's is 0." + _doc_batched)
     registry.register_function("linalg_slogdet", slogdet, method=False, samples=_SQUARE)
     registry.register_op(
         "linalg_solve", kernels={"cpu": _solve_kernel}, vjp=_solve_vjp, jvp=_solve_jvp, method=False,
         samples=_SOLVE_SAMPLES,
+        batch=_solve_batch,
         doc=_op_doc(solve))
     registry.register_op(
         "linalg_cholesky", kernels={"cpu": _cholesky_kernel}, vjp=_cholesky_vjp,
@@ -949,10 +1027,12 @@ def register(registry):
         save_inputs=(False,),
         samples=[tg.Sample(_spd(3, 3)), tg.Sample(_spd(2, 3, 3, seed=1)),
                  tg.Sample(_spd(4, 4, seed=2), upper=True)],
+        batch=_stacked_batch("linalg_cholesky"),
         doc=_op_doc(cholesky))
     registry.register_op(
         "_linalg_qr", kernels={"cpu": _qr_kernel}, vjp=_qr_vjp, jvp=_qr_jvp, method=False,
         samples=_QR_SAMPLES,
+        batch=_stacked_batch("_linalg_qr"),
         doc="The op behind tg.linalg.qr: Q (m, k) stacked on R^T (n, k), shape (m + n, k). "
             "Gradient for modes 'reduced' and 'complete' with m <= n." + _doc_batched)
     registry.register_function("linalg_qr", qr, method=False, samples=_QR_SAMPLES + [
@@ -964,6 +1044,7 @@ def register(registry):
     registry.register_op(
         "_linalg_eigh", kernels={"cpu": _eigh_kernel}, vjp=_eigh_vjp, jvp=_eigh_jvp, method=False,
         save_inputs=(False,), samples=eigh_samples,
+        batch=_stacked_batch("_linalg_eigh"),
         doc="The op behind tg.linalg.eigh: the eigenvalues (one row) stacked on the "
             "eigenvectors, shape (n + 1, n). The gradient through the eigenvectors divides "
             "by eigenvalue gaps: a repeated eigenvalue raises LinAlgError in the backward "
@@ -973,11 +1054,13 @@ def register(registry):
         "linalg_eigvalsh", kernels={"cpu": _eigvalsh_kernel}, vjp=_eigvalsh_vjp,
         jvp=_eigvalsh_jvp, method=False,
         save_ans=False, samples=eigh_samples,
+        batch=_stacked_batch("linalg_eigvalsh"),
         doc=_op_doc(eigvalsh))
     eig_samples = [(_real_spectrum(3, 3),), (_real_spectrum(2, 3, 3, seed=1),)]
     registry.register_op(
         "_linalg_eig", kernels={"cpu": _eig_kernel}, vjp=_eig_vjp, jvp=_eig_jvp, method=False,
         save_inputs=(False,), samples=eig_samples,
+        batch=_stacked_batch("_linalg_eig"),
         doc="The op behind tg.linalg.eig, for matrices with a real spectrum: the "
             "eigenvalues stacked on the unit eigenvectors, (n + 1, n). A complex spectrum "
             "raises TypeError (complex dtypes: issue 18)." + _doc_batched)
@@ -986,10 +1069,12 @@ def register(registry):
         "linalg_eigvals", kernels={"cpu": _eigvals_kernel}, vjp=_eigvals_vjp,
         jvp=_eigvals_jvp, method=False,
         save_ans=False, samples=eig_samples,
+        batch=_stacked_batch("linalg_eigvals"),
         doc=_op_doc(eigvals))
     registry.register_op(
         "_linalg_svd", kernels={"cpu": _svd_kernel}, vjp=_svd_vjp, jvp=_svd_jvp, method=False,
         save_inputs=(False,), samples=_SVD_SAMPLES,
+        batch=_stacked_batch("_linalg_svd"),
         doc="The op behind tg.linalg.svd: U (m rows), S (one row) and V = Vh^T (n rows) "
             "stacked, zero-padded to one width. The gradient through U and V divides by gaps "
             "of squared singular values: a repeated one raises LinAlgError in the backward "
@@ -1004,18 +1089,21 @@ def register(registry):
         "linalg_svdvals", kernels={"cpu": _svdvals_kernel}, vjp=_svdvals_vjp,
         jvp=_svdvals_jvp, method=False,
         save_ans=False, samples=svdvals_samples,
+        batch=_stacked_batch("linalg_svdvals"),
         doc=_op_doc(svdvals))
     registry.register_op(
         "linalg_pinv", kernels={"cpu": _pinv_kernel}, vjp=_pinv_vjp, jvp=_pinv_jvp, method=False,
         samples=[tg.Sample(_distinct_sv(3, 3)), tg.Sample(_distinct_sv(4, 2, seed=1)),
                  tg.Sample(_distinct_sv(2, 2, 4, seed=2)), tg.Sample(_spd(3, 3), hermitian=True),
                  tg.Sample(_distinct_sv(3, 2, seed=3), rtol=1e-10)],
+        batch=_stacked_batch("linalg_pinv"),
         doc=_op_doc(pinv))
     lstsq_samples = [(_rand(4, 2), _rand(4, seed=1)), (_rand(4, 3, seed=2), _rand(4, 2, seed=3)),
                      (_general(3, 3, seed=4), _rand(3, seed=5)),
                      (_distinct_sv(2, 3, seed=6), _rand(2, seed=7))]
     registry.register_op(
         "_linalg_lstsq", kernels={"cpu": _lstsq_kernel}, vjp=_lstsq_vjp, jvp=_lstsq_jvp,
+        batch=_lstsq_batch,
         method=False, save_ans=False, samples=lstsq_samples,
         doc="The op behind tg.linalg.lstsq: its solution x. Gradient through x = pinv(a) b "
             "(full rank only; tg.linalg.lstsq refuses a rank-deficient differentiable call).")
@@ -1025,4 +1113,5 @@ def register(registry):
         params=("tol", "hermitian", "rtol"), method=False,
         samples=[(_rand(3, 4),), (np.ones((2, 3, 3)),), tg.Sample(_spd(3, 3), hermitian=True),
                  tg.Sample(_rand(3, 3), tol=0.5)],
+        batch=_stacked_batch("linalg_matrix_rank"),
         doc=_op_doc(matrix_rank))

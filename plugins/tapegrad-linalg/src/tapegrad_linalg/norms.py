@@ -217,7 +217,7 @@ def register(registry):
     v = _rand(5) + 0.05 * np.arange(5)
     registry.register_op(
         "linalg_vector_norm", kernels={"cpu": _vector_norm_kernel}, vjp=_vector_norm_vjp,
-        jvp=_vector_norm_jvp,
+        jvp=_vector_norm_jvp, batch="reduce",
         method=False, save_ans=True,
         samples=[tg.Sample(v), tg.Sample(v, ord=1), tg.Sample(v, ord=math.inf),
                  tg.Sample(v, ord=-math.inf), tg.Sample(v, ord=0), tg.Sample(v, ord=3),

@@ -38,6 +38,7 @@ import string
 
 import numpy as np
 import tapegrad as tg
+from tapegrad._batching import pad_batched
 
 
 def _shape(x):
@@ -85,6 +86,15 @@ def _matmul_mismatch(xs, ys):
         return (f"batch dimensions {bx} of x (shape {xs}) and {by} of y (shape {ys}) do not "
                 f"broadcast")
     return None
+
+
+def _matmul_shape(xs, ys):
+    """The shape of x @ y for valid shapes xs, ys (NumPy's promotion of 1-d operands)."""
+    if len(ys) == 1:
+        return xs[:-1]                     # () for two vectors
+    if len(xs) == 1:
+        return ys[:-2] + ys[-1:]
+    return np.broadcast_shapes(xs[:-2], ys[:-2]) + (xs[-2], ys[-1])
 
 
 def _sum_batch(t, shape):
@@ -156,6 +166,54 @@ def _matmul_jvp(t, ans, x, y):
         term = tg.matmul(x, ty)
         out = term if out is None else out + term
     return out
+
+
+def _matmul_batch(inputs, batched):
+    """vmap's rule (inputs physical, the vmapped axis B first where batched): one matmul.
+
+    Note: [matmul under vmap]
+    A batched operand's vmapped axis must become a *batch* axis of the product, never a
+    row or a column, except where NumPy's own promotion already puts it right: a batched
+    1-d x (B, k) against an unbatched 1-d or 2-d y is the matrix (B, k) @ y, and a
+    batched 1-d y (B, k) against an unbatched x is (B, k) @ x^T. Otherwise a batched 1-d
+    operand is promoted to a row (x: (B, 1, k)) or a column (y: (B, k, 1)) -- NumPy
+    would read (B, k) as a matrix -- the batched operands get unit axes after B so the
+    logical batch axes line up from the right (pad_batched), and the result is reshaped
+    to (B,) + the logical result's shape (which drops the promoted axes).
+    """
+    x, y = inputs
+    bx, by = batched
+    size = (x if bx else y).shape[0]
+    xs = tuple(x.shape[1:]) if bx else _shape(x)
+    ys = tuple(y.shape[1:]) if by else _shape(y)
+    why = _matmul_mismatch(xs, ys)
+    if why is not None:
+        raise ValueError(f"matmul: {why}")
+    lx, ly = len(xs), len(ys)
+    if bx and not by and ly <= 2:
+        if lx == 1:
+            return tg.matmul(x, y)
+        # NOTE: (B, ..., n, k) @ (k, m) as ONE 2-D GEMM over all rows (np.matmul runs a
+        # stack against a matrix as one small GEMM per matrix); see _rows_matmul in nn.
+        rows = size * math.prod(xs[:-1])
+        out = tg.matmul(tg.reshape(x, (rows, xs[-1])), y)
+        return tg.reshape(out, (size,) + xs[:-1] + ys[1:])
+    if by and not bx and ly == 1 and lx <= 2:
+        return tg.matmul(y, x if lx == 1 else _mT(x))
+    # the general case: promote batched vectors, line up the batch axes, one product
+    out_shape = _matmul_shape(xs, ys)
+    if bx and lx == 1:
+        x, lx = tg.reshape(x, (size, 1) + xs), 2
+    if by and ly == 1:
+        y, ly = tg.reshape(y, (size,) + ys + (1,)), 2
+    nd = max(lx, ly)
+    if bx:
+        x = pad_batched(x, nd)
+    if by:
+        y = pad_batched(y, nd)
+    out = tg.matmul(x, y)
+    want = (size,) + out_shape
+    return out if tuple(out.shape) == want else tg.reshape(out, want)
 
 
 _MATMUL_SAMPLES = [
@@ -474,6 +532,22 @@ def _einsum_jvp(t, ans, *xs, subscripts):
     return out
 
 
+def _einsum_batch(inputs, batched, *, subscripts):
+    """vmap's rule: the vmapped axis is one more label (a letter no term uses) at the
+    front of each batched operand's term and of the output: one einsum."""
+    from tapegrad import _batching
+    # (the logical operands' shapes, as value-less arrays, for the checks)
+    logical = [np.broadcast_to(np.zeros(()), x.shape[1:]) if b else x
+               for x, b in zip(inputs, batched)]
+    spec = _spec(subscripts, logical, "_einsum")       # (the explicit form, checked)
+    used = set(spec.explicit)
+    label = next((c for c in _LETTERS if c not in used), None)
+    if label is None:          # all 52 letters taken: one call per example
+        return _batching._loop(tg._einsum, inputs, batched, {"subscripts": subscripts}, None)
+    terms = [label + term if b else term for term, b in zip(spec.inputs, batched)]
+    return tg._einsum(*inputs, subscripts=",".join(terms) + "->" + label + spec.output)
+
+
 def _einsum_grad(g, xs, k, spec):
     """The gradient of operand k: the einsum of g with the other operands, whose output
     is operand k's term.
@@ -575,6 +649,7 @@ def _einsum_samples(with_subscripts_first):
 def tapegrad_register_ops(registry):
     registry.register_op(
         "matmul", kernels={"cpu": _matmul_kernel}, vjp=_matmul_vjp, jvp=_matmul_jvp,
+        batch=_matmul_batch,
         save_inputs=(True, True), save_ans=False, samples=_MATMUL_SAMPLES,
         doc="The matrix product x @ y, as np.matmul: vector . vector (a 0-d result), "
             "matrix @ vector, vector @ matrix, matrix @ matrix, and stacks of matrices "
@@ -585,6 +660,7 @@ def tapegrad_register_ops(registry):
     # saved (a one-operand einsum keeps its operand alive without needing it).
     registry.register_op(
         "_einsum", kernels={"cpu": _einsum_kernel}, vjp=_einsum_vjp, jvp=_einsum_jvp, view=True,
+        batch=_einsum_batch,
         save_ans=False, method=False, samples=_einsum_samples(False),
         doc="The op behind tg.einsum: einsum(subscripts, *xs) is "
             "_einsum(*xs, subscripts=subscripts), the operands as its tensor inputs. A "

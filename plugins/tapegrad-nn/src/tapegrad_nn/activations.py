@@ -596,12 +596,14 @@ def register(registry):
     reg, fn = registry.register_op, registry.register_function
     reg("_normal_cdf", kernels={"cpu": _normal_cdf_kernel}, vjp=_normal_cdf_vjp,
         jvp=_normal_cdf_jvp, save_ans=False, method=False, samples=_UNARY,
+        batch="elementwise",
         doc="_normal_cdf(x): the standard normal CDF Phi(x) = (1 + erf(x / sqrt(2))) / 2, "
             "the op exact gelu's rule is written with.")
     reg("gelu", kernels={"cpu": _gelu_kernel}, vjp=_gelu_vjp, jvp=_gelu_jvp, save_ans=False,
         method=False, params=("approximate",),
         samples=_UNARY + [tg.Sample(_x(3, 4), approximate="tanh"),
                           tg.Sample(_WIDE, "tanh")],
+        batch="elementwise",
         doc="gelu(input, approximate='none'): the Gaussian error linear unit x Phi(x) with "
             "the normal CDF (exact), or x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) "
             "(approximate='tanh'), as torch.nn.functional.gelu. Smooth: no kink.")
@@ -614,10 +616,12 @@ def register(registry):
     reg("_gelu_backward", kernels={"cpu": _gelu_backward_kernel}, vjp=_gelu_backward_vjp,
         jvp=_gelu_backward_jvp, save_ans=False, method=False, params=("approximate",),
         samples=gelu_samples,
+        batch="elementwise",
         doc="_gelu_backward(g, x, approximate='none'): g * gelu'(x) in one kernel, the op "
             "gelu's rule is; its own rule gives gelu's second and higher derivatives.")
     reg("silu", kernels={"cpu": _silu_kernel}, vjp=_silu_vjp, jvp=_silu_jvp, save_ans=False,
         method=False, samples=_UNARY + [tg.Sample(np.array([-60.0, -20.0, 20.0, 60.0]))],
+        batch="elementwise",
         doc="silu(input): x * sigmoid(x) (swish), as torch.nn.functional.silu, without "
             "overflow for large |x|.")
     reg("softplus", kernels={"cpu": _softplus_kernel}, vjp=_softplus_vjp, jvp=_softplus_jvp,
@@ -626,6 +630,7 @@ def register(registry):
                           tg.Sample(4 * _WIDE, beta=1.0, threshold=5.0),
                           tg.Sample(_WIDE, beta=0.5, threshold=1.5),
                           tg.Sample(_WIDE, beta=-1.0)],
+        batch="elementwise",
         doc="softplus(input, beta=1, threshold=20): log(1 + exp(beta x)) / beta, and x "
             "itself where beta x > threshold (derivative 1 there), as "
             "torch.nn.functional.softplus (beta != 0). At beta x == threshold the first "
@@ -637,6 +642,7 @@ def register(registry):
         samples=[tg.Sample(_x(3, 4, seed=3), _x(3, 4)), tg.Sample(_x(4, seed=4), _WIDE[:4]),
                  tg.Sample(np.array(0.3), np.array(-1.2)),
                  tg.Sample(_x(3, 4, seed=5), _x(4, seed=6))],
+        batch="elementwise",
         doc="silu_backward(g, x): g * silu'(x), silu's gradient from its input as one op.")
     _BACKWARD_OPS["softplus_backward"] = reg(
         "softplus_backward", kernels={"cpu": _softplus_backward_kernel},
@@ -646,11 +652,13 @@ def register(registry):
                  tg.Sample(_x(9, seed=4), 4 * _WIDE, beta=1.0, threshold=5.0),
                  tg.Sample(_x(9, seed=5), _WIDE, beta=-1.0),
                  tg.Sample(_x(3, 4, seed=6), _x(4, seed=7), 2.0, 1.5)],
+        batch="elementwise",
         doc="softplus_backward(g, x, beta=1, threshold=20): softplus's gradient g * "
             "sigmoid(beta x), and g where beta x > threshold, as one op.")
     reg("logsigmoid", kernels={"cpu": _logsigmoid_kernel}, vjp=_logsigmoid_vjp,
         jvp=_logsigmoid_jvp, save_ans=False, method=False,
         samples=_UNARY + [tg.Sample(np.array([-800.0, -30.0, 30.0, 800.0]))],
+        batch="elementwise",
         doc="logsigmoid(input): log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|)), finite for "
             "every finite x, as torch.nn.functional.logsigmoid (also tg.log_sigmoid).")
     alpha = [tg.Sample(_x(3, 4), 0.5), tg.Sample(_WIDE, alpha=2.0)]

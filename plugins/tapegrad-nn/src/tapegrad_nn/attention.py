@@ -28,7 +28,8 @@ import warnings
 
 import numpy as np
 import tapegrad as tg
-from tapegrad._compile import compile_check, run_eagerly
+from tapegrad._batching import check_values
+from tapegrad._compile import run_eagerly
 
 __all__ = ["embedding", "one_hot", "dropout1d", "dropout2d", "masked_fill",
            "scaled_dot_product_attention"]
@@ -102,7 +103,8 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
     pad = _pad_index(padding_idx, n)
     # NOTE: a compile_check (not a plain check), so that a tg.compile replay checks each
     # call's indices too: np.take would silently wrap a negative one.
-    compile_check(lambda ids: _check_rows(ids, weight.shape), idx)
+    # (check_values: compile_check's check, per example inside tg.vmap)
+    check_values(lambda ids: _check_rows(ids, weight.shape), idx)
     if max_norm is not None or scale_grad_by_freq:
         # NOTE: both read the indices' values on the host (which rows to renormalise, how
         # often each occurs): a replay would reuse the recording's.
@@ -159,7 +161,7 @@ def one_hot(tensor, num_classes=-1):
         num_classes = int(tg.max(t).item()) + 1
     if num_classes < 0:
         raise ValueError(f"one_hot: num_classes must be -1 or >= 0, got {num_classes}")
-    compile_check(lambda ids: _check_classes(ids, num_classes), t)
+    check_values(lambda ids: _check_classes(ids, num_classes), t)
     classes = tg.arange(num_classes, device=t.device)
     return (tg.reshape(t, t.shape + (1,)) == classes).astype(np.int64)
 

@@ -53,6 +53,7 @@ import numbers
 import numpy as np
 import tapegrad as tg
 from numpy.lib.stride_tricks import as_strided
+from tapegrad import _batching
 
 from . import _kernels
 from ._c_kernel_args import c_kernel_ok
@@ -383,6 +384,112 @@ def _conv_weight_jvp(t, ans, x, g, **p):
 
 
 # ---------------------------------------------------------------------------------------
+# vmap's batching rules (register_op(batch=)): inputs are physical, the vmapped axis first
+# ---------------------------------------------------------------------------------------
+#
+# Note: [convolutions under vmap]
+# A batched x alone folds the vmapped axis B into N: (B, N, C, *S) -> (B*N, C, *S), one
+# call. A batched weight (one filter bank per example) is a grouped convolution: the
+# examples' channels side by side, (N, B*C, *S), against the weights stacked along O,
+# (B*O, C/g, *K), with B*groups groups -- group (b, j) sees example b's channel group j
+# only. The weight gradient _conv_weight is per example the same way. A logical shape
+# these reshapes do not fit (the kernels check little) runs once per example instead,
+# so each example gets the kernel's own behaviour.
+
+def _fold(t):
+    """(B, N, ...) -> (B*N, ...)."""
+    return tg.reshape(t, (t.shape[0] * t.shape[1],) + tuple(t.shape[2:]))
+
+
+def _side_by_side(t, batched, size):
+    """Physical (B, N, C, *S) (or an unbatched (N, C, *S), shared) -> (N, B*C, *S)."""
+    if batched:
+        t = tg.swapaxes(t, 0, 1)
+    else:
+        t = tg.broadcast_to(tg.expand_dims(t, 1), (t.shape[0], size) + tuple(t.shape[1:]))
+    return tg.reshape(t, (t.shape[0], size * t.shape[2]) + tuple(t.shape[3:]))
+
+
+def _split_channels(t, size):
+    """(N, B*O, *L) -> (B, N, O, *L)."""
+    n, bo = t.shape[:2]
+    t = tg.reshape(t, (n, size, bo // size) + tuple(t.shape[2:]))
+    return tg.swapaxes(t, 0, 1)
+
+
+def _stack_weights(w, size):
+    """(B, O, C/g, *K) -> (B*O, C/g, *K)."""
+    return tg.reshape(w, (size * w.shape[1],) + tuple(w.shape[2:]))
+
+
+def _logical(x, batched):
+    return tuple(x.shape[1:]) if batched else tuple(x.shape)
+
+
+def _batch_into_n(name, ndims):
+    """The rule of an op on (N, C, ...) inputs that treats every sample n alike (pooling,
+    im2col): the vmapped axis is folded into N of every input (an unbatched one is
+    broadcast to the batch first), one call, and split off the output's N again.
+    ndims(**params): the logical ndim each input must have (None: at least 2); other
+    shapes, or inputs of different N, run once per example (the kernel's behaviour)."""
+    def rule(inputs, batched, **params):
+        size = next(x.shape[0] for x, b in zip(inputs, batched) if b)
+        shapes = [_logical(x, b) for x, b in zip(inputs, batched)]
+        if any(len(s) < 2 or (n is not None and len(s) != n)
+               for s, n in zip(shapes, ndims(**params))) or len({s[0] for s in shapes}) > 1:
+            return _batching._loop(getattr(tg, name), inputs, batched, params, None)
+        args = [_fold(x if b else tg.broadcast_to(x, (size,) + s))
+                for x, b, s in zip(inputs, batched, shapes)]
+        out = getattr(tg, name)(*args, **params)
+        return tg.reshape(out, (size, shapes[0][0]) + tuple(out.shape[1:]))
+    rule.__name__ = rule.__qualname__ = f"_{name}_batch"
+    return rule
+
+
+def _conv_batch(inputs, batched, *, stride, padding, dilation, groups):
+    (x, w), (bx, bw) = inputs, batched
+    p = dict(stride=stride, padding=padding, dilation=dilation)
+    xs, ws = _logical(x, bx), _logical(w, bw)
+    size = (x if bx else w).shape[0]
+    if len(xs) != len(ws) or len(xs) < 3 or xs[1] != ws[1] * groups or ws[0] % groups:
+        return _batching._loop(tg._conv, inputs, batched, dict(p, groups=groups), None)
+    if not bw:
+        y = tg._conv(_fold(x), w, groups=groups, **p)
+        return tg.reshape(y, (size, xs[0]) + tuple(y.shape[1:]))
+    y = tg._conv(_side_by_side(x, bx, size), _stack_weights(w, size), groups=size * groups,
+                 **p)
+    return _split_channels(y, size)
+
+
+def _conv_transpose_batch(inputs, batched, *, size, stride, padding, dilation, groups):
+    (y, w), (by, bw) = inputs, batched
+    p = dict(size=size, stride=stride, padding=padding, dilation=dilation)
+    ys, ws = _logical(y, by), _logical(w, bw)
+    n = (y if by else w).shape[0]
+    if len(ys) != len(ws) or len(ys) < 3 or ys[1] != ws[0] or ws[0] % groups:
+        return _batching._loop(tg._conv_transpose, inputs, batched, dict(p, groups=groups),
+                               None)
+    if not bw:
+        x = tg._conv_transpose(_fold(y), w, groups=groups, **p)
+        return tg.reshape(x, (n, ys[0]) + tuple(x.shape[1:]))
+    x = tg._conv_transpose(_side_by_side(y, by, n), _stack_weights(w, n), groups=n * groups,
+                           **p)
+    return _split_channels(x, n)
+
+
+def _conv_weight_batch(inputs, batched, *, ksize, stride, padding, dilation, groups):
+    (x, g), (bx, bg) = inputs, batched
+    p = dict(ksize=ksize, stride=stride, padding=padding, dilation=dilation)
+    xs, gs = _logical(x, bx), _logical(g, bg)
+    n = (x if bx else g).shape[0]
+    if len(xs) != len(gs) or len(xs) < 3 or xs[0] != gs[0] or xs[1] % groups or gs[1] % groups:
+        return _batching._loop(tg._conv_weight, inputs, batched, dict(p, groups=groups), None)
+    gw = tg._conv_weight(_side_by_side(x, bx, n), _side_by_side(g, bg, n), groups=n * groups,
+                         **p)                                         # (B*O, C/g, *K)
+    return tg.reshape(gw, (n, gs[1]) + tuple(gw.shape[1:]))
+
+
+# ---------------------------------------------------------------------------------------
 # The public functions (argument checks, then one op and one bias add)
 # ---------------------------------------------------------------------------------------
 
@@ -638,19 +745,21 @@ def register(registry):
     ``tapegrad_nn.functional.register``)."""
     registry.register_op(
         "_conv", kernels={"cpu": _conv_kernel}, vjp=_conv_vjp, jvp=_conv_jvp, save_ans=False,
-        method=False, samples=_CONV_SAMPLES,
+        method=False, samples=_CONV_SAMPLES, batch=_conv_batch,
         doc="_conv(x, w, *, stride, padding, dilation, groups): the N-d convolution "
             "(cross-correlation, as PyTorch) of x (N, C, *S) with w (O, C/groups, *K) -> "
             f"(N, O, *L), the op behind tg.conv1d/2d/3d; {_PARAMS_DOC}.")
     registry.register_op(
         "_conv_transpose", kernels={"cpu": _conv_transpose_kernel}, vjp=_conv_transpose_vjp,
         jvp=_conv_transpose_jvp, save_ans=False, method=False, samples=_CONV_TRANSPOSE_SAMPLES,
+        batch=_conv_transpose_batch,
         doc="_conv_transpose(y, w, *, size, stride, padding, dilation, groups): the adjoint "
             "of _conv in x: y (N, O, *L) and w (O, C/groups, *K) -> (N, C, *size), the op "
             f"behind tg.conv_transpose1d/2d and the input gradient of _conv; {_PARAMS_DOC}.")
     registry.register_op(
         "_conv_weight", kernels={"cpu": _conv_weight_kernel}, vjp=_conv_weight_vjp,
         jvp=_conv_weight_jvp, save_ans=False, method=False, samples=_CONV_WEIGHT_SAMPLES,
+        batch=_conv_weight_batch,
         doc="_conv_weight(x, g, *, ksize, stride, padding, dilation, groups): the adjoint of "
             "_conv in w: x (N, C, *S) and g (N, O, *L) -> (O, C/groups, *ksize), the weight "
             f"gradient of _conv; {_PARAMS_DOC}.")

@@ -41,6 +41,7 @@ import numbers
 import numpy as np
 import tapegrad as tg
 from tapegrad import _batching
+from tapegrad._batching import logical_axes, pad_batched
 from tapegrad._compile import run_eagerly
 from tapegrad_shape.ops import derivative_reason
 
@@ -131,6 +132,50 @@ def _shape_of(v):
     return tuple(getattr(v, "shape", ()))
 
 
+# vmap's batching rules (register_op(batch=)): `inputs` are physical, the vmapped axis
+# first where batched (tapegrad/_batching.py, Note: [batched tensors]).
+
+def _batch_size(inputs, batched):
+    return next(x.shape[0] for x, b in zip(inputs, batched) if b)
+
+
+def _logical_shape(x, batched):
+    return tuple(x.shape[1:]) if batched else _shape_of(x)
+
+
+def _batched_to(x, batched, size, shape):
+    """Physical x broadcast to (size,) + shape: a batched x gets unit axes after its batch
+    axis first (pad_batched), an unbatched one is shared by every example."""
+    if batched:
+        x = pad_batched(x, len(shape))
+        return x if tuple(x.shape) == (size,) + shape else tg.broadcast_to(x, (size,) + shape)
+    if not isinstance(x, tg.Tensor):
+        x = tg.asarray(x)
+    return tg.broadcast_to(x, (size,) + shape)
+
+
+def _batch_axes(axis, ndim, who):
+    """A logical `axis` (int, tuple or None: all) of an ndim-d value as the physical
+    axes (shifted past the batch axis): an int stays an int (the kernels' fast paths)."""
+    axes = tuple(a + 1 for a in logical_axes(axis, ndim, who))
+    return axes[0] if isinstance(axis, (int, np.integer)) else axes
+
+
+def _per_example(loss, reduction, count=None):
+    """A physical 'none' loss (B, ...) reduced per example as `reduction` asks ('mean'
+    divides by `count`, a (B,) tensor, or by the number of elements of one example)."""
+    if reduction == "none":
+        return loss
+    axes = tuple(range(1, loss.ndim))
+    total = tg.sum(loss, axis=axes) if axes else loss
+    if reduction == "sum":
+        return total
+    if count is None:
+        return total / max(math.prod(loss.shape[1:]), 1)
+    with np.errstate(invalid="ignore", divide="ignore"):     # every row ignored: nan
+        return total / count
+
+
 # ---------------------------------------------------------------------------------------
 # softmax, log_softmax, logsumexp
 # ---------------------------------------------------------------------------------------
@@ -198,6 +243,28 @@ def _softmax_jvp(t, ans, x, axis=-1):
     if t[0] is None:
         return tg.zeros_like(ans)
     return _softmax_vjp(t[0], ans, x, axis)[0]
+
+
+def _softmax_like_batch(name):
+    def rule(inputs, batched, axis=-1):
+        (x,) = inputs
+        return getattr(tg, name)(x, _batch_axes(axis, x.ndim - 1, name))
+    rule.__name__ = rule.__qualname__ = f"_{name}_batch"
+    return rule
+
+
+def _softmax_backward_like_batch(name):
+    """The rule of _softmax_backward(g, y, axis) / _log_softmax_backward(g, p, axis): g
+    broadcasts to y's shape (the kernel's rule), so both go to y's (B,) + shape."""
+    def rule(inputs, batched, axis=-1):
+        (g, y), (bg, by) = inputs, batched
+        size = _batch_size(inputs, batched)
+        shape = np.broadcast_shapes(_logical_shape(g, bg), _logical_shape(y, by))
+        y = _batched_to(y, by, size, shape)
+        g = pad_batched(g, len(shape)) if bg else g
+        return getattr(tg, name)(g, y, _batch_axes(axis, len(shape), name))
+    rule.__name__ = rule.__qualname__ = f"_{name}_batch"
+    return rule
 
 
 def _row_dot(a, b, axis):
@@ -475,9 +542,7 @@ def _is_plain(t, weight, ignore_index, label_smoothing):
         # The cuda kernel refuses a label outside [0, C), -100 included (no silent wrap);
         # another ignore_index takes the weighted path (through the host).
         return ignore_index == -100
-    # NOTE: inside tg.vmap a label tensor is batched: ask every example at once (the
-    # plain path is right for each if no label of any example is ignored)
-    return not (np.asarray(_batching.all_examples(t)) == ignore_index).any()
+    return not (np.asarray(t) == ignore_index).any()
 
 
 def _class_weight(weight, n_classes, dtype, op):
@@ -578,6 +643,8 @@ def _cross_entropy_vjp(g, ans, x, t, *, reduction="mean", weight=None, ignore_in
     # aux: (softmax(x),) from the forward in a plain backward; None when the rule is
     # recorded (create_graph, tg.compile), where the softmax must stay a function of x.
     probs = aux[0] if aux is not None else None
+    if _is_label(t) and _batching.is_batched(t):
+        return _batched_labels_vjp(g, x, t, reduction, weight, ignore_index, label_smoothing)
     if not _is_plain(t, weight, ignore_index, label_smoothing):
         return _weighted_cross_entropy_vjp(g, x, t, reduction, weight, ignore_index,
                                            label_smoothing, probs)
@@ -601,6 +668,63 @@ def _cross_entropy_vjp(g, ans, x, t, *, reduction="mean", weight=None, ignore_in
     return gx, gt
 
 
+def _label_terms(x, t, weight, ignore_index, label_smoothing):
+    """With tensor ops, for labels t whose values cannot be read (batched under tg.vmap:
+    one value per example): (d_row, denom) with d_row = softmax(x) sum(a) - a, the
+    derivative of each row's loss -sum(a * log_softmax(x)) in x (the coefficients a of
+    _coefficients: 0 for an ignored row), and denom the 'mean' divisor (the kept rows'
+    weight sum). The labels were checked by the forward (in range or ignore_index)."""
+    if weight is None and not label_smoothing:
+        # the plain case: softmax - one_hot at the kept rows, one fused op
+        kept = tg.not_equal(t, ignore_index)
+        hot = tg._softmax_minus_one_hot(x, tg.where(kept, t, 0))
+        kept = kept.astype(x.dtype)
+        return hot * tg.expand_dims(kept, -1), tg.sum(kept)
+    a, denom = _label_coefficients(x, t, weight, ignore_index, label_smoothing, "cross_entropy")
+    d_row = tg.softmax(x, axis=-1) * tg.sum(a, -1, keepdims=True) - a
+    return d_row, denom
+
+
+def _label_coefficients(x, t, weight, ignore_index, label_smoothing, op):
+    """_coefficients for labels, with tensor ops (labels batched under tg.vmap, whose
+    values cannot be read): (a, denom), a of x's shape (0 on an ignored row), denom the
+    kept rows' weight sum. The labels must have been checked (in range or ignored)."""
+    n_classes = x.shape[-1]
+    kept = tg.not_equal(t, ignore_index)
+    safe = tg.where(kept, t, 0)
+    kept = kept.astype(x.dtype)
+    eps = float(label_smoothing)
+    w = _class_weight(weight, n_classes, x.dtype, op)
+    w = None if w is None else tg.asarray(w, device=x.device)
+    hot = (tg.expand_dims(safe, -1) == tg.arange(n_classes, device=x.device)).astype(x.dtype)
+    row_w = kept if w is None else tg.sum(hot * w, -1) * kept
+    a = (1.0 - eps) * tg.expand_dims(row_w, -1) * hot
+    if eps:
+        a = a + (eps / n_classes) * tg.expand_dims(kept, -1) * (1.0 if w is None else w)
+    return a, tg.sum(row_w)
+
+
+def _mean_factor(denom):
+    """1 / denom for a 'mean' over labelled rows, 0 where denom is 0.
+
+    NOTE: every row ignored: the loss is 0 / 0 = nan, and its gradient PyTorch's
+    convention, 0 (not 0 * inf = nan). denom is a tensor (one per example under vmap)."""
+    empty = denom == 0
+    return tg.where(empty, 0.0, 1.0 / tg.where(empty, 1.0, denom))
+
+
+def _batched_labels_vjp(g, x, t, reduction, weight, ignore_index, label_smoothing):
+    # (the VJP, for labels batched under tg.vmap: see _label_terms)
+    if not tg.needs_grad(x):
+        return None, None
+    d_row, denom = _label_terms(x, t, weight, ignore_index, label_smoothing)
+    if reduction == "mean":
+        g = g * _mean_factor(denom)
+    elif reduction == "none":
+        g = tg.expand_dims(g, -1)
+    return d_row * g, None
+
+
 def _weighted_cross_entropy_vjp(g, x, t, reduction, weight, ignore_index, label_smoothing,
                                 probs=None):
     # loss row = -sum(a * log_softmax(x)): d/dx = softmax(x) * sum(a) - a. With labels `a`
@@ -619,7 +743,7 @@ def _weighted_cross_entropy_vjp(g, x, t, reduction, weight, ignore_index, label_
                                 np.zeros(x.shape, x.dtype), labels, weight, ignore_index,
                                 label_smoothing, "cross_entropy")
     if reduction == "mean":
-        g = g / denom
+        g = g / denom if denom else g * 0.0       # (see _mean_factor)
     elif reduction == "none":
         g = tg.reshape(g, g.shape + (1,))
     w = None if weight is None else _class_weight(weight, n_classes, x.dtype, "cross_entropy")
@@ -652,6 +776,15 @@ def _cross_entropy_jvp(t, ans, x, target, *, reduction="mean", weight=None,
     labels = _is_label(target)
     n_classes = x.shape[-1]
     w = None
+    if labels and _batching.is_batched(target):          # (see _label_terms)
+        if tx is None:
+            return tg.zeros_like(ans)
+        d_row, denom = _label_terms(x, target, weight, ignore_index, label_smoothing)
+        row = tg.sum(d_row * tx, -1)
+        if reduction == "mean":
+            with np.errstate(invalid="ignore", divide="ignore"):   # every row ignored
+                return tg.sum(row) / denom
+        return _reduce_tensor(row, reduction)
     if _is_plain(target, weight, ignore_index, label_smoothing):
         denom = max(math.prod(x.shape[:-1]), 1)
         a = None if labels else target
@@ -686,6 +819,60 @@ def _cross_entropy_jvp(t, ans, x, target, *, reduction="mean", weight=None,
         with np.errstate(invalid="ignore", divide="ignore"):    # all ignored: nan
             return tg.sum(row) / denom
     return _reduce_tensor(row, reduction)
+
+
+def _cross_entropy_batch(inputs, batched, *, reduction="mean", weight=None,
+                         ignore_index=-100, label_smoothing=0.0):
+    """vmap's rule: the per-row losses of the whole batch in one call (reduction='none'),
+    then each example's reduction. 'mean' divides by the example's number of rows, or,
+    with labels, by the weight sum of its rows whose label is not ignore_index (PyTorch's
+    weighted mean; computed with tensor ops, as the labels may be batched at an outer
+    level)."""
+    (x, t), (bx, bt) = inputs, batched
+    _check_cross_entropy_args(reduction, label_smoothing)
+    params = dict(reduction=reduction, weight=weight, ignore_index=ignore_index,
+                  label_smoothing=label_smoothing)
+    labels = _is_label(t)
+    size = _batch_size(inputs, batched)
+    xs, ts = _logical_shape(x, bx), _logical_shape(t, bt)
+    if not xs:
+        raise ValueError("logits must have at least one dimension, the class axis (last)")
+    # NOTE: the kernel checks the logical shapes of one example; a shared value is
+    # broadcast to the batch only after that check (a wrong target shape must not
+    # broadcast into a silently different loss).
+    if labels and ts != xs[:-1]:
+        _check_cross_entropy(tg.zeros(xs), np.zeros(ts, np.int64))
+    if not labels and ts != xs:
+        _check_cross_entropy(tg.zeros(xs), np.zeros(ts))
+    x = _batched_to(x, bx, size, xs)
+    t = _batched_to(t, bt, size, ts)
+    loss = tg.cross_entropy(x, t, **dict(params, reduction="none"))
+    count = None
+    if labels and reduction == "mean":
+        kept = tg.not_equal(t, ignore_index)
+        row_w = kept.astype(loss.dtype)
+        if weight is not None:
+            # (the labels are in range or ignored: the forward above checked them)
+            w = tg.asarray(_class_weight(weight, xs[-1], loss.dtype, "cross_entropy"),
+                           device=loss.device)
+            row_w = tg.take(w, tg.where(kept, t, 0)) * row_w
+        count = tg.sum(row_w, axis=tuple(range(1, row_w.ndim))) if row_w.ndim > 1 else row_w
+    return _per_example(loss, reduction, count)
+
+
+def _one_hot_like_batch(name):
+    """The rule of _softmax_minus_one_hot(x, labels) / _minus_one_hot(p, labels): rows
+    and labels both go to the batch (the kernel wants labels of the rows' shape)."""
+    def rule(inputs, batched):
+        (x, t), (bx, bt) = inputs, batched
+        size = _batch_size(inputs, batched)
+        xs, ts = _logical_shape(x, bx), _logical_shape(t, bt)
+        if ts != xs[:-1]:
+            raise ValueError(f"{name}: labels of shape {ts} for rows of shape {xs}; they "
+                             f"must have the rows' shape without the class axis")
+        return getattr(tg, name)(_batched_to(x, bx, size, xs), _batched_to(t, bt, size, ts))
+    rule.__name__ = rule.__qualname__ = f"_{name}_batch"
+    return rule
 
 
 def _softmax_minus_one_hot_kernel(x, t):
@@ -769,6 +956,20 @@ def _bce_logits_jvp(t, ans, x, target, *, reduction="mean"):
     terms = [(tg.sigmoid(x) - target) * tx if tx is not None else None,
              -x * tt if tt is not None else None]
     return _reduce_tensor(_sum_terms(terms, x), reduction)
+
+
+def _bce_logits_batch(inputs, batched, *, reduction="mean"):
+    # the per-element losses of the whole batch in one call, then each example's reduction
+    (x, t), (bx, bt) = inputs, batched
+    _check_reduction(reduction)
+    size = _batch_size(inputs, batched)
+    xs = _logical_shape(x, bx)
+    if not isinstance(t, numbers.Number):
+        _check_same_shape(tg.zeros(xs), tg.zeros(_logical_shape(t, bt)), "logits")
+        t = _batched_to(t, bt, size, xs)
+    x = _batched_to(x, bx, size, xs)
+    loss = tg.binary_cross_entropy_with_logits(x, t, reduction="none")
+    return _per_example(loss, reduction)
 
 
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None,
@@ -870,10 +1071,7 @@ def _rows_matmul(x, m):
 
 def _linear_kernel(x, w, b=None):
     x, w = np.asarray(x), np.asarray(w)
-    if w.ndim != 2 or x.ndim == 0 or x.shape[-1] != w.shape[1]:
-        raise ValueError(
-            f"weight must be (out_features, in_features) with in_features equal to the last "
-            f"axis of x: x {x.shape} and weight {w.shape} do not fit")
+    _check_linear_shapes(x.shape, w.shape)
     out = _rows_matmul(x, w.T)
     if b is None:
         return out
@@ -912,6 +1110,53 @@ def _linear_jvp(t, ans, x, w, *b):
     tb = t[2] if b else None
     return _sum_terms([tg.linear(tx, w) if tx is not None else None,
                        tg.linear(x, tw) if tw is not None else None, tb], ans)
+
+
+def _check_linear_shapes(xs, ws):
+    if len(ws) != 2 or not xs or xs[-1] != ws[1]:
+        raise ValueError(
+            f"weight must be (out_features, in_features) with in_features equal to the last "
+            f"axis of x: x {xs} and weight {ws} do not fit")
+
+
+def _linear_batch(inputs, batched):
+    """vmap's rule. A shared weight (the usual case: examples through one layer) is one
+    linear call on the stacked x, the batch folded into its rows; a batched weight (an
+    ensemble of layers) is one stacked matmul x @ w^T, the bias added after."""
+    x, w = inputs[:2]
+    bx, bw = batched[:2]
+    size = _batch_size(inputs, batched)
+    xs, ws = _logical_shape(x, bx), _logical_shape(w, bw)
+    _check_linear_shapes(xs, ws)
+    has_b = len(inputs) == 3
+    bb = has_b and batched[2]
+    lo = len(xs)                   # the logical output's ndim: x's, the last axis replaced
+    if not bw:
+        # NOTE: a shared bias with more axes than the output broadcasts the output (NumPy
+        # from the right): inside the kernel it would broadcast against the batch axis.
+        if bx and has_b and not bb and np.ndim(inputs[2]) <= lo:
+            return tg.linear(x, w, inputs[2])
+        out = tg.linear(x, w)
+    else:
+        wt = tg.swapaxes(w, -1, -2)                              # (B, in, out)
+        if bx and len(xs) == 1:
+            x = tg.reshape(x, (size, 1) + xs)                    # a row per example
+        nd = max(len(xs), 2)
+        if nd > 2:
+            wt = tg.reshape(wt, (size,) + (1,) * (nd - 2) + tuple(wt.shape[1:]))
+        out = tg.matmul(x, wt)
+        out_shape = xs[:-1] + (ws[0],)
+        if tuple(out.shape) != (size,) + out_shape:
+            out = tg.reshape(out, (size,) + out_shape)
+    if not has_b:
+        return out
+    b = inputs[2]
+    nd = max(lo, b.ndim - 1 if bb else np.ndim(b))
+    if bb:
+        b = pad_batched(b, nd)
+    if bx or bw:
+        out = pad_batched(out, nd)
+    return out + b
 
 
 def linear(x, weight, bias=None):
@@ -1095,25 +1340,25 @@ def register(registry):
     _losses.register(registry)
     _recurrent_ops.register(registry)
     reg("softmax", kernels={"cpu": _softmax_kernel}, vjp=_softmax_vjp,
-        jvp=_softmax_jvp, params=("axis",),
+        jvp=_softmax_jvp, params=("axis",), batch=_softmax_like_batch("softmax"),
         save_inputs=(False,), samples=_SOFTMAX_SAMPLES,
         doc="softmax(x, axis=-1): exp(x) / sum(exp(x), axis), computed with the maximum "
             "subtracted first (no overflow). `axis` may be an int, a tuple or None (all).")
     reg("log_softmax", kernels={"cpu": _log_softmax_aux_kernel}, vjp=_log_softmax_vjp,
-        jvp=_log_softmax_jvp,
+        jvp=_log_softmax_jvp, batch=_softmax_like_batch("log_softmax"),
         params=("axis",), save_inputs=(False,), samples=_SOFTMAX_SAMPLES, aux=1,
         doc="log_softmax(x, axis=-1): x - logsumexp(x, axis), finite for any finite x "
             "(never log(softmax(x)), which is -inf where softmax underflows).")
     # NOTE: the op is `_logsumexp` (x only: one kernel per device); the public
     # `tg.logsumexp` is the function above, which adds scipy's scale factors b=.
     reg("_logsumexp", kernels={"cpu": _logsumexp_kernel}, vjp=_logsumexp_vjp,
-        jvp=_logsumexp_jvp,
+        jvp=_logsumexp_jvp, batch="reduce",
         params=("axis",), method=False, samples=_LOGSUMEXP_SAMPLES,
         doc="_logsumexp(x, axis=None, keepdims=False): log(sum(exp(x), axis)) computed "
             "stably, the op behind tg.logsumexp without b; the gradient is the softmax "
             "over `axis`.")
     reg("cross_entropy", kernels={"cpu": _cross_entropy_aux_kernel}, vjp=_cross_entropy_vjp,
-        jvp=_cross_entropy_jvp,
+        jvp=_cross_entropy_jvp, batch=_cross_entropy_batch,
         params=(), save_ans=False, method=False, samples=_CROSS_ENTROPY_SAMPLES, aux=1,
         doc="cross_entropy(logits, target, *, reduction='mean', weight=None, "
             "ignore_index=-100, label_smoothing=0.0): -sum(target * "
@@ -1126,20 +1371,22 @@ def register(registry):
             "weights); calls with them run on the CPU kernel only.")
     reg("_softmax_minus_one_hot", kernels={"cpu": _softmax_minus_one_hot_kernel},
         vjp=_softmax_minus_one_hot_vjp,
-        jvp=_softmax_minus_one_hot_jvp, differentiable=(0,), save_inputs=(True, False),
+        jvp=_softmax_minus_one_hot_jvp, batch=_one_hot_like_batch("_softmax_minus_one_hot"),
+        differentiable=(0,), save_inputs=(True, False),
         save_ans=False, method=False, samples=_SOFTMAX_MINUS_ONE_HOT_SAMPLES,
         doc="_softmax_minus_one_hot(logits, labels): softmax over the last axis with 1 "
             "subtracted at each row's label, the gradient of cross_entropy with integer "
             "labels (labels are checked by cross_entropy, which calls it from its rule).")
     reg("_minus_one_hot", kernels={"cpu": _minus_one_hot_kernel}, vjp=_minus_one_hot_vjp,
-        jvp=_minus_one_hot_jvp,
+        jvp=_minus_one_hot_jvp, batch=_one_hot_like_batch("_minus_one_hot"),
         differentiable=(0,), save_inputs=(False, False), save_ans=False, method=False,
         samples=[tg.Sample(s.args[0], s.args[1]) for s in _SOFTMAX_MINUS_ONE_HOT_SAMPLES],
         doc="_minus_one_hot(probs, labels): probs with 1 subtracted at each row's label "
             "(cross_entropy's gradient from the forward's softmax).")
     reg("_softmax_backward", kernels={"cpu": _softmax_backward_kernel},
         vjp=_softmax_backward_vjp,
-        jvp=_softmax_backward_jvp, params=("axis",), method=False,
+        jvp=_softmax_backward_jvp, batch=_softmax_backward_like_batch("_softmax_backward"),
+        params=("axis",), method=False,
         samples=[tg.Sample(_logits(*s.args[0].shape, seed=5), _softmax_kernel(s.args[0], *s.args[1:2], **s.kwargs),
                            *s.args[1:2], **s.kwargs) for s in _SOFTMAX_SAMPLES]
         + [tg.Sample(_logits(1, 4, seed=7), _softmax_kernel(_logits(3, 4)))],   # broadcast g
@@ -1147,7 +1394,9 @@ def register(registry):
             "gradient from its output in one kernel; differentiable in g and y.")
     reg("_log_softmax_backward", kernels={"cpu": _log_softmax_backward_kernel},
         vjp=_log_softmax_backward_vjp,
-        jvp=_log_softmax_backward_jvp, params=("axis",), method=False, save_ans=False,
+        jvp=_log_softmax_backward_jvp,
+        batch=_softmax_backward_like_batch("_log_softmax_backward"),
+        params=("axis",), method=False, save_ans=False,
         samples=[tg.Sample(_logits(*s.args[0].shape, seed=6), _softmax_kernel(s.args[0], *s.args[1:2], **s.kwargs),
                            *s.args[1:2], **s.kwargs) for s in _SOFTMAX_SAMPLES]
         + [tg.Sample(_logits(1, 4, seed=8), _softmax_kernel(_logits(3, 4)))],   # broadcast g
@@ -1155,12 +1404,13 @@ def register(registry):
             "gradient from the softmax p in one kernel; differentiable in g and p.")
     reg("binary_cross_entropy_with_logits", kernels={"cpu": _bce_logits_kernel},
         vjp=_bce_logits_vjp,
-        jvp=_bce_logits_jvp, params=(), save_ans=False, method=False, samples=_BCE_SAMPLES,
+        jvp=_bce_logits_jvp, batch=_bce_logits_batch, params=(), save_ans=False, method=False,
+        samples=_BCE_SAMPLES,
         doc="binary_cross_entropy_with_logits(logits, target, *, reduction='mean'): "
             "-(t log sigmoid(x) + (1 - t) log(1 - sigmoid(x))) computed as max(x, 0) - x t "
             "+ log1p(exp(-|x|)); target (probabilities, same shape) is differentiable.")
     reg("linear", kernels={"cpu": _linear_kernel}, vjp=_linear_vjp,
-        jvp=_linear_jvp, save_ans=False,
+        jvp=_linear_jvp, batch=_linear_batch, save_ans=False,
         method=False, samples=_LINEAR_SAMPLES,
         doc="linear(x, weight[, bias]): x @ weight.T + bias with weight of shape (out, in), "
             "as PyTorch's F.linear (the layer tg.nn.Linear); one op instead of three.")

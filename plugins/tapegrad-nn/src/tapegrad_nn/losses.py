@@ -29,9 +29,11 @@ import numbers
 
 import numpy as np
 import tapegrad as tg
+from tapegrad import _batching
+from tapegrad._batching import check_values
 
-from .functional import (_check_reduction, _coefficients, _is_label, _reduce_tensor,
-                         _shape_of)
+from .functional import (_check_labels, _check_reduction, _coefficients, _is_label,
+                         _label_coefficients, _reduce_tensor, _shape_of)
 
 # tg.<name> and tg.nn.functional.<name> (kl_div: tg.nn.functional only).
 NAMES = ("nll_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
@@ -112,12 +114,22 @@ def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
                          f"{x.shape[:-1]}, got {_shape_of(target)}")
     if isinstance(ignore_index, bool) or not isinstance(ignore_index, numbers.Integral):
         raise TypeError(f"nll_loss: ignore_index must be an integer, got {ignore_index!r}")
-    a, denom = _coefficients(x.shape, x.dtype, np.asarray(target), True, weight,
-                             ignore_index, 0.0, "nll_loss")
+    if _batching.is_batched(target):
+        # labels with one value per example (tg.vmap): checked per example, the
+        # coefficients built with tensor ops
+        check_values(lambda t: _check_labels(t, x.shape[-1], ignore_index), target)
+        a, denom = _label_coefficients(x, target, weight, ignore_index, 0.0, "nll_loss")
+    else:
+        a, denom = _coefficients(x.shape, x.dtype, np.asarray(target), True, weight,
+                                 ignore_index, 0.0, "nll_loss")
     loss = -tg.sum(x * a, -1)
     if reduction == "mean":
-        with np.errstate(invalid="ignore", divide="ignore"):    # all ignored: nan, silently
-            return tg.sum(loss) / denom
+        # NOTE: every row ignored: nan (0 / 0), silently, with PyTorch's gradient 0 (the
+        # nan is a constant; a division by 0 would give 0 * inf = nan gradients)
+        if isinstance(denom, tg.Tensor):
+            empty = denom == 0
+            return tg.where(empty, np.nan, tg.sum(loss) / tg.where(empty, 1.0, denom))
+        return tg.sum(loss) / denom if denom else tg.sum(loss) * 0.0 + np.nan
     return _reduce_tensor(loss, reduction)
 
 
@@ -127,10 +139,9 @@ def binary_cross_entropy(input, target, weight=None, reduction="mean"):
     finite), as ``F.binary_cross_entropy``. `weight` broadcasts to the input's shape;
     target is differentiable. Prefer ``binary_cross_entropy_with_logits`` (stable)."""
     x, t = _pair(input, target, "binary_cross_entropy", reduction)
-    xa = x.detach().numpy() if x.device.name == "cpu" else None
-    if xa is not None and xa.size and not ((xa >= 0) & (xa <= 1)).all():
-        raise ValueError("binary_cross_entropy: every element of input must be a "
-                         "probability in [0, 1]")
+    if x.device.name == "cpu":
+        # (check_values: per example inside tg.vmap, and on every tg.compile replay)
+        check_values(_check_probabilities, x)
     loss = -(t * _clamped_log(x) + (1.0 - t) * _clamped_log(1.0 - x))
     if weight is not None:
         w = _t(weight, x)
@@ -143,6 +154,12 @@ def binary_cross_entropy(input, target, weight=None, reduction="mean"):
         # float32 loss by a float64 weight array).
         loss = loss * (w if w.dtype == x.dtype else w.astype(x.dtype))
     return _reduce_tensor(loss, reduction)
+
+
+def _check_probabilities(xa):
+    if xa.size and not ((xa >= 0) & (xa <= 1)).all():
+        raise ValueError("binary_cross_entropy: every element of input must be a "
+                         "probability in [0, 1]")
 
 
 def _clamped_log(p):
@@ -209,8 +226,8 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
             raise ValueError(f"gaussian_nll_loss: var of shape {v.shape} does not fit "
                              f"input of shape {x.shape} (it needs {x.shape}, "
                              f"{x.shape[:-1]} or {x.shape[:-1] + (1,)})")
-    if v.device.name == "cpu" and (v.detach().numpy() < 0).any():
-        raise ValueError("gaussian_nll_loss: var has negative entries")
+    if v.device.name == "cpu":
+        check_values(_check_variance, v)     # (per example inside tg.vmap)
     with tg.no_grad():
         lift = tg.maximum(v, eps) - v
     v = v + lift.detach()
@@ -218,6 +235,11 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
     if full:
         loss = loss + 0.5 * math.log(2 * math.pi)
     return _reduce_tensor(loss, reduction)
+
+
+def _check_variance(va):
+    if (va < 0).any():
+        raise ValueError("gaussian_nll_loss: var has negative entries")
 
 
 # ---------------------------------------------------------------------------------------

@@ -33,6 +33,8 @@ import numbers
 
 import numpy as np
 import tapegrad as tg
+from tapegrad import _batching
+from tapegrad._batching import logical_axes, pad_batched
 from tapegrad_shape.ops import derivative_reason
 
 from . import _kernels
@@ -813,23 +815,137 @@ def _backward_samples(forward_samples):
     return out
 
 
+# ---------------------------------------------------------------------------------------
+# vmap's batching rules (register_op(batch=)): inputs are physical, the vmapped axis first
+# ---------------------------------------------------------------------------------------
+
+def _size_and_shapes(inputs, batched):
+    size = next(x.shape[0] for x, b in zip(inputs, batched) if b)
+    return size, [tuple(x.shape[1:]) if b else tuple(np.shape(x)) for x, b in
+                  zip(inputs, batched)]
+
+
+def _to_batch(x, b, size, shape):
+    """Physical x as (size,) + shape: a batched x padded (unit axes after the batch axis)
+    and broadcast, an unbatched one broadcast (shared by every example)."""
+    if b:
+        x = pad_batched(x, len(shape))
+    elif not isinstance(x, tg.Tensor):
+        x = tg.asarray(x)
+    return x if tuple(x.shape) == (size,) + shape else tg.broadcast_to(x, (size,) + shape)
+
+
+def _moved(axis, ndim, who):
+    """The logical reduction axes as physical ones (a tuple), past the batch axis."""
+    return tuple(a + 1 for a in logical_axes(axis, ndim, who))
+
+
+def _over_axes_batch(name):
+    """The rule of _standardize / _rms_scale (x, axis, eps): the axes move past the
+    vmapped axis, which is one more axis not reduced over."""
+    def rule(inputs, batched, axis=(-1,), eps=1e-5):
+        (x,) = inputs
+        return getattr(tg, name)(x, _moved(axis, x.ndim - 1, name), eps)
+    rule.__name__ = rule.__qualname__ = f"_{name}_batch"
+    return rule
+
+
+def _grad_over_axes_batch(name):
+    """The rule of _standardize_grad / _rms_scale_grad (g, x, axis, eps): g broadcasts
+    to x's shape (the kernel's rule), so x goes to the batch's full shape."""
+    def rule(inputs, batched, axis=(-1,), eps=1e-5):
+        size, (gs, xs) = _size_and_shapes(inputs, batched)
+        shape = np.broadcast_shapes(gs, xs)
+        g = pad_batched(inputs[0], len(shape)) if batched[0] else inputs[0]
+        x = _to_batch(inputs[1], batched[1], size, shape)
+        return getattr(tg, name)(g, x, _moved(axis, len(shape), name), eps)
+    rule.__name__ = rule.__qualname__ = f"_{name}_batch"
+    return rule
+
+
+def _backward_over_axes_batch(name):
+    """The rule of _standardize_backward / _rms_scale_backward (g, y, r, axis): y and r
+    (whose shape is y's kept shape: the kernel reshapes it into one value per row) go
+    to the batch; another r shape runs once per example."""
+    def rule(inputs, batched, axis=(-1,)):
+        size, (gs, ys, rs) = _size_and_shapes(inputs, batched)
+        shape = np.broadcast_shapes(gs, ys)
+        if rs != _kept_shape(shape, tuple(axis)):
+            return _batching._loop(getattr(tg, name), inputs, batched, {"axis": axis}, None)
+        g = pad_batched(inputs[0], len(shape)) if batched[0] else inputs[0]
+        y = _to_batch(inputs[1], batched[1], size, shape)
+        r = _to_batch(inputs[2], batched[2], size, rs)
+        return getattr(tg, name)(g, y, r, _moved(axis, len(shape), name))
+    rule.__name__ = rule.__qualname__ = f"_{name}_batch"
+    return rule
+
+
+def _batch_moments_batch(inputs, batched, axis=(0,), ddof=1):
+    # the output stacks [mean, var] along a new first axis: the vmapped axis goes first
+    (x,) = inputs
+    out = tg._batch_moments(x, _moved(axis, x.ndim - 1, "_batch_moments"), ddof)
+    return tg.swapaxes(out, 0, 1)
+
+
+def _merge_into_channels(t, size, shape):
+    """Physical (B, N, C, *) -> (N, B*C, *): the examples' channels side by side, so a
+    per-channel op treats each (example, channel) pair as one channel."""
+    t = tg.swapaxes(t, 0, 1)
+    return tg.reshape(t, (shape[0], size * shape[1]) + tuple(shape[2:]))
+
+
+def _channel_affine_batch(inputs, batched):
+    """y (N, C, *) and w, b (C,) on axis 1. A batched y alone folds the vmapped axis
+    into N; a batched w or b puts the examples' channels side by side (B*C channels)."""
+    size, (ys, ws, bs) = _size_and_shapes(inputs, batched)
+    (y, w, b), (by, bw, bb) = inputs, batched
+    if len(ys) < 2 or ws != (ys[1],) or bs != (ys[1],):
+        return _batching._loop(tg._channel_affine, inputs, batched, {}, None)
+    if not (bw or bb):
+        out = tg._channel_affine(tg.reshape(y, (size * ys[0],) + ys[1:]), w, b)
+        return tg.reshape(out, (size,) + ys)
+    y = _merge_into_channels(_to_batch(y, by, size, ys), size, ys)
+    w, b = (tg.reshape(_to_batch(v, bv, size, ws), (size * ws[0],))
+            for v, bv in ((w, bw), (b, bb)))
+    out = tg.reshape(tg._channel_affine(y, w, b), (ys[0], size) + ys[1:])
+    return tg.swapaxes(out, 0, 1)
+
+
+def _channel_reduction_batch(name):
+    """The rule of _channel_dot(a, b) / _channel_sum(a), sums over every axis but 1:
+    the examples' channels side by side (B*C channels), one call, (B, C)."""
+    def rule(inputs, batched):
+        size, shapes = _size_and_shapes(inputs, batched)
+        shape = np.broadcast_shapes(*shapes)
+        if len(shape) < 2:
+            return _batching._loop(getattr(tg, name), inputs, batched, {}, None)
+        args = [_merge_into_channels(_to_batch(x, b, size, shape), size, shape)
+                for x, b in zip(inputs, batched)]
+        return tg.reshape(getattr(tg, name)(*args), (size, shape[1]))
+    rule.__name__ = rule.__qualname__ = f"_{name}_batch"
+    return rule
+
+
 def register(registry):
     """Register the normalisation ops and functions (called from functional.register)."""
     reg = registry.register_op
     reg("_standardize", kernels={"cpu": _standardize_kernel}, vjp=_standardize_vjp,
         jvp=_standardize_jvp, params=("axis", "eps"), method=False, samples=_STD_SAMPLES,
         aux=1,
+        batch=_over_axes_batch("_standardize"),
         doc="_standardize(x, axis, eps): (x - mean) / sqrt(var + eps) over the axes `axis` "
             "(a tuple; biased variance) in one kernel, the op behind layer_norm, "
             "group_norm, instance_norm and batch_norm in training; closed-form rule.")
     reg("_rms_scale", kernels={"cpu": _rms_kernel}, vjp=_rms_vjp, jvp=_rms_jvp,
         params=("axis", "eps"), method=False, samples=_RMS_SAMPLES, aux=1,
+        batch=_over_axes_batch("_rms_scale"),
         doc="_rms_scale(x, axis, eps): x / sqrt(mean(x**2) + eps) over the axes `axis` in "
             "one kernel, the op behind rms_norm; closed-form rule.")
     reg("_standardize_grad", kernels={"cpu": _standardize_grad_kernel},
         vjp=_standardize_grad_vjp,
         jvp=_standardize_grad_jvp, params=("axis", "eps"), method=False,
         samples=[tg.Sample(_r(*s.args[0].shape, seed=9), *s.args) for s in _STD_SAMPLES],
+        batch=_grad_over_axes_batch("_standardize_grad"),
         doc="_standardize_grad(g, x, axis, eps): the gradient of _standardize at x for "
             "the output gradient g, r * (g - mean(g) - y * mean(g * y)), in one kernel "
             "(its first-order rule); differentiable again.")
@@ -837,6 +953,7 @@ def register(registry):
         jvp=_rms_grad_jvp,
         params=("axis", "eps"), method=False,
         samples=[tg.Sample(_r(*s.args[0].shape, seed=9), *s.args) for s in _RMS_SAMPLES],
+        batch=_grad_over_axes_batch("_rms_scale_grad"),
         doc="_rms_scale_grad(g, x, axis, eps): the gradient of _rms_scale at x for the "
             "output gradient g, r * (g - y * mean(g * y)), in one kernel (its first-order "
             "rule); differentiable again.")
@@ -844,6 +961,7 @@ def register(registry):
         vjp=_std_backward_vjp,
         jvp=_std_backward_jvp, params=("axis",), method=False,
         samples=_backward_samples(_STD_SAMPLES),
+        batch=_backward_over_axes_batch("_standardize_backward"),
         doc="_standardize_backward(g, y, r, axis): r * (g - mean(g) - y * mean(g * y)), "
             "the gradient of _standardize from its output y and inverse std r (its rule's "
             "fast path, with the forward's r); differentiable in g, y and r.")
@@ -851,12 +969,14 @@ def register(registry):
         vjp=_rms_backward_vjp,
         jvp=_rms_backward_jvp, params=("axis",), method=False,
         samples=_backward_samples(_RMS_SAMPLES),
+        batch=_backward_over_axes_batch("_rms_scale_backward"),
         doc="_rms_scale_backward(g, y, r, axis): r * (g - y * mean(g * y)), the gradient "
             "of _rms_scale from its output y and inverse rms r; differentiable in g, y, r.")
     reg("_batch_moments", kernels={"cpu": _batch_moments_kernel}, vjp=_batch_moments_vjp,
         jvp=_batch_moments_jvp,
         params=("axis", "ddof"), method=False,
         samples=[tg.Sample(_r(4, 3, 2, seed=7), (0, 2), 1), tg.Sample(_r(5, 2, seed=8), (0,), 0)],
+        batch=_batch_moments_batch,
         doc="_batch_moments(x, axis, ddof): stack([mean, var(ddof=ddof)]) over `axis` in "
             "one kernel (the batch statistics of a running-statistics update).")
     reg("_channel_affine", kernels={"cpu": _channel_affine_kernel}, vjp=_channel_affine_vjp,
@@ -865,6 +985,7 @@ def register(registry):
         samples=[tg.Sample(_r(3, 2, 4, seed=11), _pos(2, seed=12), _r(2, seed=13)),
                  tg.Sample(_r(2, 3, 2, 2, seed=14), _r(3, seed=15), _r(3, seed=16)),
                  tg.Sample(_r(4, 3, seed=17), _r(3, seed=18), _r(3, seed=19))],
+        batch=_channel_affine_batch,
         doc="_channel_affine(y, w, b): y * w + b with w, b of shape (C,) on axis 1 of an "
             "(N, C, *) y, in one kernel (the affine of group/batch/instance norm).")
     reg("_channel_dot", kernels={"cpu": _channel_dot_kernel}, vjp=_channel_dot_vjp,
@@ -873,11 +994,13 @@ def register(registry):
         samples=[tg.Sample(_r(3, 2, 4, seed=21), _r(3, 2, 4, seed=22)),
                  tg.Sample(_r(3, 2, 4, seed=27), _r(1, 2, 4, seed=28)),      # broadcast
                  tg.Sample(_r(4, 3, seed=23), _r(4, 3, seed=24))],
+        batch=_channel_reduction_batch("_channel_dot"),
         doc="_channel_dot(a, b): sum(a * b) over every axis but 1, shape (C,).")
     reg("_channel_sum", kernels={"cpu": _channel_sum_kernel}, vjp=_channel_sum_vjp,
         jvp="linear",
         method=False, save_ans=False, save_inputs=(False,),
         samples=[tg.Sample(_r(3, 2, 4, seed=25)), tg.Sample(_r(4, 3, 2, 2, seed=26))],
+        batch=_channel_reduction_batch("_channel_sum"),
         doc="_channel_sum(a): sum(a) over every axis but 1, shape (C,).")
     fn = registry.register_function
     fn("layer_norm", layer_norm, method=False, samples=_LAYER_NORM_SAMPLES)

@@ -46,7 +46,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from . import _kernels
 from ._c_kernel_args import c_kernel_ok as _c_kernel_ok
-from .conv import _ints
+from .conv import _batch_into_n, _ints
 
 __all__ = ["max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool1d",
            "adaptive_avg_pool2d", "adaptive_max_pool2d", "unfold", "fold", "pixel_shuffle",
@@ -810,24 +810,28 @@ def register(registry):
     ``tapegrad_nn.functional.register``)."""
     registry.register_op(
         "_unfold", kernels={"cpu": _unfold_kernel}, vjp=_unfold_vjp, jvp=_unfold_jvp,
+        batch=_batch_into_n("_unfold", lambda ksize, **_: (2 + len(ksize),)),
         save_ans=False, method=False, samples=_UNFOLD_SAMPLES,
         doc="_unfold(x, *, ksize, stride, padding, dilation): the windows (im2col) of x "
             "(N, C, *S) zero-padded, as (N, C, *ksize, *L); the op behind tg.unfold and the "
             f"average pools, whose gradient is _fold; {_PARAMS_DOC}.")
     registry.register_op(
         "_fold", kernels={"cpu": _fold_kernel}, vjp=_fold_vjp, jvp=_fold_jvp,
+        batch=_batch_into_n("_fold", lambda size, **_: (2 + 2 * len(size),)),
         save_ans=False, method=False, samples=_FOLD_SAMPLES,
         doc="_fold(cols, *, size, stride, padding, dilation): the adjoint of _unfold (col2im): "
             "windows (N, C, *K, *L) summed back into (N, C, *size), overlaps adding up; "
             f"{_PARAMS_DOC}.")
     registry.register_op(
         "_max_pool_indices", kernels={"cpu": _max_pool_indices_kernel}, nin=1,
+        batch=_batch_into_n("_max_pool_indices", lambda ksize, **_: (2 + len(ksize),)),
         params=("ksize", "stride", "padding", "dilation"), method=False, samples=_INDEX_SAMPLES,
         doc="_max_pool_indices(x, *, ksize, stride, padding, dilation): for each window of x "
             "(N, C, *S) padded with -inf, the flat index in S of its first maximum (NaN counts "
             f"as the maximum, as PyTorch); an int64 tensor, not differentiable; {_PARAMS_DOC}.")
     registry.register_op(
         "_adaptive_max_pool_indices", kernels={"cpu": _adaptive_max_pool_indices_kernel},
+        batch=_batch_into_n("_adaptive_max_pool_indices", lambda output_size: (4,)),
         nin=1, params=("output_size",), method=False,
         samples=[tg.Sample(_distinct(1, 2, 5, 7), output_size=(2, 3))],
         doc="_adaptive_max_pool_indices(x, *, output_size): the flat index h*W + w of the "
@@ -835,6 +839,7 @@ def register(registry):
             "tensor, not differentiable.")
     registry.register_op(
         "_pool_gather", kernels={"cpu": _pool_gather_kernel}, vjp=_pool_gather_vjp,
+        batch=_batch_into_n("_pool_gather", lambda overlap: (None, None)),
         jvp=_pool_gather_jvp, differentiable=(0,), save_inputs=(False, True), save_ans=False,
         method=False, samples=_GATHER_SAMPLES,
         doc="_pool_gather(x, idx, *, overlap): x (N, C, *S) at the flat per-plane indices idx "
@@ -842,6 +847,7 @@ def register(registry):
             "overlap=False promises that idx has no repeated entry within a plane.")
     registry.register_op(
         "_pool_scatter", kernels={"cpu": _pool_scatter_kernel}, vjp=_pool_scatter_vjp,
+        batch=_batch_into_n("_pool_scatter", lambda size, overlap: (2 + len(size), None)),
         jvp=_pool_scatter_jvp, differentiable=(0,), save_inputs=(False, True), save_ans=False,
         method=False, samples=_SCATTER_SAMPLES,
         doc="_pool_scatter(g, idx, *, size, overlap): zeros (N, C, *size) with g (N, C, *L) "

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import numpy as np
 import tapegrad as tg
+from tapegrad import _batching
 
 
 def _sigmoid(z):
@@ -579,12 +580,50 @@ def _gru_backward_samples():
     return out
 
 
+# vmap's batching rule (register_op(batch=)): inputs are physical, the vmapped axis first
+
+def _recurrence_batch(name, kinds):
+    """The rule of a fused recurrence: the vmapped axis B is folded into the batch axis N
+    of every sequence ("T": (T, N, F) -> (T, B*N, F)) and state ("N": (N, F) ->
+    (B*N, F)) -- the rows of a recurrence are independent -- and split off the output
+    (T, B*N, F) again. A batched weight ("W": per-example weights, one recurrence each)
+    or shapes that do not fit run once per example (the kernel's behaviour)."""
+    def rule(inputs, batched, reverse=False):
+        size = next(x.shape[0] for x, b in zip(inputs, batched) if b)
+        shapes = [tuple(x.shape[1:]) if b else tuple(np.shape(x))
+                  for x, b in zip(inputs, batched)]
+        fits = all(len(s) == {"T": 3, "N": 2}[k] for s, k in zip(shapes, kinds) if k != "W")
+        rows = {s[1] if k == "T" else s[0] for s, k in zip(shapes, kinds) if k != "W"} \
+            if fits else set()
+        if len(rows) != 1 or any(b for b, k in zip(batched, kinds) if k == "W"):
+            return _batching._loop(getattr(tg, name), inputs, batched, {"reverse": reverse},
+                                   None)
+        (n,) = rows
+        args = []
+        for x, b, s, k in zip(inputs, batched, shapes, kinds):
+            if k == "W":
+                args.append(x)
+                continue
+            x = x if b else tg.broadcast_to(x, (size,) + s)
+            if k == "T":
+                x = tg.swapaxes(x, 0, 1)                                 # (T, B, N, F)
+                args.append(tg.reshape(x, (s[0], size * n, s[2])))
+            else:
+                args.append(tg.reshape(x, (size * n, s[1])))
+        out = getattr(tg, name)(*args, reverse=reverse)                 # (T, B*N, F)
+        out = tg.reshape(out, (out.shape[0], size, n, out.shape[2]))
+        return tg.swapaxes(out, 0, 1)
+    rule.__name__ = rule.__qualname__ = f"_{name}_batch"
+    return rule
+
+
 def register(registry):
     """Register the fused recurrence ops (called from functional.register)."""
     registry.register_op(
         "_gru_sequence", kernels={"cpu": _gru_sequence_kernel}, vjp=_gru_sequence_vjp,
         jvp=_gru_sequence_jvp,
         params=("reverse",), method=False, samples=_gru_samples(),
+        batch=_recurrence_batch("_gru_sequence", "TNWW"),
         doc="_gru_sequence(xw, h0, w_hh, b_hn, reverse=False): every step of one GRU layer "
             "and direction (torch's gates r, z, n) given the input projection xw (T, N, 3H) "
             "with b_ih, b_hr and b_hz folded in; returns h_t (T, N, H). The op behind "
@@ -594,6 +633,7 @@ def register(registry):
         vjp=None, nin=6, params=("reverse",), differentiable=(),
         jvp=_gru_sequence_backward_jvp,
         not_implemented=(0, 1, 2, 3, 4, 5), method=False, samples=_gru_backward_samples(),
+        batch=_recurrence_batch("_gru_sequence_backward", "TTTNWW"),
         doc="_gru_sequence_backward(g, seq, xw, h0, w_hh, b_hn, reverse=False): "
             "backpropagation through time for _gru_sequence (its rule's kernel): (T, N, 5H) "
             "= [da_r | da_z | dhw_n | da_n | dh z]. Not differentiable itself in reverse "
@@ -603,6 +643,7 @@ def register(registry):
         "_lstm_sequence", kernels={"cpu": _lstm_sequence_kernel}, vjp=_lstm_sequence_vjp,
         jvp=_lstm_sequence_jvp,
         params=("reverse",), method=False, samples=_samples(),
+        batch=_recurrence_batch("_lstm_sequence", "TNNW"),
         doc="_lstm_sequence(xw, h0, c0, w_hh, reverse=False): every step of one LSTM layer "
             "and direction (torch's gates i, f, g, o) given the input projection xw (T, N, "
             "4H) with the biases folded in; returns (T, N, 2H) = [h_t | c_t]. The op behind "
@@ -612,6 +653,7 @@ def register(registry):
         vjp=None, nin=6, params=("reverse",), differentiable=(),
         jvp=_lstm_sequence_backward_jvp,
         not_implemented=(0, 1, 2, 3, 4, 5), method=False, samples=_backward_samples(),
+        batch=_recurrence_batch("_lstm_sequence_backward", "TTTNNW"),
         doc="_lstm_sequence_backward(g, seq, xw, h0, c0, w_hh, reverse=False): "
             "backpropagation through time for _lstm_sequence (its rule's kernel): (T, N, "
             "5H) = [dz_t | dc_(t-1)]. Not differentiable itself in reverse mode: higher "
