@@ -198,8 +198,9 @@ def test_check_op_checks_a_jvp_rule(second_order):
 
 
 def test_capabilities_of_core_ops():
-    assert tgt.capabilities("add") == {"backward", "double_backward", "forward_mode", "jvp_rule"}
-    assert tgt.capabilities(tg.registry().ops["zeros_like"]) == frozenset()
+    assert tgt.capabilities("add") == {"backward", "double_backward", "forward_mode", "jvp_rule",
+                                       "batching_rule"}
+    assert tgt.capabilities(tg.registry().ops["zeros_like"]) == {"batching_rule"}
 
 
 @pytest.mark.parametrize("name", sorted(n for n, op in tg.registry().ops.items()

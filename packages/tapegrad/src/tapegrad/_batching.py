@@ -364,6 +364,18 @@ def check_backward(tensors):
             "the vmap, or call .backward() on the vmap's result outside it")
 
 
+def check_array_rule(name, entries):
+    """A gradient rule registered twice_differentiable=False computes on arrays, which a
+    batched tensor does not have: refused inside vmap, naming it."""
+    if any(d and any(type(v) is _Batch and k in _sizes for k, v in d.items())
+           for d in entries):
+        raise RuntimeError(
+            f"vmap: the gradient rule of '{name}' is registered with "
+            f"twice_differentiable=False (it computes on arrays, not with tapegrad ops), so "
+            f"it cannot run on batched tensors inside tg.vmap (tg.grad inside the vmap); "
+            f"take the gradient outside the vmap")
+
+
 def check_index(t):
     if is_batched(t):
         raise RuntimeError(

@@ -1752,9 +1752,14 @@ cdef void _refuse_forward_through_rule(OpNode node, object g, object ans) except
     forward level with tangents on what it reads, it would drop them silently."""
     cdef bint dual = (isinstance(g, TensorBase) and _has_tangents(<TensorBase>g)) or (
         ans is not None and _has_tangents(<TensorBase>ans))
+    cdef list entries = [g._tangents if isinstance(g, TensorBase) else None,
+                         ans._tangents if ans is not None else None]
     for item in node.inputs:
         if type(item) is SavedTensor and (<SavedTensor>item).tangents:
             dual = True
+            entries.append((<SavedTensor>item).tangents)
+    if dual and _LEVEL_HOOKS is not None:
+        _LEVEL_HOOKS.check_array_rule(node.name, entries)
     if dual:
         raise RuntimeError(
             f"forward mode through the gradient of '{node.name}' is not supported: its rule "
