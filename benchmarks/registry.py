@@ -66,6 +66,8 @@ LIBRARIES: dict[str, Library] = {
         Library("tapegrad-vmap", "tapegrad", False,
                 "tapegrad with the transform vectorized by tg.vmap (W5: forward over "
                 "reverse over a batch of tangents; W9: vmap(grad))"),
+        Library("tapegrad-vmap-compiled", "tapegrad", False,
+                "the tapegrad-vmap call under tg.compile (recorded once, then replayed)"),
         Library("torch", "torch", True, "PyTorch on the CPU (optional)"),
         Library("torch-func", "torch", True,
                 "torch.func's transforms on the CPU (W5: torch.func.hessian; W9: "

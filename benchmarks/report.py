@@ -32,7 +32,8 @@ RATIOS = (("tapegrad", "numpy"), ("tapegrad-compiled", "numpy"), ("torch", "nump
           ("tapegrad", "torch"), ("tapegrad-compiled", "torch"),
           ("tapegrad-compiled", "jax"),
           ("tapegrad-fwd-over-rev", "numpy"), ("tapegrad-vmap", "numpy"),
-          ("torch-func", "numpy"), ("tapegrad-vmap", "torch-func"))
+          ("tapegrad-vmap-compiled", "numpy"), ("torch-func", "numpy"),
+          ("tapegrad-vmap", "torch-func"), ("tapegrad-vmap-compiled", "torch-func"))
 
 
 # -- figures --------------------------------------------------------------------------
@@ -190,7 +191,7 @@ def format_table(data: Mapping[str, Any]) -> str:
         gc_runs = {lib: d["gc_collections_per_call"]
                    for lib, d in wl["diagnostics"].items() if any(d["gc_collections_per_call"])}
         first_calls = {lib: d["first_call_s"] for lib, d in wl["diagnostics"].items()
-                       if lib in ("tapegrad-compiled", "jax")}
+                       if lib in ("tapegrad-compiled", "tapegrad-vmap-compiled", "jax")}
         if first_calls:
             # NOTE: the cost a compiler pays once (tg.compile's recording, jax.jit's
             # trace + XLA compile), which the medians above leave out.

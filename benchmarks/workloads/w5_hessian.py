@@ -141,6 +141,16 @@ def tapegrad_vmap_case(params) -> Case:
     """Forward over reverse over all 64 tangents at once, as JAX's ``hessian``
     (``jacfwd(jacrev(f))``) computes it: ``tg.vmap`` of the JVP of ``tg.func.grad(f)``
     over the identity's rows."""
+    return _vmap_case(params, compiled=False)
+
+
+@W5.implementation("tapegrad-vmap-compiled")
+def tapegrad_vmap_compiled_case(params) -> Case:
+    """The same vmapped forward-over-reverse call under ``tg.compile``."""
+    return _vmap_case(params, compiled=True)
+
+
+def _vmap_case(params, compiled):
     import tapegrad as tg
 
     W_np, x_np = _data(params)
@@ -153,6 +163,8 @@ def tapegrad_vmap_case(params) -> Case:
 
     df = grad(f)
     columns = vmap(lambda v: jvp(df, (x,), (v,))[1])
+    if compiled:
+        columns = tg.compile(columns)
 
     def run():
         return columns(basis)        # row i = H e_i (H is symmetric)

@@ -114,12 +114,24 @@ def tapegrad_loop_case(params) -> Case:
 @W9.implementation("tapegrad-vmap")
 def tapegrad_vmap_case(params) -> Case:
     """``tg.vmap(tg.func.grad(loss), in_axes=(None, 0, 0))``."""
+    return _vmap_case(params, compiled=False)
+
+
+@W9.implementation("tapegrad-vmap-compiled")
+def tapegrad_vmap_compiled_case(params) -> Case:
+    """The same call under ``tg.compile``."""
+    return _vmap_case(params, compiled=True)
+
+
+def _vmap_case(params, compiled):
     import tapegrad as tg
 
     x_np, y_np, init = _data(params)
     weights = [tg.tensor(a) for a in init]
     x, y = tg.tensor(x_np), tg.tensor(y_np)
     per_example = tg.vmap(tg.func.grad(_tapegrad_loss(tg)), in_axes=(None, 0, 0))
+    if compiled:
+        per_example = tg.compile(per_example)
 
     def run():
         return per_example(weights, x, y)

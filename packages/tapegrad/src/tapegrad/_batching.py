@@ -85,8 +85,18 @@ _SHAPE_ONLY = {np.shape, np.ndim, np.size, np.result_type, np.may_share_memory,
                np.shares_memory}
 
 
+_placeholders: dict = {}
+
+
 def placeholder(shape, dtype):
-    return np.broadcast_to(np.zeros((), dtype), shape).view(_Placeholder)
+    """The (shared, read-only, zero-stride) placeholder of that shape and dtype."""
+    key = (shape, dtype)
+    p = _placeholders.get(key)
+    if p is None:
+        if len(_placeholders) > 1024:
+            _placeholders.clear()
+        p = _placeholders[key] = np.broadcast_to(np.zeros((), dtype), shape).view(_Placeholder)
+    return p
 
 
 # ---------------------------------------------------------------------------------------
