@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..registry import Case, Workload, register, time_per
+from .w2_w3_mlp_training import _data as _mlp_data
 
 SIZES = (64, 128, 128, 10)
 BATCH = 64
@@ -33,15 +34,8 @@ W9 = register(Workload(
 
 
 def _data(params):
-    rng = np.random.default_rng(params["seed"])
-    sizes, batch = params["sizes"], params["batch"]
-    x = rng.standard_normal((batch, sizes[0])).astype(np.float32)
-    y = rng.integers(0, sizes[-1], batch)
-    layers = []
-    for fan_in, fan_out in zip(sizes[:-1], sizes[1:]):
-        bound = 1.0 / np.sqrt(fan_in)
-        layers.append((rng.uniform(-bound, bound, (fan_in, fan_out)).astype(np.float32),
-                       rng.uniform(-bound, bound, fan_out).astype(np.float32)))
+    """W2's inputs, labels and initial weights (x, y, [W1, b1, W2, b2, ...])."""
+    x, y, layers = _mlp_data(params)
     return x, y, [a for layer in layers for a in layer]
 
 
@@ -80,9 +74,8 @@ def numpy_case(params) -> Case:
     return Case(run=run, outputs=_outputs)
 
 
-def _tapegrad_loss(tg):
-    relu, cross_entropy = tg.relu, tg.cross_entropy
-
+def _mlp_loss(relu, cross_entropy):
+    """The per-example loss of the MLP, in whichever library's relu and cross_entropy."""
     def loss(weights, x, y):
         h = x
         n_layers = len(weights) // 2
@@ -92,6 +85,10 @@ def _tapegrad_loss(tg):
                 h = relu(h)
         return cross_entropy(h, y)
     return loss
+
+
+def _tapegrad_loss(tg):
+    return _mlp_loss(tg.relu, tg.cross_entropy)
 
 
 @W9.implementation("tapegrad")
@@ -140,17 +137,7 @@ def _vmap_case(params, compiled):
 
 
 def _torch_loss(torch):
-    relu, cross_entropy = torch.relu, torch.nn.functional.cross_entropy
-
-    def loss(weights, x, y):
-        h = x
-        n_layers = len(weights) // 2
-        for i in range(n_layers):
-            h = h @ weights[2 * i] + weights[2 * i + 1]
-            if i < n_layers - 1:
-                h = relu(h)
-        return cross_entropy(h, y)
-    return loss
+    return _mlp_loss(torch.relu, torch.nn.functional.cross_entropy)
 
 
 @W9.implementation("torch")
