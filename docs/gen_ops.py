@@ -50,6 +50,8 @@ the text says otherwise). Which of NumPy's functions are here and why the others
   (`create_graph=True`, Hessians); *no* means a second derivative raises, naming the op.
 - **jvp rule**: it has its own forward-mode rule (`tg.jvp` works through every twice
   differentiable op anyway, by the double-VJP trick).
+- **batching rule**: it has its own `tg.vmap` rule (`register_op(batch=)`); without one
+  vmap runs it once per example (exact, slower, a one-time BatchingFallbackWarning).
 - **cuda kernel**: tapegrad-cuda has a kernel for it; without one, the op on a cuda tensor
   raises NotImplementedError naming the op and the device.
 
@@ -244,16 +246,18 @@ def rows(tg, cuda):
             table.append((cell, "op", _differentiable_op_inputs(entry),
                           _yes(entry.twice_differentiable) if differentiable else "—",
                           _yes(entry.jvp is not None) if differentiable else "—",
-                          _yes(name in cuda), markdown_inline(entry.doc)))
+                          _yes(entry.batch is not None), _yes(name in cuda),
+                          markdown_inline(entry.doc)))
         elif isinstance(entry.fn, Op):         # a second name for an op (clone = copy)
             op = entry.fn
             table.append((cell, f"function (the op `{op.name}`)", _differentiable_op_inputs(op),
                           _yes(op.twice_differentiable) if op.vjp is not None else "—",
                           _yes(op.jvp is not None) if op.vjp is not None else "—",
-                          _yes(op.name in cuda), markdown_inline(op.doc)))
+                          _yes(op.batch is not None), _yes(op.name in cuda),
+                          markdown_inline(op.doc)))
         else:
             table.append((cell, "function", _differentiable_function_inputs(entry),
-                          "composed", "composed", "composed",
+                          "composed", "composed", "composed", "composed",
                           markdown_inline(_first_paragraph(entry.fn.__doc__))))
     return out
 
@@ -271,7 +275,8 @@ def render(tg=None, cuda=None):
         title = "The core (`tapegrad`)" if family == "tapegrad" else family
         out.append(f"\n## {title}\n\n{len(table)} ops and functions.\n\n"
                    "| name | kind | differentiable in | twice differentiable | jvp rule "
-                   "| cuda kernel | documentation |\n|---|---|---|---|---|---|---|\n")
+                   "| batching rule | cuda kernel | documentation |\n"
+                   "|---|---|---|---|---|---|---|---|\n")
         out.extend("| " + " | ".join(row) + " |\n" for row in table)
         if internal:
             out.append("\nInternal ops: " + ", ".join(f"`{n}`" for n in internal) + ".\n")
