@@ -19,7 +19,8 @@ its writes, as one unit), every output (bytes, dtype, shape, requires_grad, vers
 every argument, closed-over tensor, parameter and .grad (bytes and versions), the
 optimizer's state dict, and the next random number.
 
-Budget: TAPEGRAD_FUZZ_EXAMPLES programs (default sized to run in well under 60 s);
+Budget: TAPEGRAD_FUZZ_EXAMPLES programs if set, else 1000 (about 5 s here) or, with
+``--long`` / ``TAPEGRAD_LONG=1`` (docs/testing.md), 3000;
 derandomized, so CI runs the same programs every time.
 
 Not generated (fixes elsewhere, issue 13 items 21-27): threads, tg.manual_seed or
@@ -37,7 +38,8 @@ import tapegrad as tg
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-EXAMPLES = int(os.environ.get("TAPEGRAD_FUZZ_EXAMPLES", "3000"))   # ~20 s here
+LONG = os.environ.get("TAPEGRAD_LONG") == "1"
+EXAMPLES = int(os.environ.get("TAPEGRAD_FUZZ_EXAMPLES", "3000" if LONG else "1000"))
 SHAPE = (2, 3)
 CALLS = 5
 

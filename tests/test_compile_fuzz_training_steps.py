@@ -15,8 +15,9 @@ equal bit for bit: the returned tensors (values, ``requires_grad``, graph or not
 inputs' and parameters' values, ``.grad`` and version counters, the optimizer's state, and
 the type of any exception raised.
 
-The default profile is deterministic (``derandomize=True``) and small enough for the
-suite; ``TAPEGRAD_FUZZ_EXAMPLES=N`` draws N random programs instead.
+The default profile is deterministic (``derandomize=True``): 500 programs, about 2 s
+(1500 with ``--long`` / ``TAPEGRAD_LONG=1``, docs/testing.md);
+``TAPEGRAD_FUZZ_EXAMPLES=N`` draws N random programs instead.
 """
 
 import os
@@ -28,7 +29,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 _N = os.environ.get("TAPEGRAD_FUZZ_EXAMPLES")
-FUZZ = settings(max_examples=int(_N) if _N else 1500, deadline=None, database=None,
+_LONG = os.environ.get("TAPEGRAD_LONG") == "1"
+_EXAMPLES = int(_N) if _N else 1500 if _LONG else 500
+FUZZ = settings(max_examples=_EXAMPLES, deadline=None, database=None,
                 derandomize=not _N, suppress_health_check=list(HealthCheck))
 CALLS = 4
 

@@ -4,13 +4,14 @@ This is what keeps "install only the plugins you need" true. Rather than buildin
 virtual environment per distribution (minutes of Cython builds), each check runs Python
 with `-S` (no site-packages) and a PYTHONPATH folder that holds links to exactly the
 installed files of the allowed distributions, so neither imports nor entry-point
-discovery can see anything else.
+discovery can see anything else. The distributions' runs go side by side (one per CPU).
 """
 
 import os
 import re
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from importlib import metadata
 from pathlib import Path
 
@@ -139,14 +140,43 @@ def _distributions():
     return dists
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("dist,folder", _distributions())
-def test_distribution_tests_pass_with_only_declared_dependencies(tmp_path, dist, folder):
+# The isolated runs are separate processes that this one only waits for, so they run side
+# by side, as many at a time as there are CPUs (at most 4).
+_WORKERS = max(1, min(4, os.cpu_count() or 1))
+
+
+@pytest.fixture(scope="module")
+def isolated_runs(request, tmp_path_factory):
+    """{distribution: future of its isolated test run}: the runs of every distribution
+    the session selected (`-k` picks some), all started when the first one is needed."""
+    test = "test_distribution_tests_pass_with_only_declared_dependencies"
+    wanted = {item.callspec.params["dist"] for item in request.session.items
+              if item.originalname == test and hasattr(item, "callspec")}
+    pool = ThreadPoolExecutor(max_workers=_WORKERS)
+    runs = {}
+    for dist, folder in _distributions():
+        if dist not in wanted or not _installed(dist):
+            continue                # (the test of a missing distribution fails by itself)
+        env = _isolated_env(tmp_path_factory.mktemp(dist), _closure(dist, TEST_RUNNER))
+        runs[dist] = pool.submit(_run, env, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                                 f"{folder}/tests", timeout=600)
+    yield runs
+    pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _installed(dist):
     try:
         metadata.distribution(dist)
     except metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dist,folder", _distributions())
+def test_distribution_tests_pass_with_only_declared_dependencies(isolated_runs, dist, folder):
+    if not _installed(dist):
         pytest.fail(f"{dist} is not installed: run ci/setup")
-    env = _isolated_env(tmp_path, _closure(dist, TEST_RUNNER))
-    out = _run(env, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"{folder}/tests", timeout=600)
+    out = isolated_runs[dist].result()
     assert out.returncode == 0, (out.stdout[-3000:] + out.stderr[-2000:])
     assert re.search(r"\d+ passed", out.stdout)

@@ -21,7 +21,8 @@ needed a value that was overwritten; PyTorch raises too) and the refusal of a re
 in-place write into a view. Anything else -- another exception, a wrong value, a wrong
 gradient -- fails, with the program printed.
 
-The default profile is deterministic (``derandomize=True``) and takes a few seconds;
+The default profile is deterministic (``derandomize=True``): 1000 programs, about 3 s
+(3000 with ``--long`` / ``TAPEGRAD_LONG=1``, docs/testing.md);
 ``TAPEGRAD_FUZZ_EXAMPLES=N`` draws N random programs instead.
 """
 
@@ -34,7 +35,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 _N = os.environ.get("TAPEGRAD_FUZZ_EXAMPLES")
-FUZZ = settings(max_examples=int(_N) if _N else 3000, deadline=None, database=None,
+_LONG = os.environ.get("TAPEGRAD_LONG") == "1"
+_EXAMPLES = int(_N) if _N else 3000 if _LONG else 1000
+FUZZ = settings(max_examples=_EXAMPLES, deadline=None, database=None,
                 derandomize=not _N, suppress_health_check=list(HealthCheck))
 
 ACCEPTED_REFUSALS = ("modified by an in-place operation", "in-place modification of a view")
