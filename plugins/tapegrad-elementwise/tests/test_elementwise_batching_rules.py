@@ -5,8 +5,8 @@ Python scalars, nested levels, float32, and per-example gradients (reverse mode 
 the vmap, which runs the VJP rules and the backward ops batched).
 
 tg.vmap lives in tapegrad-higher and moving axes needs tapegrad-shape, neither of them a
-dependency of this plugin: ``vmap`` below drives the core's batch levels
-(tapegrad._batching) directly and moves axes with NumPy outside the outermost level. The
+dependency of this plugin: tapegrad.testing.vmap_call drives the core's batch levels
+directly and moves the axes of NumPy arguments and plain results with NumPy. The
 shapes are chosen so that no rule needs to pad an input with unit axes (that reshape is
 tapegrad-shape's; tests/test_shape_batching_rules.py there covers the padding, clip's
 array bounds included).
@@ -16,74 +16,16 @@ import numpy as np
 import pytest
 import tapegrad as tg
 import tapegrad_elementwise
-from tapegrad import _batching
-from tapegrad._engine import run_backward
+from tapegrad.testing import assert_same, batching_fallbacks, grad_of, loop_call, vmap_call
 
 RNG = np.random.default_rng(11)
 
 
-def vmap(f, in_axes=0, out_axes=0):
-    """f mapped over the in_axes of its arguments (None: not mapped), as tg.vmap.
-    Arguments that are tensors (inside another vmap) must be mapped over axis 0."""
-    def run(*args):
-        axes = in_axes if isinstance(in_axes, tuple) else (in_axes,) * len(args)
-        size = next(a.shape[ax] for a, ax in zip(args, axes) if ax is not None)
-        moved = []
-        for a, ax in zip(args, axes):
-            if ax is not None and not isinstance(a, tg.Tensor):
-                a = tg.tensor(np.moveaxis(a, ax, 0))
-            else:
-                assert ax in (None, 0), "only NumPy arguments are moved here"
-            moved.append(a)
-        level = _batching.enter(size)
-        try:
-            out = f(*[a if ax is None else _batching.wrap(a, level)
-                      for a, ax in zip(moved, axes)])
-        finally:
-            _batching.exit(level)
-        physical, batched = _batching.physical(out, level)
-        assert batched, "an op with a batched input gives a batched output"
-        if out_axes == 0:
-            return physical
-        return np.moveaxis(physical.numpy(), 0, out_axes)
-    return run
-
-
-def loop(f, in_axes=0, out_axes=0):
-    """The reference: f once per example (NumPy), the results stacked at out_axes."""
-    def run(*args):
-        axes = in_axes if isinstance(in_axes, tuple) else (in_axes,) * len(args)
-        size = next(a.shape[ax] for a, ax in zip(args, axes) if ax is not None)
-        return np.stack([np.asarray(f(*[a if ax is None else np.take(a, i, axis=ax)
-                                        for a, ax in zip(args, axes)]))
-                         for i in range(size)], axis=out_axes)
-    return run
-
-
 @pytest.fixture
-def fallbacks(monkeypatch):
+def fallbacks():
     """The names of the ops vmap ran once per example (the loop fallback) in a test."""
-    seen = []
-    real = _batching._loop
-
-    def spy(op, *args):
-        seen.append(op.name)
-        return real(op, *args)
-    monkeypatch.setattr(_batching, "_loop", spy)
-    return seen
-
-
-def grad(out, x, cotangent):
-    """d<out, cotangent>/dx (tg.grad's work; tg.grad is tapegrad-higher's)."""
-    (g,) = run_backward((out,), (cotangent,), None, False, (x,), True)
-    return g
-
-
-def same(got, want, rtol=1e-12):
-    got = got.numpy() if isinstance(got, tg.Tensor) else np.asarray(got)
-    assert got.shape == want.shape and got.dtype == want.dtype, (got.shape, got.dtype,
-                                                                 want.shape, want.dtype)
-    np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol)
+    with batching_fallbacks() as seen:
+        yield seen
 
 
 def _sigmoid(v):
@@ -121,8 +63,8 @@ def test_an_mlp_layer_with_in_axes_and_out_axes(fallbacks):
         h = np.tanh(v * u + c)
         return np.maximum(h, 0) - 0.5 * _sigmoid(h) + np.maximum(h, 0.1) / np.exp(-h)
 
-    got = vmap(layer, in_axes=(1, None, 0), out_axes=2)(x, w, b)
-    same(got, loop(layer_np, in_axes=(1, None, 0), out_axes=2)(x, w, b))
+    got = vmap_call(layer, in_axes=(1, None, 0), out_axes=2)(x, w, b)
+    assert_same(got, loop_call(layer_np, in_axes=(1, None, 0), out_axes=2)(x, w, b))
     assert fallbacks == []
 
 
@@ -153,15 +95,15 @@ def test_elementwise_chains_match_a_loop(name, f, f_np, in_axes, fallbacks):
         y = y[:, 0]                                  # (4, 3): each example is (4, 3) too
     if in_axes[0] is None:
         x = x[..., 0]
-    got = vmap(f, in_axes=in_axes)(x, y)
-    same(got, loop(f_np, in_axes=in_axes)(x, y))
+    got = vmap_call(f, in_axes=in_axes)(x, y)
+    assert_same(got, loop_call(f_np, in_axes=in_axes)(x, y))
     assert fallbacks == []
 
 
 def test_zero_dimensional_examples_and_float32(fallbacks):
     x = RNG.standard_normal(7).astype(np.float32)   # 7 examples of shape ()
-    got = vmap(lambda v: tg.tanh(v) * 2 + tg.square(v))(x)
-    same(got, np.stack([np.tanh(v) * 2 + np.square(v) for v in x]), rtol=1e-6)
+    got = vmap_call(lambda v: tg.tanh(v) * 2 + tg.square(v))(x)
+    assert_same(got, np.stack([np.tanh(v) * 2 + np.square(v) for v in x]), rtol=1e-6)
     assert fallbacks == []
 
 
@@ -175,10 +117,10 @@ def test_nested_vmap_matches_a_double_loop(fallbacks):
     def f_np(v, u):
         return np.where(v > 0, np.exp(-v * u), np.log1p(u * u)) - np.maximum(u, 0)
 
-    got = vmap(vmap(f), out_axes=1)(x, y)
+    got = vmap_call(vmap_call(f), out_axes=1)(x, y)
     want = np.stack([np.stack([f_np(x[i, j], y[i, j]) for j in range(5)])
                      for i in range(3)], axis=1)
-    same(got, want)
+    assert_same(got, want)
     assert fallbacks == []
 
 
@@ -191,11 +133,11 @@ def test_per_example_gradients_of_a_layer(fallbacks):
     u = RNG.standard_normal((6, 3, 4))           # a cotangent per example
     w = RNG.standard_normal((4,))
 
-    def grad_of(v, cot):
+    def per_example_grad(v, cot):
         v = v.requires_grad_(True)
         h = v * w
         out = tg.tanh(h) + tg.relu(h) * tg.sigmoid(v) + tg.sin(v) - tg.sqrt(tg.abs(v) + 1.0)
-        g = grad(out, v, cot)
+        g = grad_of(out, v, cot)
         return g
 
     def grad_np(v, cot):
@@ -205,8 +147,8 @@ def test_per_example_gradients_of_a_layer(fallbacks):
               + np.cos(v) - np.sign(v) / (2 * np.sqrt(np.abs(v) + 1.0)))
         return cot * dv
 
-    got = vmap(grad_of)(x, u)
-    same(got, loop(grad_np)(x, u))
+    got = vmap_call(per_example_grad)(x, u)
+    assert_same(got, loop_call(grad_np)(x, u))
     assert fallbacks == []
 
 
@@ -215,16 +157,16 @@ def test_per_example_gradients_through_maximum_and_where_with_shared_operands(fa
     y = RNG.standard_normal((4,))                # not mapped: the same for every example
     u = RNG.standard_normal((5, 4))
 
-    def grad_of(v, other, cot):
+    def per_example_grad(v, other, cot):
         v = v.requires_grad_(True)
         out = tg.where(v > 0.2, tg.maximum(v, other) * 3.0, v * other)
-        g = grad(out, v, cot)
+        g = grad_of(out, v, cot)
         return g
 
     def grad_np(v, other, cot):
         pick = np.where(v > other, 1.0, np.where(v == other, 0.5, 0.0))
         return cot * np.where(v > 0.2, 3.0 * pick, other)
 
-    got = vmap(grad_of, in_axes=(0, None, 0))(x, y, u)
-    same(got, loop(grad_np, in_axes=(0, None, 0))(x, y, u))
+    got = vmap_call(per_example_grad, in_axes=(0, None, 0))(x, y, u)
+    assert_same(got, loop_call(grad_np, in_axes=(0, None, 0))(x, y, u))
     assert fallbacks == []

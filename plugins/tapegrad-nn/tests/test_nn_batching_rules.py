@@ -3,18 +3,19 @@ for the hot ones (a small MLP with cross-entropy: linear, activations, softmax,
 log_softmax, cross_entropy) vmap with other in/out axes, nested vmap and per-example
 gradients against a Python loop.
 
-tg.vmap lives in tapegrad-higher, which is not a test dependency of this plugin: the
-helper `vmap` below opens batch levels with tapegrad._batching directly (as the contract
-kit does)."""
+tg.vmap lives in tapegrad-higher, which is not a test dependency of this plugin:
+tapegrad.testing.vmap_call opens batch levels with tapegrad._batching directly (as the
+contract kit does)."""
 
+import functools
 import itertools
-import warnings
 
 import numpy as np
 import pytest
 import tapegrad as tg
 from tapegrad import _batching, _engine
 from tapegrad._engine import run_backward
+from tapegrad.testing import assert_same, batching_fallbacks, grad_of, loop_call, vmap_call
 
 WITH_RULES = {
     "linear", "softmax", "log_softmax", "_logsumexp", "cross_entropy",
@@ -38,56 +39,18 @@ def fallbacks_allowed():
     fails the test, unless the test adds its name to this fixture's set (a rule that
     falls back on purpose). Other plugins' ops may still fall back."""
     allowed = set()
-    _batching._warned.clear()       # the fallback warns once per op and process
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", _batching.BatchingFallbackWarning)
+    with batching_fallbacks() as fell_back:
         yield allowed
-    fell_back = {str(w.message).split("'")[1] for w in caught
-                 if issubclass(w.category, _batching.BatchingFallbackWarning)}
-    assert not (fell_back & WITH_RULES) - allowed, sorted((fell_back & WITH_RULES) - allowed)
-
-
-def vmap(f, in_axes, out_axis=0):
-    """f mapped over axis in_axes[i] of argument i (None: shared), the mapped axis of the
-    result at out_axis: tg.vmap's semantics with the engine's batch levels."""
-    def mapped(*args):
-        size = next(a.shape[ax] for a, ax in zip(args, in_axes) if ax is not None)
-        level = _batching.enter(size)
-        try:
-            logical = [a if ax is None else _batching.wrap(_front(tg.asarray(a), ax), level)
-                       for a, ax in zip(args, in_axes)]
-            out = f(*logical)
-        finally:
-            _batching.exit(level)
-        phys, batched = _batching.physical(out, level)
-        assert batched
-        return phys if out_axis == 0 else tg.moveaxis(phys, 0, out_axis)
-    return mapped
-
-
-def _front(a, axis):
-    return a if axis == 0 else tg.moveaxis(a, axis, 0)
-
-
-def loop(f, in_axes, out_axis=0):
-    """The reference: f once per example, stacked."""
-    def looped(*args):
-        size = next(np.shape(a)[ax] for a, ax in zip(args, in_axes) if ax is not None)
-        outs = [f(*[a if ax is None else np.take(np.asarray(a), i, axis=ax)
-                    for a, ax in zip(args, in_axes)]) for i in range(size)]
-        return np.stack([np.asarray(o.numpy() if hasattr(o, "numpy") else o) for o in outs],
-                        axis=out_axis)
-    return looped
+    assert not (set(fell_back) & WITH_RULES) - allowed, sorted((set(fell_back) & WITH_RULES)
+                                                               - allowed)
 
 
 def rand(*shape, seed=0):
     return np.random.default_rng(seed + 31 * len(shape) + sum(shape)).standard_normal(shape)
 
 
-def close(got, want):
-    got = got.numpy() if hasattr(got, "numpy") else got
-    assert got.shape == want.shape, (got.shape, want.shape)
-    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+# NOTE: not the last few ulps: the rules compute by other formulas than NumPy's loop
+close = functools.partial(assert_same, rtol=1e-10, atol=1e-12)
 
 
 B = 4
@@ -120,23 +83,24 @@ def test_linear_vmap_equals_loop(xs, ws, bs, which):
         out = x @ w.T
         return out if b is None else out + b
 
-    close(vmap(tg.linear, which)(*args), loop(ref, which)(*args))
+    close(vmap_call(tg.linear, which)(*args), loop_call(ref, which)(*args))
 
 
 def test_linear_other_axes_and_nested():
     # the examples along axis 1 of x, a nested map along axis 0 of x and of the bias
     x = rand(2, B, 3)
     w, b = rand(5, 3, seed=1), rand(2, 5, seed=2)
-    ref = loop(loop(lambda x, w, b: x @ w.T + b, (0, None, 0)), (1, None, None), out_axis=2)
-    got = vmap(vmap(tg.linear, (0, None, 0)), (1, None, None), out_axis=2)(x, w, b)
+    ref = loop_call(loop_call(lambda x, w, b: x @ w.T + b, (0, None, 0)), (1, None, None),
+                    out_axes=2)
+    got = vmap_call(vmap_call(tg.linear, (0, None, 0)), (1, None, None), out_axes=2)(x, w, b)
     close(got, ref(x, w, b))
 
 
 def test_linear_under_vmap_refuses_bad_shapes():
     with pytest.raises(ValueError, match="weight must be"):
-        vmap(tg.linear, (0, None))(rand(B, 4), rand(5, 3))
+        vmap_call(tg.linear, (0, None))(rand(B, 4), rand(5, 3))
     with pytest.raises(ValueError, match="weight must be"):
-        vmap(tg.linear, (None, 0))(rand(4), rand(B, 5, 3))
+        vmap_call(tg.linear, (None, 0))(rand(4), rand(B, 5, 3))
 
 
 # ---------------------------------------------------------------------------------------
@@ -153,16 +117,16 @@ def _np_softmax(x, axis):
 def test_softmax_and_log_softmax(axis, in_axis):
     x = rand(2, 3, B) if in_axis == 2 else rand(B, 2, 3, seed=1)
     x = x.reshape((2, 3, B, 1) if in_axis == 2 else (B, 2, 3, 1))
-    close(vmap(lambda v: tg.softmax(v, axis), (in_axis,), out_axis=1)(x),
-          loop(lambda v: _np_softmax(v, axis), (in_axis,), out_axis=1)(x))
-    close(vmap(lambda v: tg.log_softmax(v, axis=axis), (in_axis,))(x),
-          loop(lambda v: np.log(_np_softmax(v, axis)), (in_axis,))(x))
+    close(vmap_call(lambda v: tg.softmax(v, axis), (in_axis,), out_axes=1)(x),
+          loop_call(lambda v: _np_softmax(v, axis), (in_axis,), out_axes=1)(x))
+    close(vmap_call(lambda v: tg.log_softmax(v, axis=axis), (in_axis,))(x),
+          loop_call(lambda v: np.log(_np_softmax(v, axis)), (in_axis,))(x))
 
 
 def test_logsumexp_nested():
     x = rand(2, B, 3, 5)
-    ref = loop(loop(lambda v: np.log(np.sum(np.exp(v), axis=-1)), (0,)), (0,))
-    close(vmap(vmap(lambda v: tg.logsumexp(v, axis=-1), (0,)), (0,))(x), ref(x))
+    ref = loop_call(loop_call(lambda v: np.log(np.sum(np.exp(v), axis=-1)), (0,)), (0,))
+    close(vmap_call(vmap_call(lambda v: tg.logsumexp(v, axis=-1), (0,)), (0,))(x), ref(x))
 
 
 @pytest.mark.parametrize("name,ref", [
@@ -172,7 +136,7 @@ def test_logsumexp_nested():
     ("logsigmoid", lambda v: -np.log1p(np.exp(-v)))])
 def test_activations_other_axis(name, ref):
     x = rand(3, B)
-    close(vmap(getattr(tg, name), (1,), out_axis=1)(x), loop(ref, (1,), out_axis=1)(x))
+    close(vmap_call(getattr(tg, name), (1,), out_axes=1)(x), loop_call(ref, (1,), out_axes=1)(x))
 
 
 # ---------------------------------------------------------------------------------------
@@ -205,14 +169,14 @@ def test_cross_entropy_labels(rows, reduction, which):
     labels = np.random.default_rng(3).integers(0, C, ((B,) if which[1] == 0 else ()) + rows)
     if which[1] == 0 and rows:
         labels[1].flat[0] = -100        # an ignored row in one example only
-    got = vmap(lambda a, t: tg.cross_entropy(a, t, reduction=reduction), which)(x, labels)
-    close(got, loop(lambda a, t: _np_cross_entropy(a, t, reduction), which)(x, labels))
+    got = vmap_call(lambda a, t: tg.cross_entropy(a, t, reduction=reduction), which)(x, labels)
+    close(got, loop_call(lambda a, t: _np_cross_entropy(a, t, reduction), which)(x, labels))
 
 
 def test_cross_entropy_every_row_ignored_is_nan_in_that_example_only():
     x, t = rand(B, 3, 4), np.array([[0, 1, 2], [-100, -100, -100], [3, 3, 0], [1, -100, 2]])
-    got = vmap(tg.cross_entropy, (0, 0))(x, t).numpy()
-    want = loop(_np_cross_entropy, (0, 0))(x, t)
+    got = vmap_call(tg.cross_entropy, (0, 0))(x, t).numpy()
+    want = loop_call(_np_cross_entropy, (0, 0))(x, t)
     assert np.isnan(got[1]) and np.isnan(want[1])
     close(got[[0, 2, 3]], want[[0, 2, 3]])
 
@@ -220,11 +184,11 @@ def test_cross_entropy_every_row_ignored_is_nan_in_that_example_only():
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 def test_cross_entropy_probabilities_and_ignore_index(reduction):
     x, p = rand(B, 3, 4), _np_softmax(rand(B, 3, 4, seed=1), -1)
-    close(vmap(lambda a, t: tg.cross_entropy(a, t, reduction=reduction), (0, 0))(x, p),
-          loop(lambda a, t: _np_cross_entropy(a, t, reduction), (0, 0))(x, p))
+    close(vmap_call(lambda a, t: tg.cross_entropy(a, t, reduction=reduction), (0, 0))(x, p),
+          loop_call(lambda a, t: _np_cross_entropy(a, t, reduction), (0, 0))(x, p))
     t = np.array([[0, 1, 2], [1, 1, 1], [3, 1, 0], [1, 2, 2]])
-    f = vmap(lambda a, t: tg.cross_entropy(a, t, reduction=reduction, ignore_index=1), (0, 0))
-    close(f(x, t), loop(lambda a, t: _np_cross_entropy(a, t, reduction, 1), (0, 0))(x, t))
+    f = vmap_call(lambda a, t: tg.cross_entropy(a, t, reduction=reduction, ignore_index=1), (0, 0))
+    close(f(x, t), loop_call(lambda a, t: _np_cross_entropy(a, t, reduction, 1), (0, 0))(x, t))
 
 
 @pytest.mark.parametrize("rows", [(), (3,)])
@@ -244,15 +208,15 @@ def test_cross_entropy_weighted_mean(rows):
         with np.errstate(invalid="ignore"):
             return np.sum(-picked * w[safe] * kept) / np.sum(w[safe] * kept)
 
-    got = vmap(lambda a, t: tg.cross_entropy(a, t, weight=w), (0, 0))(x, t)
-    want = loop(ref, (0, 0))(x, t)
+    got = vmap_call(lambda a, t: tg.cross_entropy(a, t, weight=w), (0, 0))(x, t)
+    want = loop_call(ref, (0, 0))(x, t)
     assert np.isnan(want).sum() == (1 if rows == () else 0)
     np.testing.assert_allclose(got.numpy(), want, rtol=1e-10, equal_nan=True)
 
 
 def test_cross_entropy_refuses_a_wrong_target_shape():
     with pytest.raises(ValueError, match="integer class labels must have"):
-        vmap(tg.cross_entropy, (0, None))(rand(B, 3, 4), np.zeros(4, np.int64))
+        vmap_call(tg.cross_entropy, (0, None))(rand(B, 3, 4), np.zeros(4, np.int64))
 
 
 # ---------------------------------------------------------------------------------------
@@ -271,16 +235,11 @@ def test_mlp_per_example_gradients(act, rows):
     rng = np.random.default_rng(5)
     params = [rand(6, 4), rand(6, seed=1), rand(3, 6, seed=2), rand(3, seed=3)]
     x, t = rand(B, *rows, 4, seed=4), rng.integers(0, 3, (B,) + rows)
-    level = _batching.enter(B)
-    try:
+
+    def per_example_grads(xi, ti):
         ps = [tg.tensor(p, requires_grad=True) for p in params]
-        loss = _mlp_loss(ps, _batching.wrap(tg.tensor(x), level),
-                         _batching.wrap(tg.tensor(t), level), act)
-        grads = run_backward((loss,), (_batching.wrap(tg.ones(B), level),), None, False,
-                             tuple(ps), True)
-    finally:
-        _batching.exit(level)
-    got = [_batching.physical(g, level)[0].numpy() for g in grads]
+        return grad_of(_mlp_loss(ps, xi, ti, act), tuple(ps))
+    got = [g.numpy() for g in vmap_call(per_example_grads)(x, t)]
     for i in range(B):
         ps = [tg.tensor(p, requires_grad=True) for p in params]
         _mlp_loss(ps, tg.tensor(x[i]), tg.tensor(t[i]), act).backward()
@@ -348,7 +307,6 @@ def test_cross_entropy_jvp_rule_batched_labels(params):
         np.testing.assert_allclose(got[i], want.numpy(), rtol=1e-10, atol=1e-12)
 
 
-
 # ---------------------------------------------------------------------------------------
 # convolutions, pooling, normalisation, recurrences: against the ops called per example
 # (the unbatched kernels, which their own tests check against PyTorch and finite
@@ -359,8 +317,8 @@ F = tg.nn.functional
 
 
 def _per_example(f, args, in_axes):
-    return loop(lambda *a: f(*[tg.tensor(v) if isinstance(v, np.ndarray) else v for v in a]),
-                in_axes)(*args)
+    return loop_call(lambda *a: f(*[tg.tensor(v) if isinstance(v, np.ndarray) else v for v in a]),
+                     in_axes)(*args)
 
 
 @pytest.mark.parametrize("which", [(0, None), (None, 0), (0, 0)])
@@ -370,7 +328,7 @@ def test_conv2d_vmap_equals_loop(which, kw):
     x = rand(*((B,) if which[0] == 0 else ()), 2, 4, 7, 6)
     w = rand(*((B,) if which[1] == 0 else ()), 6, 4 // kw.get("groups", 1), 3, 2, seed=1)
     f = lambda a, b: F.conv2d(a, b, **kw)     # noqa: E731
-    close(vmap(f, which)(x, w), _per_example(f, (x, w), which))
+    close(vmap_call(f, which)(x, w), _per_example(f, (x, w), which))
 
 
 @pytest.mark.parametrize("which", [(0, None), (None, 0), (0, 0)])
@@ -378,7 +336,7 @@ def test_conv_transpose1d_vmap_equals_loop(which):
     x = rand(*((B,) if which[0] == 0 else ()), 2, 4, 5)
     w = rand(*((B,) if which[1] == 0 else ()), 4, 3, 3, seed=1)
     f = lambda a, b: F.conv_transpose1d(a, b, stride=2, output_padding=1)    # noqa: E731
-    close(vmap(f, which)(x, w), _per_example(f, (x, w), which))
+    close(vmap_call(f, which)(x, w), _per_example(f, (x, w), which))
 
 
 @pytest.mark.parametrize("pool", [
@@ -387,7 +345,7 @@ def test_conv_transpose1d_vmap_equals_loop(which):
     lambda v: F.max_pool1d(v[:, :, 0], 2)])
 def test_pooling_vmap_equals_loop(pool):
     x = rand(2, 3, B, 6, 6).transpose(2, 0, 1, 3, 4)
-    close(vmap(pool, (0,))(x), _per_example(pool, (x,), (0,)))
+    close(vmap_call(pool, (0,))(x), _per_example(pool, (x,), (0,)))
 
 
 @pytest.mark.parametrize("norm", [
@@ -397,14 +355,14 @@ def test_pooling_vmap_equals_loop(pool):
     lambda v: F.instance_norm(v), lambda v: F.normalize(v, dim=-1)])
 def test_normalisation_vmap_equals_loop(norm):
     x = rand(B, 2, 3, 6)
-    close(vmap(norm, (0,))(x), _per_example(norm, (x,), (0,)))
+    close(vmap_call(norm, (0,))(x), _per_example(norm, (x,), (0,)))
 
 
 def test_affine_group_norm_with_per_example_weights():
     x, w, b = rand(B, 2, 4, 5), rand(B, 4, seed=1), rand(4, seed=2)
     f = lambda v, w, b: F.group_norm(v, 2, w, b)       # noqa: E731
-    close(vmap(f, (0, 0, None))(x, w, b), _per_example(f, (x, w, b), (0, 0, None)))
-    close(vmap(f, (None, 0, None))(x[0], w, b), _per_example(f, (x[0], w, b), (None, 0, None)))
+    close(vmap_call(f, (0, 0, None))(x, w, b), _per_example(f, (x, w, b), (0, 0, None)))
+    close(vmap_call(f, (None, 0, None))(x[0], w, b), _per_example(f, (x[0], w, b), (None, 0, None)))
 
 
 @pytest.mark.parametrize("name,states", [("_lstm_sequence", 2), ("_gru_sequence", 1)])
@@ -417,17 +375,18 @@ def test_recurrences_vmap_equals_loop(name, states, reverse):
     w = [rand(gates * H, H, seed=5) * 0.5] + ([rand(H, seed=6)] if gates == 3 else [])
     in_axes = (0,) + (0,) * states + (None,) * len(w)
     f = lambda *a: getattr(tg, name)(*a, reverse=reverse)    # noqa: E731
-    close(vmap(f, in_axes)(xw, *h, *w), _per_example(f, (xw, *h, *w), in_axes))
+    close(vmap_call(f, in_axes)(xw, *h, *w), _per_example(f, (xw, *h, *w), in_axes))
     # a state shared by every example
     in_axes = (0, None) + (0,) * (states - 1) + (None,) * len(w)
     h[0] = h[0][0]
-    close(vmap(f, in_axes)(xw, *h, *w), _per_example(f, (xw, *h, *w), in_axes))
+    close(vmap_call(f, in_axes)(xw, *h, *w), _per_example(f, (xw, *h, *w), in_axes))
 
 
+@pytest.mark.filterwarnings("ignore::tapegrad._batching.BatchingFallbackWarning")
 def test_recurrence_with_per_example_weights_loops_exactly(fallbacks_allowed):
     fallbacks_allowed.add("_gru_sequence")
     xw, h0, w, b = rand(3, 2, 12), rand(2, 4, seed=1), rand(B, 12, 4, seed=2), rand(4, seed=3)
-    close(vmap(tg._gru_sequence, (None, None, 0, None))(xw, h0, w, b),
+    close(vmap_call(tg._gru_sequence, (None, None, 0, None))(xw, h0, w, b),
           _per_example(tg._gru_sequence, (xw, h0, w, b), (None, None, 0, None)))
 
 
@@ -443,16 +402,11 @@ def test_convnet_per_example_gradients():
     params = [rand(4, 2, 3, 3), rand(4, seed=1), rand(3, 36, seed=2) * 0.2, rand(3, seed=3),
               1.0 + 0.1 * rand(4, seed=4), rand(4, seed=5)]
     x, t = rand(B, 2, 2, 6, 6, seed=6), rng.integers(0, 3, (B, 2))
-    level = _batching.enter(B)
-    try:
+
+    def per_example_grads(xi, ti):
         ps = [tg.tensor(p, requires_grad=True) for p in params]
-        loss = _convnet_loss(ps, _batching.wrap(tg.tensor(x), level),
-                             _batching.wrap(tg.tensor(t), level))
-        grads = run_backward((loss,), (_batching.wrap(tg.ones(B), level),), None, False,
-                             tuple(ps), True)
-    finally:
-        _batching.exit(level)
-    got = [_batching.physical(g, level)[0].numpy() for g in grads]
+        return grad_of(_convnet_loss(ps, xi, ti), tuple(ps))
+    got = [g.numpy() for g in vmap_call(per_example_grads)(x, t)]
     for i in range(B):
         ps = [tg.tensor(p, requires_grad=True) for p in params]
         _convnet_loss(ps, tg.tensor(x[i]), tg.tensor(t[i])).backward()
@@ -465,15 +419,11 @@ def test_lstm_module_per_example_gradients():
     lstm = tg.nn.LSTM(3, 4)
     params = list(lstm.parameters())
     x = rand(B, 5, 2, 3)                                      # per example (T, N, F)
-    level = _batching.enter(B)
-    try:
-        out, _ = lstm(_batching.wrap(tg.tensor(x), level))
-        loss = tg.sum(out ** 2)
-        grads = run_backward((loss,), (_batching.wrap(tg.ones(B), level),), None, False,
-                             tuple(params), True)
-    finally:
-        _batching.exit(level)
-    got = [_batching.physical(g, level)[0].numpy() for g in grads]
+
+    def per_example_grads(xi):
+        out, _ = lstm(xi)
+        return grad_of(tg.sum(out ** 2), tuple(params))
+    got = [g.numpy() for g in vmap_call(per_example_grads)(x)]
     for i in range(B):
         lstm.zero_grad()
         out, _ = lstm(tg.tensor(x[i]))
@@ -490,7 +440,7 @@ def test_embedding_batched_indices():
     w = rand(5, 3)
     idx = np.array([[0, 4, 4], [2, 1, 0], [3, 3, 3], [1, 0, 2]])
     f = lambda i, w: F.embedding(i, w, padding_idx=0)     # noqa: E731
-    close(vmap(f, (0, None))(idx, w), loop(lambda i, w: w[i], (0, None))(idx, w))
+    close(vmap_call(f, (0, None))(idx, w), loop_call(lambda i, w: w[i], (0, None))(idx, w))
 
 
 def test_embedding_batched_indices_out_of_range_raises():
@@ -498,16 +448,17 @@ def test_embedding_batched_indices_out_of_range_raises():
     for bad in (5, -1):          # (np.take would wrap -1 silently)
         idx = np.array([[0, 4], [2, bad], [3, 3], [1, 0]])
         with pytest.raises(IndexError, match=f"index {bad} is out of range"):
-            vmap(F.embedding, (0, None))(idx, w)
+            vmap_call(F.embedding, (0, None))(idx, w)
 
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_scaled_dot_product_attention(causal):
     q, k, v = rand(B, 2, 5, 8), rand(B, 2, 6, 8, seed=1), rand(B, 2, 6, 4, seed=2)
     f = lambda a, b, c: F.scaled_dot_product_attention(a, b, c, is_causal=causal)   # noqa: E731
-    close(vmap(f, (0, 0, 0))(q, k, v), _per_example(f, (q, k, v), (0, 0, 0)))
+    close(vmap_call(f, (0, 0, 0))(q, k, v), _per_example(f, (q, k, v), (0, 0, 0)))
     shared = (None, None)
-    close(vmap(f, (0,) + shared)(q, k[0], v[0]), _per_example(f, (q, k[0], v[0]), (0,) + shared))
+    close(vmap_call(f, (0,) + shared)(q, k[0], v[0]),
+          _per_example(f, (q, k[0], v[0]), (0,) + shared))
 
 
 def test_multihead_attention_module():
@@ -515,7 +466,7 @@ def test_multihead_attention_module():
     mha = tg.nn.MultiheadAttention(8, 2)
     x = rand(B, 5, 1, 8)
     f = lambda t: mha(t, t, t)[0]        # noqa: E731
-    close(vmap(f, (0,))(x), _per_example(f, (x,), (0,)))
+    close(vmap_call(f, (0,))(x), _per_example(f, (x,), (0,)))
 
 
 # ---------------------------------------------------------------------------------------
@@ -532,45 +483,40 @@ def test_nll_loss_of_log_softmax_batched_labels(params, rows):
     t.flat[2] = params.get("ignore_index", -100)
     f = lambda a, t: tg.nll_loss(tg.log_softmax(a), t, **params)       # noqa: E731
     ref = lambda a, t: tg.cross_entropy(a, t, **params)                # noqa: E731
-    got = vmap(f, (0, 0))(x, t).numpy()
+    got = vmap_call(f, (0, 0))(x, t).numpy()
     want = _per_example(ref, (x, t), (0, 0))
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12, equal_nan=True)
     # and the per-example gradients
-    level = _batching.enter(B)
-    try:
-        xl = _batching.wrap(tg.tensor(x), level).requires_grad_(True)
-        out = tg.sum(f(xl, _batching.wrap(tg.tensor(t), level)))
-        (gx,) = run_backward((out,), (_batching.wrap(tg.ones(B), level),), None, False,
-                             (xl,), True)
-    finally:
-        _batching.exit(level)
+    def per_example_grad(xl, tl):
+        xl = xl.requires_grad_(True)
+        return grad_of(tg.sum(f(xl, tl)), xl)
+    gx = vmap_call(per_example_grad)(x, t).numpy()
     for i in range(B):
         xi = tg.tensor(x[i], requires_grad=True)
         tg.sum(ref(xi, tg.tensor(t[i]))).backward()
-        np.testing.assert_allclose(_batching.physical(gx, level)[0].numpy()[i],
-                                   xi.grad.numpy(), rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(gx[i], xi.grad.numpy(), rtol=1e-10, atol=1e-12)
 
 
 def test_nll_loss_batched_label_out_of_range_raises():
     t = np.array([0, 1, 4, 2])                     # example 2's label is out of range
     with pytest.raises(IndexError, match="class label 4 is out of range"):
-        vmap(lambda a, t: tg.nll_loss(a, t), (0, 0))(rand(B, 4), t)
+        vmap_call(lambda a, t: tg.nll_loss(a, t), (0, 0))(rand(B, 4), t)
 
 
 def test_binary_cross_entropy_and_gaussian_nll_check_each_example():
     p = 1 / (1 + np.exp(-rand(B, 3)))
     t = np.random.default_rng(2).uniform(0, 1, (B, 3))
-    close(vmap(tg.binary_cross_entropy, (0, 0))(p, t),
+    close(vmap_call(tg.binary_cross_entropy, (0, 0))(p, t),
           _per_example(tg.binary_cross_entropy, (p, t), (0, 0)))
     p[3, 1] = 1.5
     with pytest.raises(ValueError, match="probability in"):
-        vmap(tg.binary_cross_entropy, (0, 0))(p, t)
+        vmap_call(tg.binary_cross_entropy, (0, 0))(p, t)
     x, v = rand(B, 3), np.abs(rand(B, 3, seed=1)) + 0.1
     f = lambda a, b, c: tg.gaussian_nll_loss(a, b, c)      # noqa: E731
-    close(vmap(f, (0, None, 0))(x, t[0], v), _per_example(f, (x, t[0], v), (0, None, 0)))
+    close(vmap_call(f, (0, None, 0))(x, t[0], v), _per_example(f, (x, t[0], v), (0, None, 0)))
     v[1, 2] = -0.5
     with pytest.raises(ValueError, match="negative entries"):
-        vmap(f, (0, None, 0))(x, t[0], v)
+        vmap_call(f, (0, None, 0))(x, t[0], v)
 
 
 # ---------------------------------------------------------------------------------------
@@ -597,24 +543,19 @@ def test_per_example_gradients_against_torch_func(rows):
 
     want = torch.func.vmap(torch.func.grad(torch_loss), in_dims=(None, 0, 0))(
         [torch.tensor(p) for p in params], torch.tensor(x), torch.tensor(t))
-    level = _batching.enter(B)
-    try:
+
+    def per_example_grads(xi, ti):
         ps = [tg.tensor(p, requires_grad=True) for p in params]
-        loss = _mlp_loss(ps, _batching.wrap(tg.tensor(x), level),
-                         _batching.wrap(tg.tensor(t), level), "gelu")
-        grads = run_backward((loss,), (_batching.wrap(tg.ones(B), level),), None, False,
-                             tuple(ps), True)
-    finally:
-        _batching.exit(level)
-    for g, w in zip(grads, want):
-        np.testing.assert_allclose(_batching.physical(g, level)[0].numpy(), w.numpy(),
-                                   rtol=1e-9, atol=1e-12, equal_nan=True)
+        return grad_of(_mlp_loss(ps, xi, ti, "gelu"), tuple(ps))
+    for g, w in zip(vmap_call(per_example_grads)(x, t), want):
+        np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-9, atol=1e-12, equal_nan=True)
 
 
 def test_one_hot_batched_indices():
     idx = np.array([[0, 3], [2, 2], [1, 0], [3, 1]])
-    close(vmap(lambda i: F.one_hot(i, num_classes=4), (0,))(idx), np.eye(4, dtype=np.int64)[idx])
+    close(vmap_call(lambda i: F.one_hot(i, num_classes=4), (0,))(idx),
+          np.eye(4, dtype=np.int64)[idx])
     with pytest.raises(IndexError, match="class values must be in"):
-        vmap(lambda i: F.one_hot(i, num_classes=3), (0,))(idx)
+        vmap_call(lambda i: F.one_hot(i, num_classes=3), (0,))(idx)
     with pytest.raises(RuntimeError, match="vmap"):        # the class count from the values
-        vmap(lambda i: F.one_hot(i), (0,))(idx)
+        vmap_call(lambda i: F.one_hot(i), (0,))(idx)

@@ -3,8 +3,9 @@ shows), and the special functions, logsumexp/softmax, solve_triangular and convo
 vmapped, against a loop of SciPy calls (in_axes/out_axes, unbatched operands, nested,
 per-example gradients).
 
-tg.vmap lives in tapegrad-higher, which is not a dependency of this plugin: ``vmap`` below
-drives the core's batch levels (tapegrad._batching) directly, as the contract kit does.
+tg.vmap lives in tapegrad-higher, which is not a dependency of this plugin:
+tapegrad.testing.vmap_call drives the core's batch levels directly, as the contract kit
+does.
 """
 
 import numpy as np
@@ -13,69 +14,22 @@ import scipy.linalg as sl
 import scipy.signal as ss
 import scipy.special as sp
 import tapegrad as tg
-from tapegrad import _batching
-from tapegrad._engine import run_backward
+from tapegrad.testing import assert_same, batching_fallbacks, grad_of, loop_call, vmap_call
 
 RNG = np.random.default_rng(5)
+# SciPy is the reference: some rules compute by other formulas than SciPy does
+RTOL = 1e-10
 
 # sqrtm and its Sylvester solve go through one eigendecomposition per matrix: vmap runs
 # them once per example.
 WITHOUT_RULE = {"scipy_linalg_sqrtm", "_scipy_linalg_sylvester_sym"}
 
 
-def vmap(f, in_axes=0, out_axes=0):
-    """f mapped over the in_axes of its arguments (None: not mapped), as tg.vmap."""
-    def run(*args):
-        axes = in_axes if isinstance(in_axes, tuple) else (in_axes,) * len(args)
-        size = next(a.shape[ax] for a, ax in zip(args, axes) if ax is not None)
-        moved = [a if ax is None else tg.moveaxis(tg.asarray(a), ax, 0)
-                 for a, ax in zip(args, axes)]
-        level = _batching.enter(size)
-        try:
-            out = f(*[a if ax is None else _batching.wrap(a, level)
-                      for a, ax in zip(moved, axes)])
-        finally:
-            _batching.exit(level)
-        physical, batched = _batching.physical(out, level)
-        assert batched, "the output of a batched op must be batched"
-        return tg.moveaxis(physical, 0, out_axes)
-    return run
-
-
-def loop(f, in_axes=0, out_axes=0):
-    """The reference: f once per example (SciPy), the results stacked at out_axes."""
-    def run(*args):
-        axes = in_axes if isinstance(in_axes, tuple) else (in_axes,) * len(args)
-        size = next(a.shape[ax] for a, ax in zip(args, axes) if ax is not None)
-        return np.stack([np.asarray(f(*[a if ax is None else np.take(a, i, axis=ax)
-                                        for a, ax in zip(args, axes)]))
-                         for i in range(size)], axis=out_axes)
-    return run
-
-
 @pytest.fixture
-def fallbacks(monkeypatch):
+def fallbacks():
     """The names of the ops vmap ran once per example (the loop fallback) in a test."""
-    seen = []
-    real = _batching._loop
-
-    def spy(op, *args):
-        seen.append(op.name)
-        return real(op, *args)
-    monkeypatch.setattr(_batching, "_loop", spy)
-    return seen
-
-
-def grad(out, x, cotangent):
-    """d<out, cotangent>/dx (tg.grad's work; tg.grad is tapegrad-higher's)."""
-    (g,) = run_backward((out,), (cotangent,), None, False, (x,), True)
-    return g
-
-
-def same(got, want, rtol=1e-10):
-    got = got.numpy() if isinstance(got, tg.Tensor) else np.asarray(got)
-    assert got.shape == want.shape and got.dtype == want.dtype, (got.shape, want.shape)
-    np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol)
+    with batching_fallbacks() as seen:
+        yield seen
 
 
 def test_every_op_but_the_eigendecompositions_has_a_batching_rule():
@@ -99,8 +53,8 @@ def test_special_functions_with_in_axes_and_shared_operands(fallbacks):
         return (sp.erf(v) * sp.gammaln(u) + sp.xlogy(v, u) - sp.polygamma(1, v)
                 + sp.iv(1.5, u) * sp.expit(-v))
 
-    got = vmap(f, in_axes=(1, None), out_axes=-1)(x, y)
-    same(got, loop(f_np, in_axes=(1, None), out_axes=-1)(x, y))
+    got = vmap_call(f, in_axes=(1, None), out_axes=-1)(x, y)
+    assert_same(got, loop_call(f_np, in_axes=(1, None), out_axes=-1)(x, y), rtol=RTOL)
     assert fallbacks == []
 
 
@@ -111,17 +65,18 @@ def test_logsumexp_with_a_batched_or_shared_b(params, b_axis, fallbacks):
     a = RNG.standard_normal((5, 3, 4))
     b = RNG.uniform(0.5, 2.0, (5, 4) if b_axis == 0 else (4,))    # broadcasts against a
 
-    got = vmap(lambda p, q: tg.scipy.special.logsumexp(p, b=q, **params),
-               in_axes=(0, b_axis))(a, b)
-    same(got, loop(lambda p, q: sp.logsumexp(p, b=q, **params), in_axes=(0, b_axis))(a, b))
+    got = vmap_call(lambda p, q: tg.scipy.special.logsumexp(p, b=q, **params),
+                    in_axes=(0, b_axis))(a, b)
+    want = loop_call(lambda p, q: sp.logsumexp(p, b=q, **params), in_axes=(0, b_axis))(a, b)
+    assert_same(got, want, rtol=RTOL)
     assert fallbacks == []
 
 
 def test_logsumexp_with_a_b_of_more_axes_than_a():
     a = RNG.standard_normal((5, 4))                  # 5 examples of (4,)
     b = RNG.uniform(0.5, 2.0, (5, 3, 4))             # 5 examples of (3, 4)
-    got = vmap(lambda p, q: tg.scipy.special.logsumexp(p, axis=-1, b=q))(a, b)
-    same(got, loop(lambda p, q: sp.logsumexp(p, axis=-1, b=q))(a, b))
+    got = vmap_call(lambda p, q: tg.scipy.special.logsumexp(p, axis=-1, b=q))(a, b)
+    assert_same(got, loop_call(lambda p, q: sp.logsumexp(p, axis=-1, b=q))(a, b), rtol=RTOL)
 
 
 def test_per_example_gradient_of_logsumexp_and_softmax(fallbacks):
@@ -132,14 +87,14 @@ def test_per_example_gradient_of_logsumexp_and_softmax(fallbacks):
     def g_of(p, cot):
         p = p.requires_grad_(True)
         out = tg.scipy.special.logsumexp(p, axis=1) + tg.scipy.special.softmax(p).sum(1)
-        return grad(out, p, cot)
+        return grad_of(out, p, cot)
 
     def g_np(p, cot):
         # d/dp of sum_i cot_i (logsumexp(p_i) + sum_j s_ij), s the softmax of all entries
         s = sp.softmax(p)
         return cot[:, None] * sp.softmax(p, axis=1) + s * (cot[:, None] - np.sum(cot[:, None] * s))
 
-    same(vmap(g_of)(a, u), loop(g_np)(a, u))
+    assert_same(vmap_call(g_of)(a, u), loop_call(g_np)(a, u), rtol=RTOL)
     assert fallbacks == []
 
 
@@ -147,8 +102,8 @@ def test_per_example_gradient_of_logsumexp_and_softmax(fallbacks):
 @pytest.mark.parametrize("axis", [None, 0, (0, 1), -1])
 def test_softmax_over_logical_axes(name, axis, fallbacks):
     x = RNG.standard_normal((3, 4, 5))           # in_axes=2: 5 examples of (3, 4)
-    got = vmap(lambda v: getattr(tg.scipy.special, name)(v, axis=axis), in_axes=2)(x)
-    same(got, loop(lambda v: getattr(sp, name)(v, axis=axis), in_axes=2)(x))
+    got = vmap_call(lambda v: getattr(tg.scipy.special, name)(v, axis=axis), in_axes=2)(x)
+    assert_same(got, loop_call(lambda v: getattr(sp, name)(v, axis=axis), in_axes=2)(x), rtol=RTOL)
     assert fallbacks == []
 
 
@@ -163,8 +118,8 @@ def test_solve_triangular_of_one_matrix_and_batched_right_hand_sides(b_shape, pa
                                                                      fallbacks):
     a = _triangular(4)
     b = RNG.standard_normal((6,) + b_shape)
-    got = vmap(lambda q: tg.scipy.linalg.solve_triangular(a, q, **params))(b)
-    same(got, loop(lambda q: sl.solve_triangular(a, q, **params))(b))
+    got = vmap_call(lambda q: tg.scipy.linalg.solve_triangular(a, q, **params))(b)
+    assert_same(got, loop_call(lambda q: sl.solve_triangular(a, q, **params))(b), rtol=RTOL)
     assert fallbacks == []
 
 
@@ -172,8 +127,8 @@ def test_solve_triangular_of_one_matrix_and_batched_right_hand_sides(b_shape, pa
 def test_solve_triangular_with_a_matrix_per_example_runs_once_per_example(fallbacks):
     a = np.stack([_triangular(3) for _ in range(4)])
     b = RNG.standard_normal((4, 3))
-    got = vmap(lambda p, q: tg.scipy.linalg.solve_triangular(p, q, lower=True))(a, b)
-    same(got, loop(lambda p, q: sl.solve_triangular(p, q, lower=True))(a, b))
+    got = vmap_call(lambda p, q: tg.scipy.linalg.solve_triangular(p, q, lower=True))(a, b)
+    assert_same(got, loop_call(lambda p, q: sl.solve_triangular(p, q, lower=True))(a, b), rtol=RTOL)
     assert fallbacks == ["scipy_linalg_solve_triangular"]
 
 
@@ -185,9 +140,10 @@ def test_convolve_with_one_input_batched(mode, batched, shapes, fallbacks):
     s1, s2 = shapes
     in1 = RNG.standard_normal((5,) + s1 if batched[0] == 0 else s1)
     in2 = RNG.standard_normal((5,) + s2 if batched[1] == 0 else s2)
-    got = vmap(lambda p, q: tg.scipy.signal.convolve(p, q, mode=mode), in_axes=batched)(in1, in2)
-    want = loop(lambda p, q: ss.convolve(p, q, mode=mode), in_axes=batched)(in1, in2)
-    same(got, want)
+    got = vmap_call(lambda p, q: tg.scipy.signal.convolve(p, q, mode=mode),
+                    in_axes=batched)(in1, in2)
+    want = loop_call(lambda p, q: ss.convolve(p, q, mode=mode), in_axes=batched)(in1, in2)
+    assert_same(got, want, rtol=RTOL)
     # 'same' keeps in1's extent, so a batched in2 there, and a 'valid' whose larger input
     # is the unbatched one, run once per example (exactly)
     covers = all(p >= q for p, q in zip(s1, s2))         # in1 at least in2 everywhere
@@ -199,9 +155,9 @@ def test_convolve_with_one_input_batched(mode, batched, shapes, fallbacks):
 
 def test_nested_vmap_of_special_functions(fallbacks):
     x = RNG.uniform(0.2, 1.5, (3, 4, 5))
-    got = vmap(vmap(lambda v: tg.scipy.special.logsumexp(tg.gammaln(v) * tg.erf(v))),
-               out_axes=1)(x)
+    got = vmap_call(vmap_call(lambda v: tg.scipy.special.logsumexp(tg.gammaln(v) * tg.erf(v))),
+                    out_axes=1)(x)
     want = np.stack([[sp.logsumexp(sp.gammaln(x[i, j]) * sp.erf(x[i, j])) for j in range(4)]
                      for i in range(3)], axis=1)
-    same(got, want)
+    assert_same(got, want, rtol=RTOL)
     assert fallbacks == []

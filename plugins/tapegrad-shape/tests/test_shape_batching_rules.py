@@ -3,8 +3,9 @@ the hot ones (reductions, reshape, transpose, getitem, setitem, concatenate, sta
 against a Python loop over the examples, with in_axes/out_axes other than 0, nested, and
 differentiated per example (reverse mode inside the vmap).
 
-tg.vmap lives in tapegrad-higher, which is not a dependency of this plugin: ``vmap`` below
-drives the core's batch levels (tapegrad._batching) directly, as the contract kit does.
+tg.vmap lives in tapegrad-higher, which is not a dependency of this plugin:
+tapegrad.testing.vmap_call drives the core's batch levels directly, as the contract kit
+does.
 The references are NumPy (values) and the op called once per example (gradients).
 """
 
@@ -14,69 +15,16 @@ import numpy as np
 import pytest
 import tapegrad as tg
 from tapegrad import _batching
-from tapegrad._engine import run_backward
-from tapegrad_shape import ops as shape_ops
+from tapegrad.testing import assert_same, batching_fallbacks, grad_of, loop_call, vmap_call
 
 RNG = np.random.default_rng(7)
 
 
-
-def vmap(f, in_axes=0, out_axes=0):
-    """f mapped over the in_axes of its arguments (None: not mapped), the result's batch
-    axis at out_axes: tg.vmap's contract, for NumPy arrays outside and tensors inside
-    another vmap."""
-    def run(*args):
-        axes = in_axes if isinstance(in_axes, tuple) else (in_axes,) * len(args)
-        size = next(a.shape[ax] for a, ax in zip(args, axes) if ax is not None)
-        moved = [a if ax is None else tg.moveaxis(tg.asarray(a), ax, 0)
-                 for a, ax in zip(args, axes)]
-        level = _batching.enter(size)
-        try:
-            out = f(*[a if ax is None else _batching.wrap(a, level)
-                      for a, ax in zip(moved, axes)])
-        finally:
-            _batching.exit(level)
-        physical, batched = _batching.physical(out, level)
-        assert batched, "the output of a batched op must be batched"
-        return tg.moveaxis(physical, 0, out_axes)
-    return run
-
-
-def loop(f, in_axes=0, out_axes=0):
-    """The reference: f once per example, the results stacked at out_axes."""
-    def run(*args):
-        axes = in_axes if isinstance(in_axes, tuple) else (in_axes,) * len(args)
-        size = next(a.shape[ax] for a, ax in zip(args, axes) if ax is not None)
-        outs = [np.asarray(f(*[a if ax is None else np.take(a, i, axis=ax)
-                               for a, ax in zip(args, axes)])) for i in range(size)]
-        return np.stack(outs, axis=out_axes)
-    return run
-
-
 @pytest.fixture
-def fallbacks(monkeypatch):
+def fallbacks():
     """The names of the ops vmap ran once per example (the loop fallback) in a test."""
-    seen = []
-    real = _batching._loop
-
-    def spy(op, *args):
-        seen.append(op.name)
-        return real(op, *args)
-    monkeypatch.setattr(_batching, "_loop", spy)
-    monkeypatch.setattr(shape_ops, "_batch_loop", spy)      # the rules' own fallbacks
-    return seen
-
-
-def grad(out, x, cotangent):
-    """d<out, cotangent>/dx (tg.grad's work; tg.grad is tapegrad-higher's)."""
-    (g,) = run_backward((out,), (cotangent,), None, False, (x,), True)
-    return g
-
-
-def same(got, want):
-    got = got.numpy() if isinstance(got, tg.Tensor) else np.asarray(got)
-    assert got.shape == want.shape and got.dtype == want.dtype, (got.shape, want.shape)
-    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    with batching_fallbacks() as seen:
+        yield seen
 
 
 # ---------------------------------------------------------------------------------------
@@ -107,8 +55,8 @@ def test_reductions_use_the_reduce_kind_and_argmax_its_own_rule():
                                     {"axis": (0, 2)}, {"keepdims": True}])
 def test_reductions_with_in_axes_and_out_axes(name, params, fallbacks):
     x = RNG.standard_normal((3, 5, 4, 2))       # in_axes=1: 5 examples of (3, 4, 2)
-    got = vmap(lambda v: getattr(tg, name)(v, **params), in_axes=1, out_axes=-1)(x)
-    same(got, loop(lambda v: getattr(np, name)(v, **params), in_axes=1, out_axes=-1)(x))
+    got = vmap_call(lambda v: getattr(tg, name)(v, **params), in_axes=1, out_axes=-1)(x)
+    assert_same(got, loop_call(lambda v: getattr(np, name)(v, **params), in_axes=1, out_axes=-1)(x))
     assert fallbacks == []
 
 
@@ -117,30 +65,30 @@ def test_reductions_with_in_axes_and_out_axes(name, params, fallbacks):
                                     {"keepdims": True}])
 def test_argmax_and_argmin_index_each_example(name, params, fallbacks):
     x = RNG.standard_normal((4, 3, 5))
-    got = vmap(lambda v: getattr(tg, name)(v, **params))(x)
-    same(got, loop(lambda v: getattr(np, name)(v, **params))(x))
+    got = vmap_call(lambda v: getattr(tg, name)(v, **params))(x)
+    assert_same(got, loop_call(lambda v: getattr(np, name)(v, **params))(x))
     assert fallbacks == []
 
 
 @pytest.mark.parametrize("shape", [(6,), (-1,), (2, -1), (3, 1, 2), -1])
 def test_reshape_of_each_example(shape, fallbacks):
     x = RNG.standard_normal((2, 3, 4))           # in_axes=2: examples (2, 3)
-    got = vmap(lambda v: tg.reshape(v, shape), in_axes=2)(x)
-    same(got, loop(lambda v: np.reshape(v, shape), in_axes=2)(x))
+    got = vmap_call(lambda v: tg.reshape(v, shape), in_axes=2)(x)
+    assert_same(got, loop_call(lambda v: np.reshape(v, shape), in_axes=2)(x))
     assert fallbacks == []
 
 
 def test_reshape_resolves_minus_one_from_the_example_for_an_empty_batch():
     x = np.zeros((0, 2, 3))
-    got = vmap(lambda v: tg.reshape(v, (-1,)))(x)
+    got = vmap_call(lambda v: tg.reshape(v, (-1,)))(x)
     assert got.shape == (0, 6)
 
 
 @pytest.mark.parametrize("axes", [None, (1, 0, 2), (-1, 0, 1), (2, 1, 0)])
 def test_transpose_of_each_example(axes, fallbacks):
     x = RNG.standard_normal((2, 3, 5, 4))        # in_axes=2: examples (2, 3, 4)
-    got = vmap(lambda v: tg.transpose(v, axes), in_axes=2, out_axes=1)(x)
-    same(got, loop(lambda v: np.transpose(v, axes), in_axes=2, out_axes=1)(x))
+    got = vmap_call(lambda v: tg.transpose(v, axes), in_axes=2, out_axes=1)(x)
+    assert_same(got, loop_call(lambda v: np.transpose(v, axes), in_axes=2, out_axes=1)(x))
     assert fallbacks == []
 
 
@@ -171,8 +119,8 @@ def test_getitem_of_each_example_matches_numpy(index, fallbacks):
     x = RNG.standard_normal((3, 4, 6, 4))        # in_axes=2: examples (3, 4, 4)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", _batching.BatchingFallbackWarning)   # for True
-        got = vmap(lambda v: v[index], in_axes=2)(x)
-    same(got, loop(lambda v: v[index], in_axes=2)(x))
+        got = vmap_call(lambda v: v[index], in_axes=2)(x)
+    assert_same(got, loop_call(lambda v: v[index], in_axes=2)(x))
     assert fallbacks == ([] if index is not True else ["getitem"])
 
 
@@ -182,16 +130,16 @@ def test_per_example_gradient_of_getitem(index, fallbacks):
     x = RNG.standard_normal((5, 3, 4, 4))
     w = RNG.standard_normal((5,) + np.zeros((3, 4, 4))[index].shape)
 
-    def grad_of(v, u):
+    def per_example_grad(v, u):
         v = v.requires_grad_(True) if not v.requires_grad else v
         out = v[index]
-        g = grad(out, v, u)
+        g = grad_of(out, v, u)
         return g
 
-    got = vmap(lambda v, u: grad_of(v, u))(x, w)
+    got = vmap_call(lambda v, u: per_example_grad(v, u))(x, w)
     want = np.stack([np.add.at(z := np.zeros((3, 4, 4)), index, w[i]) or z
                      for i in range(5)])
-    same(got, want)
+    assert_same(got, want)
     assert fallbacks == []
 
 
@@ -218,8 +166,8 @@ def test_setitem_of_each_example(index, value_shape, which, fallbacks):
         a[index] = v
         return a
 
-    got = vmap(lambda a, v: tg.setitem(a, v, index=index), in_axes=axes)(x_in, v_in)
-    same(got, loop(np_set, in_axes=axes)(x_in, v_in))
+    got = vmap_call(lambda a, v: tg.setitem(a, v, index=index), in_axes=axes)(x_in, v_in)
+    assert_same(got, loop_call(np_set, in_axes=axes)(x_in, v_in))
     assert fallbacks == []
 
 
@@ -229,11 +177,11 @@ def test_a_batched_tensor_inside_an_index_is_refused_not_read_as_zeros():
     idx = np.array([[1, 2], [3, 4], [0, 0]])
     for f in (lambda i: x[i], lambda i: x[i, None], lambda i: x[..., i] * 2):
         with pytest.raises(RuntimeError, match="vmap: .* batched tensor .*tg.take"):
-            vmap(f)(idx)
+            vmap_call(f)(idx)
     with pytest.raises(RuntimeError, match="vmap: .*batched tensor"):
-        vmap(lambda i: tg.setitem(x, 1.0, index=i))(idx)      # the index as given
+        vmap_call(lambda i: tg.setitem(x, 1.0, index=i))(idx)      # the index as given
     with pytest.raises(RuntimeError, match="vmap.*batched tensor"):
-        vmap(lambda v, i: v[i])(np.ones((3, 5)), idx)
+        vmap_call(lambda v, i: v[i])(np.ones((3, 5)), idx)
 
 
 def test_take_with_different_indices_per_example(fallbacks):
@@ -242,13 +190,13 @@ def test_take_with_different_indices_per_example(fallbacks):
     for axis in (None, 0, 1, -1):
         for mode in ("raise", "wrap", "clip"):
             i = idx if mode != "raise" else idx % 3
-            got = vmap(lambda v, j: tg.take(v, j, axis=axis, mode=mode))(x, i)
-            same(got, loop(lambda v, j: np.take(v, j, axis=axis, mode=mode))(x, i))
+            got = vmap_call(lambda v, j: tg.take(v, j, axis=axis, mode=mode))(x, i)
+            assert_same(got, loop_call(lambda v, j: np.take(v, j, axis=axis, mode=mode))(x, i))
             # one array for all examples, the indices per example
-            got = vmap(lambda v, j: tg.take(v, j, axis=axis, mode=mode),
-                       in_axes=(None, 0))(x[0], i)
-            same(got, loop(lambda v, j: np.take(v, j, axis=axis, mode=mode),
-                           in_axes=(None, 0))(x[0], i))
+            got = vmap_call(lambda v, j: tg.take(v, j, axis=axis, mode=mode),
+                            in_axes=(None, 0))(x[0], i)
+            assert_same(got, loop_call(lambda v, j: np.take(v, j, axis=axis, mode=mode),
+                                       in_axes=(None, 0))(x[0], i))
     assert fallbacks == []
 
 
@@ -260,9 +208,9 @@ def test_per_example_gradient_of_take_with_indices_per_example(axis, fallbacks):
     out_shape = np.take(x[0], idx[0], axis=axis, mode="wrap").shape
     u = RNG.standard_normal((4,) + out_shape)
 
-    def grad_of(v, j, cot):
+    def per_example_grad(v, j, cot):
         v = v.requires_grad_(True)
-        return grad(tg.take(v, j, axis=axis, mode="wrap"), v, cot)
+        return grad_of(tg.take(v, j, axis=axis, mode="wrap"), v, cot)
 
     def grad_np(v, j, cot):
         out = np.zeros(v.size if axis is None else v.shape)
@@ -270,7 +218,7 @@ def test_per_example_gradient_of_take_with_indices_per_example(axis, fallbacks):
         np.add.at(out, (slice(None),) * lead + (j % out.shape[lead],), cot)
         return out.reshape(v.shape)
 
-    same(vmap(grad_of)(x, idx, u), loop(grad_np)(x, idx, u))
+    assert_same(vmap_call(per_example_grad)(x, idx, u), loop_call(grad_np)(x, idx, u))
     assert fallbacks == []
 
 
@@ -281,8 +229,8 @@ def test_tensordot_of_two_batched_inputs(axes, fallbacks):
     # b's contracted axes match a's: 4 with 4, 3 with 3
     b_example = {2: (3, 4), 1: (4, 2), 0: (2, 3)}[axes] if isinstance(axes, int) else (4, 2, 3)
     b = RNG.standard_normal((5,) + b_example)
-    got = vmap(lambda p, q: tg.tensordot(p, q, axes=axes))(a, b)
-    same(got, loop(lambda p, q: np.tensordot(p, q, axes=axes))(a, b))
+    got = vmap_call(lambda p, q: tg.tensordot(p, q, axes=axes))(a, b)
+    assert_same(got, loop_call(lambda p, q: np.tensordot(p, q, axes=axes))(a, b))
     # a batched matmul where tapegrad-linalg is installed (not a dependency), else a loop
     assert fallbacks == ([] if "matmul" in tg.registry().ops else ["tensordot"])
 
@@ -294,21 +242,22 @@ def test_convolve_of_each_example_and_its_gradient(mode, lengths, in_axes, fallb
     n, m = lengths
     a = RNG.standard_normal((4, n) if in_axes[0] == 0 else (n,))
     v = RNG.standard_normal((4, m) if in_axes[1] == 0 else (m,))
-    got = vmap(lambda p, q: tg.convolve(p, q, mode), in_axes=in_axes)(a, v)
-    same(got, loop(lambda p, q: np.convolve(p, q, mode), in_axes=in_axes)(a, v))
+    got = vmap_call(lambda p, q: tg.convolve(p, q, mode), in_axes=in_axes)(a, v)
+    assert_same(got, loop_call(lambda p, q: np.convolve(p, q, mode), in_axes=in_axes)(a, v))
     if in_axes[0] == 0:                            # per-example gradients in a
         u = RNG.standard_normal(got.shape)
 
-        def grad_of(p, q, cot):
+        def per_example_grad(p, q, cot):
             p = p.requires_grad_(True)
-            return grad(tg.convolve(p, q, mode), p, cot)
+            return grad_of(tg.convolve(p, q, mode), p, cot)
 
         def grad_np(p, q, cot):                  # the Jacobian, column by column
             jac = np.stack([np.convolve(e, q, mode) for e in np.eye(n)], axis=1)
             return cot @ jac
 
         axes = in_axes + (0,)
-        same(vmap(grad_of, in_axes=axes)(a, v, u), loop(grad_np, in_axes=axes)(a, v, u))
+        assert_same(vmap_call(per_example_grad, in_axes=axes)(a, v, u),
+                    loop_call(grad_np, in_axes=axes)(a, v, u))
     assert fallbacks == []
 
 
@@ -321,11 +270,11 @@ def test_concatenate_mixes_batched_and_unbatched_inputs(axis, fallbacks):
     a = RNG.standard_normal((2, 3, 4))           # in_axes=1: examples (2, 4)
     b = RNG.standard_normal((2, 4))              # shared by every example
     c = RNG.standard_normal((3, 2, 4))
-    got = vmap(lambda p, q, r: tg.concatenate([p, q, r], axis=axis),
-               in_axes=(1, None, 0), out_axes=1)(a, b, c)
-    want = loop(lambda p, q, r: np.concatenate([p, q, r], axis=axis),
-                in_axes=(1, None, 0), out_axes=1)(a, b, c)
-    same(got, want)
+    got = vmap_call(lambda p, q, r: tg.concatenate([p, q, r], axis=axis),
+                    in_axes=(1, None, 0), out_axes=1)(a, b, c)
+    want = loop_call(lambda p, q, r: np.concatenate([p, q, r], axis=axis),
+                     in_axes=(1, None, 0), out_axes=1)(a, b, c)
+    assert_same(got, want)
     assert fallbacks == []
 
 
@@ -333,8 +282,9 @@ def test_concatenate_mixes_batched_and_unbatched_inputs(axis, fallbacks):
 def test_stack_mixes_batched_and_unbatched_inputs(axis, fallbacks):
     a = RNG.standard_normal((3, 2, 4))
     b = RNG.standard_normal((2, 4))
-    got = vmap(lambda p, q: tg.stack([p, q, p], axis=axis), in_axes=(0, None))(a, b)
-    same(got, loop(lambda p, q: np.stack([p, q, p], axis=axis), in_axes=(0, None))(a, b))
+    got = vmap_call(lambda p, q: tg.stack([p, q, p], axis=axis), in_axes=(0, None))(a, b)
+    assert_same(got, loop_call(lambda p, q: np.stack([p, q, p], axis=axis),
+                               in_axes=(0, None))(a, b))
     assert fallbacks == []
 
 
@@ -347,13 +297,13 @@ def test_per_example_gradients_through_concatenate_and_stack(fallbacks):
         p = p.requires_grad_(True)
         joined = tg.concatenate([p, p * 2.0], axis=1)
         out = tg.sum(tg.stack([joined, joined * w], axis=0)[1] * joined)
-        g = grad(out, p, tg.ones_like(out))
+        g = grad_of(out, p, tg.ones_like(out))
         return g
 
-    got = vmap(loss)(a)
+    got = vmap_call(loss)(a)
     # d/dp sum(w * j * j), j = [p, 2p]: 2 w j dj/dp
     want = np.stack([2 * w[:, :3] * p + 2 * (2 * w[:, 3:] * 2 * p) for p in a])
-    same(got, want)
+    assert_same(got, want)
     assert fallbacks == []
 
 
@@ -375,19 +325,19 @@ def test_nested_vmap_of_an_mlp_like_chain_matches_a_double_loop(fallbacks):
         s = np.concatenate([np.sum(h, axis=0), np.max(h, axis=1)], axis=0)
         return np.stack([s[1:], np.mean(h.T, axis=1)[0] + s[:-1]])
 
-    got = vmap(vmap(f, in_axes=0), in_axes=0, out_axes=2)(x)
+    got = vmap_call(vmap_call(f, in_axes=0), in_axes=0, out_axes=2)(x)
     want = np.moveaxis(np.stack([np.stack([f_np(x[i, j]) for j in range(4)])
                                  for i in range(3)]), 0, 2)
-    same(got, want)
+    assert_same(got, want)
     assert fallbacks == []
 
 
 def test_nested_vmap_with_the_inner_level_over_an_unbatched_argument(fallbacks):
     x = RNG.standard_normal((3, 4))              # outer: 3 examples of (4,)
     y = RNG.standard_normal((5, 4))              # inner: 5 examples, the same for all
-    got = vmap(lambda a: vmap(lambda b: tg.reshape(a * b, (2, 2))[:, 1])(y))(x)
+    got = vmap_call(lambda a: vmap_call(lambda b: tg.reshape(a * b, (2, 2))[:, 1])(y))(x)
     want = np.stack([np.stack([(a * b).reshape(2, 2)[:, 1] for b in y]) for a in x])
-    same(got, want)
+    assert_same(got, want)
     assert fallbacks == []
 
 
@@ -395,12 +345,12 @@ def test_clip_with_a_bound_of_more_axes_than_the_example():
     # (tapegrad-elementwise's rule; its pad needs this plugin's reshape, so it is here)
     x = RNG.standard_normal((2, 3))              # 2 examples of (3,)
     lo = np.array([[-0.5, 0.0, 0.2], [-1.0, -0.1, 0.3]])   # (2, 3): broadcasts to (2, 3)
-    got = vmap(lambda v: tg.clip(v, lo, 1.0))(x)
-    same(got, np.stack([np.clip(v, lo, 1.0) for v in x]))
+    got = vmap_call(lambda v: tg.clip(v, lo, 1.0))(x)
+    assert_same(got, np.stack([np.clip(v, lo, 1.0) for v in x]))
 
 
 def test_rules_do_not_warn_of_the_loop_fallback():
     x = RNG.standard_normal((3, 2, 4))
     with warnings.catch_warnings():
         warnings.simplefilter("error", _batching.BatchingFallbackWarning)
-        vmap(lambda v: tg.sum(tg.concatenate([v[:, ::-1], v.T.reshape(2, 4)]), axis=0))(x)
+        vmap_call(lambda v: tg.sum(tg.concatenate([v[:, ::-1], v.T.reshape(2, 4)]), axis=0))(x)

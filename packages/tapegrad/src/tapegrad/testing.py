@@ -8,7 +8,9 @@ plugin runs over its own.
 
 from __future__ import annotations
 
+import contextlib
 import doctest
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -794,6 +796,29 @@ def _as_tensor(a, dev):
     return a
 
 
+_REFUSED = object()     # what _attempt_under_vmap returns for a clear refusal
+
+
+def _attempt_under_vmap(run, where, what, check, report):
+    """run()'s result, or _REFUSED where it refused with an error that names vmap (a value
+    the op cannot batch: recorded in the report as "<check> refuses clearly"). Any other
+    RuntimeError / NotImplementedError is a ContractError naming `what`. The loop
+    fallback's warning is silenced: the kit compares values, and a fallback is exact."""
+    import warnings
+
+    from . import _batching
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", _batching.BatchingFallbackWarning)
+        try:
+            return run()
+        except (RuntimeError, NotImplementedError) as exc:
+            if "vmap" not in str(exc):
+                raise ContractError(f"{where}: {what} raised {type(exc).__name__}: "
+                                    f"{exc}") from exc
+    report.checks.append(f"{check} refuses clearly")
+    return _REFUSED
+
+
 def _check_batching(entry, sample, where, report):
     """vmap of the op over _BATCH examples equals the op called once per example: with
     every array input batched, and with each one alone batched (the others shared:
@@ -801,8 +826,6 @@ def _check_batching(entry, sample, where, report):
     names vmap (RuntimeError / NotImplementedError): a value it cannot batch."""
     if not _vmap_usable() or isinstance(entry, FunctionDef):
         return
-    import warnings
-
     from . import _batching
     dev = _engine.default_device()
     arrays = [i for i, a in enumerate(sample.args) if isinstance(a, np.ndarray) or (
@@ -840,16 +863,11 @@ def _check_batching(entry, sample, where, report):
                     logical.append(_batching.wrap(_as_tensor(a, dev), level))
                 else:
                     logical.append([_batching.wrap(_as_tensor(x, dev), level) for x in a])
-            with no_grad(), warnings.catch_warnings():
-                warnings.simplefilter("ignore", _batching.BatchingFallbackWarning)
-                try:
-                    out = _call(entry, logical, sample.kwargs)
-                except (RuntimeError, NotImplementedError) as exc:
-                    if "vmap" not in str(exc):
-                        raise ContractError(f"{where}: under vmap ({label}) it raised "
-                                            f"{type(exc).__name__}: {exc}") from exc
-                    report.checks.append("vmap refuses clearly")
-                    return
+            with no_grad():
+                out = _attempt_under_vmap(lambda: _call(entry, logical, sample.kwargs),
+                                          where, f"under vmap ({label}) it", "vmap", report)
+            if out is _REFUSED:
+                return
         finally:
             _batching.exit(level)
         got_t, is_batched = _batching.physical(out, level)
@@ -871,8 +889,6 @@ def _check_batched_vjp(op, sample, where, report, dev, rng):
     """Reverse mode inside vmap (vmap of a VJP: per-example gradients) equals the
     per-example VJPs: every differentiable float input batched and a leaf of the
     backward, a different cotangent per example."""
-    import warnings
-
     from . import _batching
     wrt = [i for i, a in enumerate(sample.args) if isinstance(a, np.ndarray)
            and a.dtype.kind == "f" and op.is_differentiable(i)]
@@ -906,18 +922,15 @@ def _check_batched_vjp(op, sample, where, report, dev, rng):
                 xs.append(x.requires_grad_(True))
             else:
                 xs.append(_as_tensor(a, dev))
-        with enable_grad(), warnings.catch_warnings():
-            warnings.simplefilter("ignore", _batching.BatchingFallbackWarning)
+        def per_example_grads():
             out = _call(op, xs, sample.kwargs)
             g = _batching.wrap(_as_tensor(np.stack(cots).astype(out.dtype), dev), level)
-            try:
-                grads = run_backward((out,), (g,), None, False, tuple(xs[i] for i in wrt), True)
-            except (RuntimeError, NotImplementedError) as exc:
-                if "vmap" not in str(exc):
-                    raise ContractError(f"{where}: its VJP inside vmap raised "
-                                        f"{type(exc).__name__}: {exc}") from exc
-                report.checks.append("VJP inside vmap refuses clearly")
-                return
+            return run_backward((out,), (g,), None, False, tuple(xs[i] for i in wrt), True)
+        with enable_grad():
+            grads = _attempt_under_vmap(per_example_grads, where, "its VJP inside vmap",
+                                        "VJP inside vmap", report)
+        if grads is _REFUSED:
+            return
     finally:
         _batching.exit(level)
     for k, (gr, i) in enumerate(zip(grads, wrt)):
@@ -934,6 +947,200 @@ def _check_batched_vjp(op, sample, where, report, dev, rng):
                 f"{want.shape}" + ("" if got.shape != want.shape else
                                    f", max difference {np.max(np.abs(got - want))}"))
     report.checks.append("VJP inside vmap equals per-example VJPs")
+
+
+# ---------------------------------------------------------------------------------------
+# vmap by hand, for plugins' tests of their batching rules
+# ---------------------------------------------------------------------------------------
+# NOTE: tg.vmap is tapegrad-higher's, which a plugin's tests may not depend on; these
+# drive the core's batch levels (tapegrad._batching) directly, as the kit's vmap check
+# does.
+
+def _mapped_axes(in_axes, args, who):
+    axes = tuple(in_axes) if isinstance(in_axes, (tuple, list)) else (in_axes,) * len(args)
+    if len(axes) != len(args):
+        raise ValueError(f"{who}: in_axes has {len(axes)} entries for {len(args)} arguments")
+    sizes = {np.shape(a)[ax] for a, ax in zip(args, axes) if ax is not None}
+    if len(sizes) != 1:
+        raise ValueError(f"{who}: the mapped axes must have one size, got "
+                         + (f"{sorted(sizes)}" if sizes else "no mapped argument (in_axes "
+                            f"{in_axes!r})"))
+    return axes, sizes.pop()
+
+
+def vmap_call(f, in_axes=0, out_axes=0):
+    """f mapped over axis ``in_axes[i]`` of its argument i (None: the argument is shared,
+    passed as it is), with the mapped axis of each result at `out_axes`: tg.vmap's
+    semantics for one batch level, without tapegrad-higher.
+
+    - in_axes: an int for every argument, or one entry (int or None) per argument.
+    - A mapped NumPy argument is moved with NumPy and made a tensor, so any axis works
+      with the core alone; a mapped tensor (inside another vmap_call) at an axis other
+      than 0 is moved with tg.moveaxis, which needs tapegrad-shape.
+    - f returns a tensor or a tuple of tensors, each batched (a result that does not
+      depend on the mapped arguments is an AssertionError here, where tg.vmap would
+      broadcast it); the physical tensors come back, with the mapped axis at out_axes.
+      A result that is a plain tensor (not requiring grad, not inside another batch or
+      forward level) is moved with NumPy; any other result at out_axes other than 0 with
+      tg.moveaxis (tapegrad-shape).
+
+    >>> import numpy as np, tapegrad as tg
+    >>> x, y = np.arange(6.0).reshape(2, 3), np.ones((3, 2))
+    >>> tg.testing.vmap_call(lambda a, b: a + b, in_axes=(0, 1), out_axes=1)(x, y).numpy()
+    array([[1., 4.],
+           [2., 5.],
+           [3., 6.]])
+    """
+    import tapegrad
+
+    from . import _batching
+
+    def mapped(*args):
+        axes, size = _mapped_axes(in_axes, args, "vmap_call")
+        dev = _engine.default_device()
+        moved = []
+        for a, ax in zip(args, axes):
+            if ax is not None and not isinstance(a, TensorBase):
+                a = _as_tensor(np.moveaxis(np.asarray(a), ax, 0), dev)
+            elif ax not in (None, 0):
+                a = tapegrad.moveaxis(a, ax, 0)
+            moved.append(a)
+        level = _batching.enter(size)
+        try:
+            result = f(*[a if ax is None else _batching.wrap(a, level)
+                         for a, ax in zip(moved, axes)])
+        finally:
+            _batching.exit(level)
+        outs = []
+        for k, out in enumerate(result if isinstance(result, (tuple, list)) else (result,)):
+            phys, batched = _batching.physical(out, level)
+            if not batched:
+                raise AssertionError(f"vmap_call: result {k} of {getattr(f, '__name__', f)} "
+                                     f"is not batched (an op with a batched input must give "
+                                     f"a batched output)")
+            outs.append(_axis_moved(phys, out_axes))
+        return tuple(outs) if isinstance(result, (tuple, list)) else outs[0]
+    return mapped
+
+
+def _axis_moved(phys, out_axes):
+    """phys with its axis 0 at out_axes."""
+    if out_axes == 0:
+        return phys
+    if not phys._tangents and not phys.requires_grad:
+        return _with_value(phys, np.moveaxis(_host(phys), 0, out_axes))
+    import tapegrad
+    return tapegrad.moveaxis(phys, 0, out_axes)
+
+
+def loop_call(f, in_axes=0, out_axes=0):
+    """The reference for vmap_call: f called once per example on NumPy slices (axis
+    ``in_axes[i]`` of argument i taken away; None: the argument as it is), the results
+    (NumPy arrays, numbers or tensors; or a tuple of them) made NumPy arrays and stacked
+    at `out_axes`. Nest it as vmap_call is nested.
+
+    >>> import numpy as np, tapegrad as tg
+    >>> x = np.arange(6.0).reshape(2, 3)
+    >>> tg.testing.loop_call(np.sum, in_axes=1)(x)
+    array([3., 5., 7.])
+    """
+    def looped(*args):
+        axes, size = _mapped_axes(in_axes, args, "loop_call")
+        hosts = [_host(a) if isinstance(a, TensorBase) and ax is not None else a
+                 for a, ax in zip(args, axes)]
+        outs = [f(*[a if ax is None else np.take(a, i, axis=ax) for a, ax in zip(hosts, axes)])
+                for i in range(size)]
+
+        def stacked(values):
+            return np.stack([_host(v) if isinstance(v, TensorBase) else np.asarray(v)
+                             for v in values], axis=out_axes)
+        if outs and isinstance(outs[0], (tuple, list)):
+            return tuple(stacked(column) for column in zip(*outs))
+        return stacked(outs)
+    return looped
+
+
+@contextlib.contextmanager
+def batching_fallbacks():
+    """Record which ops vmap ran once per example (the loop fallback, exact and slow)
+    instead of through a batching rule: yields a list that gets the op's name at each
+    fallback, in order, while the block runs (a rule that falls back for the arguments it
+    does not cover counts too).
+
+    The fallback stacks the examples with tapegrad-shape's stack, so with the core alone
+    an op that falls back fails after it is recorded.
+
+    >>> import numpy as np, tapegrad as tg
+    >>> with tg.testing.batching_fallbacks() as fallbacks:
+    ...     _ = tg.testing.vmap_call(lambda a: a + a)(np.ones((2, 3)))
+    >>> fallbacks
+    []
+    """
+    from . import _batching
+    real = _batching._loop
+    seen = []
+
+    def spy(op, *args, **kwargs):
+        seen.append(op.name)
+        return real(op, *args, **kwargs)
+    # NOTE: a module that imported the fallback under its own name (tapegrad_shape.ops:
+    # `from tapegrad._batching import _loop as _batch_loop`) would escape a patch of
+    # _batching alone: every module-level name bound to it is patched
+    bound = []
+    for module in list(sys.modules.values()):
+        namespace = getattr(module, "__dict__", None)
+        if isinstance(namespace, dict):
+            bound += [(namespace, name) for name, value in list(namespace.items())
+                      if value is real]
+    for namespace, name in bound:
+        namespace[name] = spy
+    try:
+        yield seen
+    finally:
+        for namespace, name in bound:
+            namespace[name] = real
+
+
+def grad_of(out, wrt, cotangent=None):
+    """The gradient of ``<out, cotangent>`` with respect to `wrt` (a tensor, or a tuple
+    of tensors for a tuple of gradients; None where out does not depend on one): what
+    ``tg.grad(out, wrt, cotangent)`` gives, without tapegrad-higher. The graph is not
+    kept (create_graph=False). cotangent: a tensor or an array of out's shape; default
+    ones.
+
+    >>> import tapegrad as tg
+    >>> x = tg.tensor([1.0, 2.0], requires_grad=True)
+    >>> tg.testing.grad_of(x + x + x, x, tg.tensor([1.0, -1.0]))
+    tensor([ 3., -3.])
+    """
+    single = isinstance(wrt, TensorBase)
+    inputs = (wrt,) if single else tuple(wrt)
+    if cotangent is None:
+        import tapegrad
+        cotangent = tapegrad.ones_like(out)
+    elif not isinstance(cotangent, TensorBase):
+        cotangent = _as_tensor(np.asarray(cotangent, dtype=out.dtype), out.device)
+    grads = run_backward((out,), (cotangent,), None, False, inputs, True)
+    return grads[0] if single else tuple(grads)
+
+
+def assert_same(got, want, rtol=1e-12, atol=None):
+    """Assert that got (a tensor or an array) has want's shape and dtype, and its values
+    within ``atol + rtol * |want|`` (atol: rtol unless given; NaNs must match).
+
+    >>> import numpy as np, tapegrad as tg
+    >>> tg.testing.assert_same(tg.tensor([1.0, 2.0]) + 1e-14, np.array([1.0, 2.0]))
+    >>> tg.testing.assert_same(tg.tensor([1.0, 2.0], dtype="float32"), np.array([1.0, 2.0]))
+    Traceback (most recent call last):
+    ...
+    AssertionError: shape (2,) dtype float32 differs from the expected (2,) float64
+    """
+    got = _host(got) if isinstance(got, TensorBase) else np.asarray(got)
+    want = np.asarray(want)
+    if got.shape != want.shape or got.dtype != want.dtype:
+        raise AssertionError(f"shape {got.shape} dtype {got.dtype} differs from the expected "
+                             f"{want.shape} {want.dtype}")
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol if atol is None else atol)
 
 
 def check_plugin(plugin, *, atol=1e-5, rtol=1e-3, eps=1e-6) -> list:

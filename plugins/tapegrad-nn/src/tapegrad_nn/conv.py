@@ -446,35 +446,37 @@ def _batch_into_n(name, ndims):
     return rule
 
 
-def _conv_batch(inputs, batched, *, stride, padding, dilation, groups):
-    (x, w), (bx, bw) = inputs, batched
-    p = dict(stride=stride, padding=padding, dilation=dilation)
-    xs, ws = _logical(x, bx), _logical(w, bw)
-    size = (x if bx else w).shape[0]
-    if len(xs) != len(ws) or len(xs) < 3 or xs[1] != ws[1] * groups or ws[0] % groups:
-        return _batching._loop(tg._conv, inputs, batched, dict(p, groups=groups), None)
+def _filter_bank_batch(op, inputs, batched, params, groups, channels_agree):
+    """The rule of op(a, w) (_conv, _conv_transpose), w a filter bank whose axis 0 is
+    split into `groups`: Note: [convolutions under vmap]. channels_agree(a_shape,
+    w_shape): whether the logical shapes' channel counts fit each other."""
+    (a, w), (ba, bw) = inputs, batched
+    a_shape, w_shape = _logical(a, ba), _logical(w, bw)
+    size = (a if ba else w).shape[0]
+    if (len(a_shape) != len(w_shape) or len(a_shape) < 3
+            or not channels_agree(a_shape, w_shape) or w_shape[0] % groups):
+        return _batching._loop(op, inputs, batched, dict(params, groups=groups), None)
     if not bw:
-        y = tg._conv(_fold(x), w, groups=groups, **p)
-        return tg.reshape(y, (size, xs[0]) + tuple(y.shape[1:]))
-    y = tg._conv(_side_by_side(x, bx, size), _stack_weights(w, size), groups=size * groups,
-                 **p)
-    return _split_channels(y, size)
+        out = op(_fold(a), w, groups=groups, **params)
+        return tg.reshape(out, (size, a_shape[0]) + tuple(out.shape[1:]))
+    out = op(_side_by_side(a, ba, size), _stack_weights(w, size), groups=size * groups,
+             **params)
+    return _split_channels(out, size)
+
+
+def _conv_batch(inputs, batched, *, stride, padding, dilation, groups):
+    # x (N, C, *S), w (O, C/g, *K)
+    return _filter_bank_batch(tg._conv, inputs, batched,
+                              dict(stride=stride, padding=padding, dilation=dilation), groups,
+                              lambda xs, ws: xs[1] == ws[1] * groups)
 
 
 def _conv_transpose_batch(inputs, batched, *, size, stride, padding, dilation, groups):
-    (y, w), (by, bw) = inputs, batched
-    p = dict(size=size, stride=stride, padding=padding, dilation=dilation)
-    ys, ws = _logical(y, by), _logical(w, bw)
-    n = (y if by else w).shape[0]
-    if len(ys) != len(ws) or len(ys) < 3 or ys[1] != ws[0] or ws[0] % groups:
-        return _batching._loop(tg._conv_transpose, inputs, batched, dict(p, groups=groups),
-                               None)
-    if not bw:
-        x = tg._conv_transpose(_fold(y), w, groups=groups, **p)
-        return tg.reshape(x, (n, ys[0]) + tuple(x.shape[1:]))
-    x = tg._conv_transpose(_side_by_side(y, by, n), _stack_weights(w, n), groups=n * groups,
-                           **p)
-    return _split_channels(x, n)
+    # y (N, C_in, *L), w (C_in, C_out/g, *K)
+    return _filter_bank_batch(tg._conv_transpose, inputs, batched,
+                              dict(size=size, stride=stride, padding=padding,
+                                   dilation=dilation), groups,
+                              lambda ys, ws: ys[1] == ws[0])
 
 
 def _conv_weight_batch(inputs, batched, *, ksize, stride, padding, dilation, groups):
