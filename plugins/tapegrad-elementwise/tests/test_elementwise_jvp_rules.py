@@ -10,6 +10,7 @@ These tests use only tapegrad and this plugin (no tapegrad-shape: no .sum())."""
 import numpy as np
 import pytest
 import tapegrad as tg
+import tapegrad.testing
 
 PLUGIN = "tapegrad-elementwise"
 

@@ -8,6 +8,7 @@ convolutions), and that the elementwise rules keep the VJPs' conventions at thei
 import numpy as np
 import pytest
 import tapegrad as tg
+import tapegrad.testing
 
 PLUGIN = "tapegrad-scipy"
 
