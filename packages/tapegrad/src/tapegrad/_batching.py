@@ -39,7 +39,8 @@ import warnings
 
 import numpy as np
 
-from . import _engine
+from . import _engine, _forward  # NOTE: _forward imports this module too (a cycle: only
+# attributes read at call time cross it)
 from ._engine import TensorBase, new_tensor
 
 
@@ -110,7 +111,6 @@ _warned: set = set()
 
 def enter(size, randomness="error"):
     """Open a batch level of `size` examples; returns its id."""
-    from . import _forward
     if randomness not in ("error", "different", "same"):
         raise ValueError(f"vmap: randomness must be 'error', 'different' or 'same', "
                          f"got {randomness!r}")
@@ -121,7 +121,6 @@ def enter(size, randomness="error"):
 
 
 def exit(level):
-    from . import _forward
     _forward.exit_level(level)
     _sizes.pop(level, None)
     _randomness.pop(level, None)
@@ -173,15 +172,26 @@ def call_op(op, args, kwargs):
 
 def dispatch_batch(op, level, inputs, kwargs):
     """Run `op` on `inputs`, some of them batched at `level` (Note: [batched tensors])."""
-    from . import _forward
+    # NOTE: the per-op path of every vmapped op: no imports, context managers or helper
+    # calls here (physical() and _forward.hidden() inlined)
     phys, batched = [], []
     for x in inputs:
-        v, b = physical(x, level)
-        phys.append(v)
-        batched.append(b)
+        if isinstance(x, TensorBase) and x._tangents:
+            b = x._tangents.get(level)
+            if type(b) is _Batch:
+                phys.append(b.value)
+                batched.append(True)
+                continue
+        phys.append(x)
+        batched.append(False)
     size = _sizes[level]
-    with _forward.hidden(level):
+    cap = _forward._cap
+    saved = cap[0]
+    cap[0] = level - 1          # the rule's own op calls do not see this level
+    try:
         out = run_rule(op, tuple(phys), tuple(batched), kwargs, size)
+    finally:
+        cap[0] = saved
     if not isinstance(out, TensorBase) or out.ndim < 1 or out.shape[0] != size:
         raise RuntimeError(
             f"the batching rule of '{op.name}' returned "
@@ -298,7 +308,6 @@ def function_loop(cls, args, kwargs):
     forward may compute on arrays, which a batched tensor does not have; a Function's
     node cannot be recorded on logical tensors (its backward would get them too), so a
     tg.grad inside the vmap through it is refused."""
-    from . import _forward
     level = max(k for a in args for k in batch_entries(a) if k in _sizes)
     phys = [physical(a, level) for a in args]
     size = _sizes[level]
@@ -414,7 +423,6 @@ def check_read(t, what):
 def random_levels(who):
     """The open batch levels whose examples draw different numbers, outermost first;
     raises under randomness="error"."""
-    from . import _forward
     levels = [k for k in _forward.open_levels() if k in _sizes]
     for k in levels:
         if _randomness[k] == "error":
