@@ -378,3 +378,12 @@ def test_a_batched_index_is_refused_not_read_as_zeros():
 def test_shape_queries_do_not_read_values():
     out = tg.vmap(lambda x: x * np.size(x) + np.ndim(x) + np.shape(x)[0])(tg.ones((2, 3)))
     np.testing.assert_array_equal(out.numpy(), np.full((2, 3), 3.0 + 1 + 3))
+
+
+def test_detach_inside_vmap_stops_the_gradient_per_example():
+    xs = tg.tensor([[1.0, 2.0], [3.0, -1.0]])
+    g = tg.vmap(tg.func.grad(lambda x: (x.detach() * x).sum()))(xs)
+    np.testing.assert_array_equal(g.numpy(), xs.numpy())          # d/dx (c x) = c = x
+    w = tg.tensor([0.5, 2.0], requires_grad=True)                  # and outside the vmap
+    tg.vmap(lambda x: (x * w).detach().sum() + (x * w).sum())(xs).sum().backward()
+    np.testing.assert_array_equal(w.grad.numpy(), xs.numpy().sum(axis=0))
