@@ -18,22 +18,12 @@ import functools
 import tapegrad as tg
 from tapegrad import _engine, _forward
 
-from .forward import jacfwd, jacrev, jvp as _jvp, linearize
+from .forward import _argnums, jacfwd, jacrev, linearize
+from .forward import jvp as _jvp
 from .vmap import _flatten, vmap
 
 __all__ = ["vmap", "grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian",
            "linearize", "functional_call"]
-
-
-def _argnums_tuple(argnums, nargs, who):
-    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
-    if not nums:
-        raise ValueError(f"{who}: argnums is empty")
-    for a in nums:
-        if not isinstance(a, int) or not -nargs <= a < nargs:
-            raise ValueError(f"{who}: argnums {argnums!r} is out of range for {nargs} "
-                             f"positional arguments")
-    return tuple(a % nargs for a in nums)
 
 
 def _differentiable_copy(x, who):
@@ -65,7 +55,7 @@ def grad_and_value(func, argnums=0, has_aux=False):
     """
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
-        nums = _argnums_tuple(argnums, len(args), "grad")
+        nums, _ = _argnums(argnums, len(args), "grad")
         args = list(args)
         wrt, rebuilds = [], []
         outer_graph = False
