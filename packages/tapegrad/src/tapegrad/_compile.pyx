@@ -434,14 +434,20 @@ class _Recorder:
 
     def _step(self, kind, fn, items, tensors, kwargs, out, device, target=None, fresh=False):
         cdef _Step st = _Step.__new__(_Step)
+        cdef bint reads_index = False
+        # NOTE: this runs once per recorded kernel (W1's first call: ~10,000 times), so the
+        # array test is written out rather than a call of _is_array
+        array_type = (<Device>device).array_type if device is not None else None
         idx, lits = [], []
         for i, item in enumerate(items):
-            if self._is_array(item, device):
+            if type(item) is array_type or isinstance(item, np.ndarray):
                 t = tensors[i] if tensors is not None and i < len(tensors) else None
                 if t is not None and not isinstance(t, TensorBase):
                     t = None
                 idx.append(self.slot(item, t))
                 lits.append(None)
+                if not reads_index and item.dtype.kind in "biu":
+                    reads_index = True
             else:
                 idx.append(-1)
                 lits.append(item)
@@ -471,9 +477,9 @@ class _Recorder:
         # NOTE: only a kernel that reads an integer or bool array (a mask, an index) can
         # return a shape that depends on values (x[x > 0]); checking just those keeps the
         # check off the other steps, where it would cost ~10% of a small replayed kernel.
-        reads_index = any(
-            self._is_array(v, device) and v.dtype.kind in "biu"
-            for v in itertools.chain(items, _flat_values(kwargs)))
+        if kwargs and not reads_index:
+            reads_index = any(self._is_array(v, device) and v.dtype.kind in "biu"
+                              for v in _flat_values(kwargs))
         st.out_shape = (tuple(out.shape) if kind == K_KERNEL and out is not None
                         and reads_index and hasattr(out, "shape") else None)
         st.out_ndim = -1 if st.out_shape is None else len(st.out_shape)
