@@ -109,12 +109,60 @@ def test_under_create_graph_the_rule_recomputes_so_second_order_is_right():
     assert tg.gradgradcheck(lambda x: tg.aux_cube(x), [leaf(X)])
 
 
-def test_a_replay_recomputes_instead_of_reading_the_recordings_aux():
+def test_a_replay_reuses_its_own_aux_not_the_recordings():
+    SEEN.clear()
     f = tg.compile(lambda x: grad(tg.aux_cube(x), x, tg.tensor(G))[0])
     f.warn_when_eager = False
     f(leaf(X))
+    assert SEEN == [True]           # recorded as eager runs it: the rule reuses aux
     x2 = np.array([1.5, 0.25, -3.0])
     np.testing.assert_allclose(f(leaf(x2)).numpy(), 3 * x2 ** 2 * G)
+    assert f.cache_info().hits == 1 and SEEN == [True]
+
+
+def test_a_replayed_backward_outside_reads_the_replays_aux():
+    SEEN.clear()
+    f = tg.compile(lambda x: tg.aux_cube(x))
+    f.warn_when_eager = False
+    f(leaf(X)).backward(tg.tensor(G))
+    for x_new in (np.array([1.5, 0.25, -3.0]), np.array([-0.5, 4.0, 0.125])):
+        x = leaf(x_new)
+        y = f(x)
+        y.backward(tg.tensor(G))
+        np.testing.assert_allclose(y.numpy(), x_new ** 3)
+        np.testing.assert_allclose(x.grad.numpy(), 3 * x_new ** 2 * G)   # not X's
+    # the recording's hidden backward and its own eager one; replays run no rule
+    assert f.cache_info().hits == 2 and SEEN == [True, True]
+
+
+class _Toggle:
+    """A kernel that returns (out, aux) when it records and the output alone later."""
+
+    def __init__(self):
+        self.with_aux = True
+
+    def __call__(self, x):
+        return (x ** 3, 3.0 * x * x) if self.with_aux else x ** 3
+
+
+def test_a_replayed_aux_kernel_that_changes_its_result_form_is_refused():
+    toggle = _Toggle()
+
+    class TogglePlugin:
+        @tg.hookimpl
+        def tapegrad_register_ops(self, registry):
+            registry.register_op("aux_cube_toggle", kernels={"cpu": toggle}, vjp=_cube_vjp,
+                                 save_ans=False, aux=1, samples=SAMPLES)
+
+    name = tg.register_plugin(TogglePlugin(), name="aux-toggle")
+    try:
+        f = tg.compile(lambda x: grad(tg.aux_cube_toggle(x), x, tg.tensor(G))[0])
+        f(leaf(X))
+        toggle.with_aux = False
+        with pytest.raises(RuntimeError, match="aux_cube_toggle|auxiliary arrays"):
+            f(leaf(X))
+    finally:
+        tg.unregister_plugin(name)
 
 
 def test_retain_graph_reuses_the_aux_arrays_for_a_second_backward():

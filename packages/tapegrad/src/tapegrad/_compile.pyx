@@ -26,6 +26,7 @@ raises on any difference.
 
 import contextlib
 import functools
+import gc
 import itertools
 import logging
 import threading
@@ -81,6 +82,9 @@ cdef class _Step:
     cdef readonly dict kwargs  # keyword parameters, or None
     cdef readonly tuple kwslots  # ((key, position or -1, slot), ...): parameters that are slots
     cdef readonly Py_ssize_t out  # slot written, or -1
+    cdef readonly tuple aux_out   # K_KERNEL of an op with aux outputs (register_op(aux=)):
+                                  # the slots of the aux arrays its kernel returns after
+                                  # the output (out, a1, ..., ak); None for other steps
     cdef Device device        # to wrap a non-array kernel result (NumPy's 0-d scalars)
     cdef readonly object target  # K_ACCUM/K_SETGRAD: the tensor, or an int (argument index)
     cdef readonly bint fresh
@@ -165,6 +169,21 @@ cdef inline bint _shape_is(object out, _Step st):
     return tuple(out.shape) == st.out_shape
 
 
+cdef void _split_aux_out(_Step st, object result, list slots) except *:
+    """Put the aux arrays of an aux kernel's result (out, a1, ..., ak) into their slots."""
+    cdef Py_ssize_t j
+    if type(result) is not tuple or len(<tuple>result) != len(st.aux_out) + 1:
+        # NOTE: the kernel returned (out, aux...) when it recorded; another form now would
+        # leave the rule's reads of the aux slots stale: refuse rather than guess.
+        raise RuntimeError(
+            f"tg.compile: replaying kernel {st.describe()[1]}, which returned its output and "
+            f"{len(st.aux_out)} auxiliary arrays when it recorded, gave "
+            f"{type(result).__name__ if type(result) is not tuple else f'a tuple of {len(result)}'}; "
+            f"call the function without tg.compile")
+    for j in range(len(st.aux_out)):
+        slots[<Py_ssize_t>st.aux_out[j]] = (<tuple>result)[j + 1]
+
+
 cdef void _run(list steps, list slots, tuple args) except *:
     """The replay loop: every step of a program, in order."""
     cdef _Step st
@@ -195,6 +214,9 @@ cdef void _run(list steps, list slots, tuple args) except *:
                 out = st.fn(*call, **st.kwargs)
             else:
                 out = st.fn(*call, **_kw(st, slots))
+            if st.aux_out is not None:
+                _split_aux_out(st, out, slots)
+                out = (<tuple>out)[0]
             if type(out) is not st.device.array_type:
                 out = st.device.asarray(out)
             if st.out_ndim >= 0 and not _shape_is(out, st):
@@ -412,14 +434,20 @@ class _Recorder:
 
     def _step(self, kind, fn, items, tensors, kwargs, out, device, target=None, fresh=False):
         cdef _Step st = _Step.__new__(_Step)
+        cdef bint reads_index = False
+        # NOTE: this runs once per recorded kernel (W1's first call: ~10,000 times), so the
+        # array test is written out rather than a call of _is_array
+        array_type = (<Device>device).array_type if device is not None else None
         idx, lits = [], []
         for i, item in enumerate(items):
-            if self._is_array(item, device):
+            if type(item) is array_type or isinstance(item, np.ndarray):
                 t = tensors[i] if tensors is not None and i < len(tensors) else None
                 if t is not None and not isinstance(t, TensorBase):
                     t = None
                 idx.append(self.slot(item, t))
                 lits.append(None)
+                if not reads_index and item.dtype.kind in "biu":
+                    reads_index = True
             else:
                 idx.append(-1)
                 lits.append(item)
@@ -445,12 +473,13 @@ class _Recorder:
                     seq[pos] = None
                     st.kwargs[key] = tuple(seq)
         st.out = -1 if out is None else self._new_slot(out)
+        st.aux_out = None
         # NOTE: only a kernel that reads an integer or bool array (a mask, an index) can
         # return a shape that depends on values (x[x > 0]); checking just those keeps the
         # check off the other steps, where it would cost ~10% of a small replayed kernel.
-        reads_index = any(
-            self._is_array(v, device) and v.dtype.kind in "biu"
-            for v in itertools.chain(items, _flat_values(kwargs)))
+        if kwargs and not reads_index:
+            reads_index = any(self._is_array(v, device) and v.dtype.kind in "biu"
+                              for v in _flat_values(kwargs))
         st.out_shape = (tuple(out.shape) if kind == K_KERNEL and out is not None
                         and reads_index and hasattr(out, "shape") else None)
         st.out_ndim = -1 if st.out_shape is None else len(st.out_shape)
@@ -485,7 +514,15 @@ class _Recorder:
                         f"the recording, so this signature runs eagerly (pass numbers or a "
                         f"tuple instead)")
                     break
-        self._step(K_KERNEL, fn, arrays, inputs, kwargs, out, device)
+        return self._step(K_KERNEL, fn, arrays, inputs, kwargs, out, device)
+
+    @_recording_thread_only
+    def kernel_aux(self, fn, arrays, kwargs, out, aux, device, inputs):
+        """A kernel of an op with aux outputs, which returned (out, *aux): the aux arrays
+        get slots, so that the rule reusing them (in the recorded backward) reads each
+        replay's own (see Note: [auxiliary outputs] in _engine.pyx)."""
+        cdef _Step st = self.kernel(fn, arrays, kwargs, out, device, inputs)
+        st.aux_out = tuple(self._new_slot(a) for a in aux)
 
     @_recording_thread_only
     def write(self, fn, items, device, owner):
@@ -961,9 +998,22 @@ class CompiledFunction:
         # recording function may itself be waiting for this thread (a barrier, a queue).
         if not _RECORD_LOCK.acquire(blocking=False):
             return self.fn(*args, **kwargs)
+        # NOTE: the cyclic GC is paused while a function records. A recording allocates
+        # tens of thousands of objects that all stay alive (steps, tuples, the recorder's
+        # weak references): W1's 3,000 ops set off ~100 young and ~9 middle collections
+        # that free nothing, and often a full one over every object of the process (30-40
+        # ms of its 75 ms first call). Eager tapegrad frees its graphs by reference
+        # counting, so what piles up meanwhile is only the cyclic garbage of the user's own
+        # code, until the recording ends; results are the same either way (collecting
+        # never changes a live object). Paused only if enabled, and re-enabled after.
+        gc_was_enabled = gc.isenabled()
+        if gc_was_enabled:
+            gc.disable()
         try:
             return self._record_locked(key, args, tensors, kwargs)
         finally:
+            if gc_was_enabled:
+                gc.enable()
             _RECORD_LOCK.release()
 
     def _record_locked(self, key, args, tensors, kwargs):
@@ -1449,6 +1499,9 @@ def _plan_frees(list steps, protected):
                 last[k] = i
         if st.out >= 0:
             last[st.out] = i
+        if st.aux_out is not None:
+            for k in st.aux_out:
+                last.setdefault(k, i)       # (one nothing reads is dropped right away)
     frees = [[] for _ in steps]
     for k, i in last.items():
         if k not in protected:
@@ -1473,6 +1526,8 @@ def _slots_backward_reads(program):
                     reads.add(k)
         if (<_Step>st).out >= 0:
             written.add((<_Step>st).out)
+        if (<_Step>st).aux_out is not None:
+            written.update((<_Step>st).aux_out)
     for k in program.grad_slots:
         if k is not None and k not in written:
             reads.add(k)

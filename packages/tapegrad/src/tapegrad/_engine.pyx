@@ -1179,13 +1179,17 @@ cdef object _apply_arrays(Op op, tuple inputs, PyObject** in_argv, dict kwargs, 
     aux = None
     if op.n_aux:
         out, aux = _split_aux(op, out, device, in_argv, n)
-        if _traced():
-            kernel, aux = _OutputOnly(kernel), None     # see Note: [auxiliary outputs]
     if type(out) is not device.array_type:
         out = device.asarray(out)
     if _traced():
-        _TRACER.kernel(kernel, _tuple_of(argv, n) if arrays is None else arrays, kwargs, out,
-                       device, _tuple_of(in_argv, n) if inputs is None else inputs)
+        if aux is not None:       # see Note: [auxiliary outputs]
+            _TRACER.kernel_aux(kernel, _tuple_of(argv, n) if arrays is None else arrays,
+                               kwargs, out, aux, device,
+                               _tuple_of(in_argv, n) if inputs is None else inputs)
+        else:
+            _TRACER.kernel(_OutputOnly(kernel) if op.n_aux else kernel,
+                           _tuple_of(argv, n) if arrays is None else arrays, kwargs, out,
+                           device, _tuple_of(in_argv, n) if inputs is None else inputs)
 
     t = _new_tensor(out, device)
     if op.view and n and isinstance(<object>in_argv[0], TensorBase) and device.may_share_memory(
@@ -1210,10 +1214,13 @@ cdef object _apply_arrays(Op op, tuple inputs, PyObject** in_argv, dict kwargs, 
 # order rule: under create_graph (tg.grad(..., create_graph=True), hessians, jvp) a rule
 # that used them would differentiate as if they did not depend on the inputs -- a silent
 # wrong second derivative -- so there the rule gets aux=None and must recompute from its
-# inputs with tapegrad ops. tg.compile's recorder gets aux=None too (the replay would
-# otherwise read the recording's arrays as constants) and records the kernel as one that
-# returns the output only (_OutputOnly). A kernel may also return the output alone (a
-# device whose kernel does not compute the intermediates): the rule then gets aux=None.
+# inputs with tapegrad ops. tg.compile's recorder hears of the aux arrays
+# (Recorder.kernel_aux): the recorded step writes them into slots of their own, so a
+# rule that reuses them reads that replay's arrays, not the recording's (as constants),
+# and a replay runs the very kernels eager runs. A kernel may also return the output alone
+# (a device whose kernel does not compute the intermediates): the rule then gets
+# aux=None, and the recorder records the kernel as one that returns the output only
+# (_OutputOnly).
 # The aux arrays must be new arrays: one that
 # shares memory with the output or an input could be written in place behind the node's
 # back (no version counter guards it), which _split_aux refuses. Ops without aux pay one
