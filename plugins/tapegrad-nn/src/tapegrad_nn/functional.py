@@ -308,8 +308,13 @@ def _softmax_backward_jvp(t, ans, g, y, axis=-1):
 
 def _log_softmax_and_probs(x, axis):
     """(log_softmax(x), softmax(x)) from one exp of the shifted x."""
-    z, _, _ = _shifted(np.asarray(x), axis)
+    z, _, finite = _shifted(np.asarray(x), axis)
     e = np.exp(z)
+    if finite:          # the maximum contributes exp(0) = 1: the sum is >= 1, nothing to mute
+        s = _sum_kept(e, axis)
+        z -= np.log(s)
+        e /= s
+        return z, e
     with np.errstate(divide="ignore", invalid="ignore"):   # a row of -inf: -inf - -inf
         s = _sum_kept(e, axis)
         z -= np.log(s)
@@ -618,7 +623,22 @@ def _cross_entropy_parts(x, t, reduction, weight, ignore_index, label_smoothing)
                                label_smoothing), probs
 
 
+def _labels_in_range(t, n_classes, ignore_index):
+    """The common case in one pass over the labels: a label array with every label in
+    [0, n_classes) and an ignore_index outside it (PyTorch's -100), so no row is ignored
+    and no label needs _check_labels' error (the general checks decide otherwise)."""
+    if type(t) is not np.ndarray or 0 <= ignore_index < n_classes:
+        return False
+    return t.size == 0 or (t.min() >= 0 and t.max() < n_classes)
+
+
 def _cross_entropy_loss(x, t, labels, lsm, reduction, weight, ignore_index, label_smoothing):
+    if labels and weight is None and label_smoothing == 0.0 and _labels_in_range(
+            t, x.shape[-1], ignore_index):
+        n_classes = x.shape[-1]
+        rows = lsm.reshape(-1, n_classes)
+        picked = rows[np.arange(rows.shape[0]), t.reshape(-1)].reshape(t.shape)
+        return _reduce(0.0 - picked, reduction)
     if not _is_plain(t, weight, ignore_index, label_smoothing):
         a, denom = _coefficients(x.shape, x.dtype, t, labels, weight, ignore_index,
                                  label_smoothing, "cross_entropy")
