@@ -353,12 +353,21 @@ def test_bad_arguments_raise_clear_errors():
         tg.func.grad(lambda a: a * 2.0)(tg.ones(2))
 
 
-def test_a_batched_index_is_refused_not_read_as_zeros():
+def test_a_batched_index_works_alone_and_is_refused_inside_an_index():
     xs = tg.tensor([[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]])
     idx = tg.tensor([2, 1])
+    got = tg.vmap(lambda x, i: x[i])(xs, idx)                    # per-example x[i]
+    np.testing.assert_array_equal(got.numpy(), [2.0, 4.0])
+    # per-example gradients through it (an embedding lookup)
+    table = tg.tensor(RNG.standard_normal((4, 3)))
+    ids = tg.tensor([[0, 3], [1, 1], [2, 0]])
+    g = tg.vmap(tg.func.grad(lambda t, i: (t[i] ** 2).sum()), in_axes=(None, 0))(table, ids)
+    want = np.stack([2 * np.bincount(i, minlength=4)[:, None] * table.numpy()
+                     for i in ids.numpy()])
+    np.testing.assert_allclose(g.numpy(), want, rtol=1e-14)
 
     def pick(x, i):
-        return x[i]
+        return x[i, None]
 
     with pytest.raises(RuntimeError, match="vmap"):
         tg.vmap(pick)(xs, idx)

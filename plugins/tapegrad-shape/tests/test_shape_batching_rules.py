@@ -175,13 +175,26 @@ def test_a_batched_tensor_inside_an_index_is_refused_not_read_as_zeros():
     # (its array is vmap's placeholder, which NumPy's indexing read as zeros, silently)
     x = tg.tensor(np.arange(5.0))
     idx = np.array([[1, 2], [3, 4], [0, 0]])
-    for f in (lambda i: x[i], lambda i: x[i, None], lambda i: x[..., i] * 2):
+    for f in (lambda i: x[i, None], lambda i: x[..., i] * 2):
         with pytest.raises(RuntimeError, match="vmap: .* batched tensor .*tg.take"):
             vmap_call(f)(idx)
     with pytest.raises(RuntimeError, match="vmap: .*batched tensor"):
         vmap_call(lambda i: tg.setitem(x, 1.0, index=i))(idx)      # the index as given
     with pytest.raises(RuntimeError, match="vmap.*batched tensor"):
-        vmap_call(lambda v, i: v[i])(np.ones((3, 5)), idx)
+        vmap_call(lambda v, i: v[i, 0])(np.ones((3, 5, 2)), idx)
+
+
+def test_an_integer_index_tensor_alone_indexes_per_example():
+    # x[i] with i batched is take(x, i, axis=0): per-example indices, NumPy's semantics
+    x = RNG.standard_normal((3, 5, 2))
+    idx = np.array([[1, -2], [3, 4], [0, 0]])
+    assert_same(vmap_call(lambda v, i: v[i])(x, idx),
+                loop_call(lambda v, i: v[i])(x, idx))
+    table = RNG.standard_normal((5, 2))
+    assert_same(vmap_call(lambda i: tg.tensor(table)[i])(idx),
+                loop_call(lambda i: table[i])(idx))
+    with pytest.raises(RuntimeError, match="vmap.*batched tensor"):
+        vmap_call(lambda v, m: v[m])(x, RNG.random((3, 5)) > 0.5)   # a mask: refused
 
 
 def test_take_with_different_indices_per_example(fallbacks):

@@ -395,12 +395,23 @@ def check_array_rule(name, entries):
             f"take the gradient outside the vmap")
 
 
+def batched_index(x, index):
+    """``x[index]`` for one integer index tensor batched inside tg.vmap: NumPy's x[i] for
+    an integer array i is take(x, i, axis=0) (negative indices wrap, out of range raises),
+    whose batching rule gathers per example. None for anything else (refused by
+    check_index: a boolean mask's result shape differs per example)."""
+    if is_batched(index) and index.dtype.kind in "iu" and x.ndim >= 1:
+        return _engine.lookup("take")(x, index, axis=0)
+    return None
+
+
 def check_index(t):
     if is_batched(t):
         raise RuntimeError(
-            "vmap: a batched tensor used as an index (x[i], x[i] = v) inside tg.vmap is not "
-            "supported: its values differ per example; use tg.take(x, i) or "
-            "tg.take_along_axis(x, i, axis)")
+            "vmap: a batched tensor used inside an index (x[i, j], x[..., i], x[i] = v) "
+            "inside tg.vmap is not supported: its values differ per example; x[i] alone "
+            "works, and tg.take(x, i, axis) / tg.take_along_axis(x, i, axis) cover the "
+            "other axes")
     if batch_entries(t):
         raise _leak_error("indexing")
 

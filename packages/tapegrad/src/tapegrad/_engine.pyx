@@ -2869,6 +2869,13 @@ cdef class TensorBase:
         return _logical("logical_not", self, None)
 
     def __getitem__(self, index):
+        if _fwd_active and isinstance(index, TensorBase) and _has_tangents(<TensorBase>index) \
+                and _LEVEL_HOOKS is not None:
+            # x[i] with an integer index tensor batched by tg.vmap: per-example indices,
+            # which is take(x, i, axis=0) (the hook returns None where it is not)
+            out = _LEVEL_HOOKS.batched_index(self, index)
+            if out is not None:
+                return out
         return _lookup("getitem")(self, index=_index_arrays(index))
 
     @property
