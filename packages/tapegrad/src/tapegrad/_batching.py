@@ -126,10 +126,6 @@ def exit(level):
     _randomness.pop(level, None)
 
 
-def is_batch_level(level):
-    return level in _sizes
-
-
 def wrap(physical, level):
     """The logical tensor at `level` whose examples are physical[0], physical[1], ..."""
     if not isinstance(physical, TensorBase):

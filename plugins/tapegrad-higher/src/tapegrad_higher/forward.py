@@ -20,20 +20,12 @@ import tapegrad as tg
 from tapegrad import _engine, _forward
 
 from .forward_ad import make_dual
-from .functional import (_as_tuple, _backward, _call, _fill, _one_hots, _scalar_output, _structure,
-                         _transform, _vectors, _zeros)
+from .functional import (_as_tuple, _backward, _call, _fill, _float_input, _one_hots,
+                         _scalar_output, _structure, _transform, _vectors, _zeros)
 
 
 def _tensors(values, who):
-    out = []
-    for i, x in enumerate(values):
-        if not isinstance(x, _engine.TensorBase):
-            x = tg.asarray(x)
-        if x.dtype.kind != "f":
-            raise TypeError(f"{who}: input {i} has dtype {x.dtype}; only floating-point "
-                            f"inputs can be differentiated (convert it with .astype(np.float64))")
-        out.append(x)
-    return tuple(out)
+    return tuple(_float_input(x, i, who) for i, x in enumerate(values))
 
 
 def _auto_graph(create_graph, xs):

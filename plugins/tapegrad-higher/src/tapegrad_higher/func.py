@@ -19,6 +19,7 @@ import tapegrad as tg
 from tapegrad import _engine, _forward
 
 from .forward import _argnums, jacfwd, jacrev, linearize
+from .functional import _float_input
 from .forward import jvp as _jvp
 from .vmap import _flatten, vmap
 
@@ -26,15 +27,11 @@ __all__ = ["vmap", "grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "
            "linearize", "functional_call"]
 
 
-def _differentiable_copy(x, who):
-    """x as a tensor that requires grad, to differentiate at: connected to x's own graph
-    when x requires grad with grad mode on (so that the transform nests: grad of grad),
-    else a fresh leaf; tangents and vmap's per-example values are kept."""
-    if not isinstance(x, _engine.TensorBase):
-        x = tg.asarray(x)
-    if x.dtype.kind != "f":
-        raise TypeError(f"{who}: an input to differentiate has dtype {x.dtype}; only "
-                        f"floating-point tensors can be differentiated")
+def _differentiable_copy(x, i, who):
+    """Input `i` as a tensor that requires grad, to differentiate at: connected to x's own
+    graph when x requires grad with grad mode on (so that the transform nests: grad of
+    grad), else a fresh leaf; tangents and vmap's per-example values are kept."""
+    x = _float_input(x, i, who)
     if x.requires_grad and tg.is_grad_enabled():
         return tg.reshape(x, x.shape)
     return _forward.detached_dual(x).requires_grad_(True)
@@ -63,7 +60,7 @@ def grad_and_value(func, argnums=0, has_aux=False):
             leaves, rebuild = _flatten(args[a])
             outer_graph |= any(isinstance(x, _engine.TensorBase) and x.requires_grad
                                for x in leaves)
-            copies = [_differentiable_copy(x, "grad") for x in leaves]
+            copies = [_differentiable_copy(x, i, "grad") for i, x in enumerate(leaves)]
             args[a] = rebuild(copies)
             wrt.append(copies)
             rebuilds.append(rebuild)
@@ -131,7 +128,7 @@ def vjp(func, *primals, has_aux=False):
     >>> vjp_fn(tg.ones(2))
     (tensor([2., 6.]),)
     """
-    xs = [_differentiable_copy(x, "vjp") for x in primals]
+    xs = [_differentiable_copy(x, i, "vjp") for i, x in enumerate(primals)]
     create_graph = any(isinstance(x, _engine.TensorBase) and x.requires_grad
                        for x in primals) and tg.is_grad_enabled()
     with tg.enable_grad():

@@ -98,6 +98,17 @@ def _as_tuple(value):
     return (value,), False
 
 
+def _float_input(x, i, who):
+    """Input `i` as a tensor (arrays and numbers converted); refused unless it is
+    floating-point (only those can be differentiated)."""
+    if not isinstance(x, _engine.TensorBase):
+        x = tg.asarray(x)
+    if x.dtype.kind != "f":
+        raise TypeError(f"{who}: input {i} has dtype {x.dtype}; only floating-point inputs "
+                        f"can be differentiated (convert it with .astype(np.float64))")
+    return x
+
+
 def _prepare_inputs(inputs, create_graph, who):
     """Fresh tensors that require grad, one per input, to evaluate f at.
 
@@ -111,11 +122,7 @@ def _prepare_inputs(inputs, create_graph, who):
         raise ValueError(f"{who}: inputs is empty")
     out = []
     for i, x in enumerate(xs):
-        if not isinstance(x, _engine.TensorBase):
-            x = tg.asarray(x)
-        if x.dtype.kind != "f":
-            raise TypeError(f"{who}: input {i} has dtype {x.dtype}; only floating-point inputs "
-                            f"can be differentiated (convert it with .astype(np.float64))")
+        x = _float_input(x, i, who)
         if create_graph and x.requires_grad:
             out.append(tg.reshape(x, x.shape))
         else:

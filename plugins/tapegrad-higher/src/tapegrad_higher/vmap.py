@@ -23,10 +23,6 @@ from tapegrad import _batching, _engine
 _TensorBase = _engine.TensorBase
 
 
-def _is_leaf(x):
-    return not isinstance(x, (tuple, list, dict))
-
-
 def _flatten(tree):
     """(leaves, rebuild) of a pytree of tuples, lists and dicts (sorted keys)."""
     if isinstance(tree, dict):
