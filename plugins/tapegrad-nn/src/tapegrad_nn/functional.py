@@ -745,6 +745,31 @@ def _batched_labels_vjp(g, x, t, reduction, weight, ignore_index, label_smoothin
     return d_row * g, None
 
 
+def _weighted_coefficients(x, t, labels, weight, ignore_index, label_smoothing, what):
+    """(a, w, denom) of cross_entropy's weighted path (class weight, label smoothing or
+    ignored labels): the coefficients `a` of each row's loss -sum(a * log_softmax(x)) as a
+    tensor on x's device, the class weight `w` there (or None), and 'mean''s denominator.
+    With labels, `a` is a constant; with probabilities a = w ((1 - eps) t + eps / C) is
+    differentiated in t too. `what` names the derivative in run_eagerly's reason."""
+    if labels:
+        # NOTE: the coefficients are built from the labels' values on the host: a
+        # tg.compile replay would reuse the recording's, so such a signature runs eagerly.
+        run_eagerly(f"cross_entropy: with a class weight, label smoothing or ignored labels "
+                    f"its {what} is built from the labels' values")
+    n_classes = x.shape[-1]
+    a_np, denom = _coefficients(x.shape, x.dtype, np.asarray(t) if labels else
+                                np.zeros(x.shape, x.dtype), labels, weight, ignore_index,
+                                label_smoothing, "cross_entropy")
+    w = None if weight is None else _class_weight(weight, n_classes, x.dtype, "cross_entropy")
+    # NOTE: host constants go to x's device (a cuda tensor times an ndarray would not).
+    w = None if w is None else tg.asarray(w, device=x.device)
+    if labels:
+        return tg.asarray(a_np, device=x.device), w, denom
+    eps = float(label_smoothing)
+    a = (1.0 - eps) * t + eps / n_classes
+    return (a if w is None else a * w), w, denom
+
+
 def _weighted_cross_entropy_vjp(g, x, t, reduction, weight, ignore_index, label_smoothing,
                                 probs=None):
     # loss row = -sum(a * log_softmax(x)): d/dx = softmax(x) * sum(a) - a. With labels `a`
@@ -753,28 +778,12 @@ def _weighted_cross_entropy_vjp(g, x, t, reduction, weight, ignore_index, label_
     # NOTE: the coefficients are rebuilt from the labels here rather than saved: the
     # engine saves inputs, not kernel by-products.
     labels = _is_label(t)
-    if labels:
-        # NOTE: the coefficients below are built from the labels' values on the host: a
-        # tg.compile replay would reuse the recording's, so such a signature runs eagerly.
-        run_eagerly("cross_entropy: with a class weight, label smoothing or ignored labels "
-                    "its gradient is built from the labels' values")
-    n_classes = x.shape[-1]
-    a_np, denom = _coefficients(x.shape, x.dtype, np.asarray(t) if labels else
-                                np.zeros(x.shape, x.dtype), labels, weight, ignore_index,
-                                label_smoothing, "cross_entropy")
+    a, w, denom = _weighted_coefficients(x, t, labels, weight, ignore_index, label_smoothing,
+                                         "gradient")
     if reduction == "mean":
         g = g / denom if denom else g * 0.0       # (see _mean_factor)
     elif reduction == "none":
         g = tg.reshape(g, g.shape + (1,))
-    w = None if weight is None else _class_weight(weight, n_classes, x.dtype, "cross_entropy")
-    # NOTE: host constants go to x's device (a cuda tensor times an ndarray would not).
-    w = None if w is None else tg.asarray(w, device=x.device)
-    if labels:
-        a = tg.asarray(a_np, device=x.device)
-    else:
-        eps = float(label_smoothing)
-        a = (1.0 - eps) * t + eps / n_classes
-        a = a if w is None else a * w
     gx = gt = None
     if tg.needs_grad(x):
         p = probs if probs is not None else tg.softmax(x, axis=-1)
@@ -794,7 +803,6 @@ def _cross_entropy_jvp(t, ans, x, target, *, reduction="mean", weight=None,
     # ('mean' divides by the VJP's denom, the kept rows' weight sum with labels).
     tx, tt = t[0], t[1]
     labels = _is_label(target)
-    n_classes = x.shape[-1]
     w = None
     if labels and _batching.is_batched(target):          # (see _label_terms)
         if tx is None:
@@ -809,21 +817,8 @@ def _cross_entropy_jvp(t, ans, x, target, *, reduction="mean", weight=None,
         denom = max(math.prod(x.shape[:-1]), 1)
         a = None if labels else target
     else:
-        if labels:
-            run_eagerly("cross_entropy: with a class weight, label smoothing or ignored "
-                        "labels its tangent is built from the labels' values")
-        a_np, denom = _coefficients(x.shape, x.dtype, np.asarray(target) if labels else
-                                    np.zeros(x.shape, x.dtype), labels, weight, ignore_index,
-                                    label_smoothing, "cross_entropy")
-        w = None if weight is None else _class_weight(weight, n_classes, x.dtype,
-                                                      "cross_entropy")
-        w = None if w is None else tg.asarray(w, device=x.device)
-        if labels:
-            a = tg.asarray(a_np, device=x.device)
-        else:
-            eps = float(label_smoothing)
-            a = (1.0 - eps) * target + eps / n_classes
-            a = a if w is None else a * w
+        a, w, denom = _weighted_coefficients(x, target, labels, weight, ignore_index,
+                                             label_smoothing, "tangent")
     terms = []
     if tx is not None:
         if a is None:       # plain labels: sum(a) = 1, softmax - one_hot is the VJP's op

@@ -159,17 +159,25 @@ def _shifted_tensor(seq_part, first, reverse):
     return tg.concatenate([first, seq_part[:-1]], axis=0)
 
 
+def _lstm_gates(hs, cs, xw, h0, c0, w_hh, reverse):
+    """(h_{t-1}, c_{t-1}, i, f, g, o, tanh(c_t)) of every step, recomputed with tapegrad ops
+    from the sequence's states hs, cs (T, N, H) and its input projections xw: what the
+    composed backward and the JVP rules differentiate through."""
+    T, N, H = xw.shape[0], xw.shape[1], h0.shape[-1]
+    h_prev, c_prev = _shifted_tensor(hs, h0, reverse), _shifted_tensor(cs, c0, reverse)
+    z = tg.reshape(tg.reshape(h_prev, (T * N, H)) @ tg.transpose(w_hh), (T, N, 4 * H)) + xw
+    i, f = tg.sigmoid(z[..., :H]), tg.sigmoid(z[..., H:2 * H])
+    gate, o = tg.tanh(z[..., 2 * H:3 * H]), tg.sigmoid(z[..., 3 * H:])
+    return h_prev, c_prev, i, f, gate, o, tg.tanh(cs)
+
+
 def _lstm_bptt_composed(g, ans, xw, h0, c0, w_hh, reverse):
     """The four gradients of _lstm_sequence written with tapegrad ops: the same
     backpropagation through time as _lstm_sequence_backward_kernel (term for term), but
     recorded, so that it can be differentiated again (create_graph=True)."""
     T, N, H = xw.shape[0], xw.shape[1], h0.shape[-1]
     hs, cs = ans[..., :H], ans[..., H:]
-    h_prev, c_prev = _shifted_tensor(hs, h0, reverse), _shifted_tensor(cs, c0, reverse)
-    z = tg.reshape(tg.reshape(h_prev, (T * N, H)) @ tg.transpose(w_hh), (T, N, 4 * H)) + xw
-    i, f = tg.sigmoid(z[..., :H]), tg.sigmoid(z[..., H:2 * H])
-    gate, o = tg.tanh(z[..., 2 * H:3 * H]), tg.sigmoid(z[..., 3 * H:])
-    tc = tg.tanh(cs)
+    h_prev, c_prev, i, f, gate, o, tc = _lstm_gates(hs, cs, xw, h0, c0, w_hh, reverse)
     a = o * (1.0 - tc * tc)
     b_i, b_f = gate * (i * (1.0 - i)), c_prev * (f * (1.0 - f))
     b_g, b_o = i * (1.0 - gate * gate), tc * (o * (1.0 - o))
@@ -241,11 +249,7 @@ def _lstm_sequence_jvp(t, ans, xw, h0, c0, w_hh, reverse=False):
     t_xw, t_h0, t_c0, t_w = t[0], t[1], t[2], t[3]
     T, N, H = xw.shape[0], xw.shape[1], h0.shape[-1]
     hs, cs = ans[..., :H], ans[..., H:]
-    h_prev, c_prev = _shifted_tensor(hs, h0, reverse), _shifted_tensor(cs, c0, reverse)
-    z = tg.reshape(tg.reshape(h_prev, (T * N, H)) @ tg.transpose(w_hh), (T, N, 4 * H)) + xw
-    i, f = tg.sigmoid(z[..., :H]), tg.sigmoid(z[..., H:2 * H])
-    gate, o = tg.tanh(z[..., 2 * H:3 * H]), tg.sigmoid(z[..., 3 * H:])
-    tc = tg.tanh(cs)
+    h_prev, c_prev, i, f, gate, o, tc = _lstm_gates(hs, cs, xw, h0, c0, w_hh, reverse)
     # per-step factors of dz's four slices and of dc in dh
     k_i, k_f = gate * (i * (1.0 - i)), c_prev * (f * (1.0 - f))
     k_g, k_o, k_c = i * (1.0 - gate * gate), tc * (o * (1.0 - o)), o * (1.0 - tc * tc)
@@ -274,11 +278,7 @@ def _lstm_sequence_backward_jvp(t, ans, g, seq, xw, h0, c0, w_hh, reverse=False)
     T, N, H = xw.shape[0], xw.shape[1], h0.shape[-1]
     t_g, t_seq, t_xw, t_h0, t_c0, t_w = t[:6]
     hs, cs = seq[..., :H], seq[..., H:]
-    h_prev, c_prev = _shifted_tensor(hs, h0, reverse), _shifted_tensor(cs, c0, reverse)
-    z = tg.reshape(tg.reshape(h_prev, (T * N, H)) @ tg.transpose(w_hh), (T, N, 4 * H)) + xw
-    i, f = tg.sigmoid(z[..., :H]), tg.sigmoid(z[..., H:2 * H])
-    gate, o = tg.tanh(z[..., 2 * H:3 * H]), tg.sigmoid(z[..., 3 * H:])
-    tc = tg.tanh(cs)
+    h_prev, c_prev, i, f, gate, o, tc = _lstm_gates(hs, cs, xw, h0, c0, w_hh, reverse)
     di, df, do = i * (1.0 - i), f * (1.0 - f), o * (1.0 - o)
     dgate, dtc = 1.0 - gate * gate, 1.0 - tc * tc
     a = o * dtc
@@ -406,16 +406,24 @@ def _gru_sequence_backward_kernel(g, seq, xw, h0, w_hh, b_hn, reverse=False):
     return out
 
 
-def _gru_bptt_composed(g, ans, xw, h0, w_hh, b_hn, reverse):
-    """The gradients of _gru_sequence with tapegrad ops, term for term as the kernel's
-    (recorded: differentiable again, for create_graph=True)."""
+def _gru_gates(hs, xw, h0, w_hh, b_hn, reverse):
+    """(h_{t-1}, r, z, W_hn h_{t-1} + b_hn, n) of every step, recomputed with tapegrad ops
+    from the sequence's states hs (T, N, H) and its input projections xw: what the composed
+    backward and the JVP rules differentiate through."""
     T, N, H = xw.shape[0], xw.shape[1], h0.shape[-1]
-    h_prev = _shifted_tensor(ans, h0, reverse)
+    h_prev = _shifted_tensor(hs, h0, reverse)
     hw = tg.reshape(tg.reshape(h_prev, (T * N, H)) @ tg.transpose(w_hh), (T, N, 3 * H))
     r = tg.sigmoid(xw[..., :H] + hw[..., :H])
     z = tg.sigmoid(xw[..., H:2 * H] + hw[..., H:2 * H])
     hn = hw[..., 2 * H:] + b_hn
-    n = tg.tanh(xw[..., 2 * H:] + r * hn)
+    return h_prev, r, z, hn, tg.tanh(xw[..., 2 * H:] + r * hn)
+
+
+def _gru_bptt_composed(g, ans, xw, h0, w_hh, b_hn, reverse):
+    """The gradients of _gru_sequence with tapegrad ops, term for term as the kernel's
+    (recorded: differentiable again, for create_graph=True)."""
+    T, N, H = xw.shape[0], xw.shape[1], h0.shape[-1]
+    h_prev, r, z, hn, n = _gru_gates(ans, xw, h0, w_hh, b_hn, reverse)
     k_n = (1.0 - z) * (1.0 - n * n)
     k_r, k_z, k_hn = k_n * hn * (r * (1.0 - r)), (h_prev - n) * (z * (1.0 - z)), k_n * r
     rows, dh_rec = [None] * T, None
@@ -456,12 +464,7 @@ def _gru_sequence_jvp(t, ans, xw, h0, w_hh, b_hn, reverse=False):
     # + dz (h_{t-1} - n).
     t_xw, t_h0, t_w, t_b = t[0], t[1], t[2], t[3]
     T, N, H = xw.shape[0], xw.shape[1], h0.shape[-1]
-    h_prev = _shifted_tensor(ans, h0, reverse)
-    hw = tg.reshape(tg.reshape(h_prev, (T * N, H)) @ tg.transpose(w_hh), (T, N, 3 * H))
-    r = tg.sigmoid(xw[..., :H] + hw[..., :H])
-    z = tg.sigmoid(xw[..., H:2 * H] + hw[..., H:2 * H])
-    hn = hw[..., 2 * H:] + b_hn
-    n = tg.tanh(xw[..., 2 * H:] + r * hn)
+    h_prev, r, z, hn, n = _gru_gates(ans, xw, h0, w_hh, b_hn, reverse)
     k_r, k_z, k_n = r * (1.0 - r), z * (1.0 - z), 1.0 - n * n
     # forcing: every term of the step's [da_r | da_z | dhw_n] and of da_n without dh_{t-1}
     # (T, N, 3H), then b_hn's tangent in the n slice ((3H,): broadcast, NOT indexed by step)
@@ -496,12 +499,7 @@ def _gru_sequence_backward_jvp(t, ans, g, seq, xw, h0, w_hh, b_hn, reverse=False
     # so the tangent of a row is t_dh * k + dh * t_k, from the factors' tangents.
     T, N, H = xw.shape[0], xw.shape[1], h0.shape[-1]
     t_g, t_seq, t_xw, t_h0, t_w, t_b = t[:6]
-    h_prev = _shifted_tensor(seq, h0, reverse)
-    hw = tg.reshape(tg.reshape(h_prev, (T * N, H)) @ tg.transpose(w_hh), (T, N, 3 * H))
-    r = tg.sigmoid(xw[..., :H] + hw[..., :H])
-    z = tg.sigmoid(xw[..., H:2 * H] + hw[..., H:2 * H])
-    hn = hw[..., 2 * H:] + b_hn
-    n = tg.tanh(xw[..., 2 * H:] + r * hn)
+    h_prev, r, z, hn, n = _gru_gates(seq, xw, h0, w_hh, b_hn, reverse)
     dr, dz, dn = r * (1.0 - r), z * (1.0 - z), 1.0 - n * n
     k_n = (1.0 - z) * dn
     k = tg.concatenate([k_n * hn * dr, (h_prev - n) * dz, k_n * r, k_n, z], axis=-1)
