@@ -93,7 +93,7 @@ def _solve_triangular_batch(inputs, batched, **params):
         return loop_fallback("scipy_linalg_solve_triangular", inputs, batched, params)
     # One matrix for every example: the examples' right-hand sides are the columns of one
     # (M, batch * K) right-hand side.
-    size, m = b.shape[0], b.shape[1]
+    m = b.shape[1]
     cols = tg.transpose(b, (1, 0) + tuple(range(2, b.ndim)))         # (M, batch[, K])
     x = tg.scipy_linalg_solve_triangular(a, tg.reshape(cols, (m, -1)), **params)
     x = tg.reshape(x, cols.shape)
