@@ -626,6 +626,16 @@ def _check_double_backward_raises(f, flat, where):
         f"its gradient did not raise")
 
 
+def _worst_violation(got, expected, atol, rtol, shape):
+    """(flat position, index in `shape`) of the entry of flat `got` furthest outside
+    atol + rtol * |expected|, or None when every entry is within it."""
+    excess = np.abs(got - expected) - (atol + rtol * np.abs(expected))
+    if not excess.size or excess.max() <= 0:
+        return None
+    k = int(np.argmax(excess))
+    return k, (tuple(int(v) for v in np.unravel_index(k, shape)) if len(shape) else ())
+
+
 def _check_jvp(entry, sample, positions, where, report, atol, rtol, eps, *,
                reverse_over_forward=True):
     """The op's own JVP rule, if any, against J @ t with J from finite differences and
@@ -654,10 +664,9 @@ def _check_jvp(entry, sample, positions, where, report, atol, rtol, eps, *,
     (jac,) = numeric_jacobian(f, flat, wrt, eps)
     expected = sum(j @ _host(tangents[i]).reshape(-1) for i, j in zip(wrt, jac))
     got = got.reshape(-1).astype(np.float64)
-    excess = np.abs(got - expected) - (atol + rtol * np.abs(expected))
-    if excess.size and excess.max() > 0:
-        k = int(np.argmax(excess))
-        index = tuple(int(v) for v in np.unravel_index(k, ans.shape)) if ans.ndim else ()
+    worst = _worst_violation(got, expected, atol, rtol, ans.shape)
+    if worst is not None:
+        k, index = worst
         raise GradcheckError(
             f"{where}: JVP check failed at output index {index}: rule {got[k]:.10g} vs "
             f"numeric {expected[k]:.10g}")
@@ -1288,10 +1297,9 @@ def check_jvp(f, inputs, tangents=None, *, reference=None, eps=1e-6, atol=1e-5, 
         if a.shape != n.shape:
             raise GradcheckError(f"JVP check failed: output {r} has shape {a.shape}, the "
                                  f"finite differences {n.shape}")
-        excess = np.abs(a - n) - (atol + rtol * np.abs(n))
-        if excess.size and excess.max() > 0:
-            k = int(np.argmax(excess))
-            index = tuple(int(v) for v in np.unravel_index(k, a.shape)) if a.ndim else ()
+        worst = _worst_violation(a.reshape(-1), n.reshape(-1), atol, rtol, a.shape)
+        if worst is not None:
+            k, index = worst
             raise GradcheckError(
                 f"JVP check failed for output {r} at index {index}: forward mode "
                 f"{a.reshape(-1)[k]:.10g} vs numeric {n.reshape(-1)[k]:.10g} (|difference| "

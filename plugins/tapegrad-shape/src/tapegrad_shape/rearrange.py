@@ -388,13 +388,22 @@ def _cumprod_vjp(g, ans, a, axis=None, *, dtype=None):
     x = tg.reshape(a, (-1,)) if axis is None else a
     ax = 0 if axis is None else axis % a.ndim
     xm, gm = _ops.moveaxis(x, ax, -1), _ops.moveaxis(g, ax, -1)
+    later, products = _running_products(xm)
+    terms = tg.where(later, products * gm[..., None, :], 0)
+    grad = _ops.moveaxis(tg.sum(terms, axis=-1), -1, ax)
+    return (tg.reshape(grad, a.shape) if axis is None else grad,)
+
+
+def _running_products(xm):
+    """(later, C) for cumprod's rules over xm's last axis (length n): later[j, i] is
+    i >= j, and C[j, i] (for i >= j) the product of xm[0..i] without xm[j], which is
+    d cumprod_i / d x_j: a cumprod of rows with a 1 on the diagonal -- no division, so
+    exact where entries are zero."""
     n = xm.shape[-1]
     eye = _constant(np.eye(n, dtype=bool), xm)
     later = _constant(np.triu(np.ones((n, n), dtype=bool)), xm)    # later[j, i]: i >= j
     rows = tg.where(eye, xm.dtype.type(1), xm[..., None, :])          # rows[j, k]
-    terms = tg.where(later, tg.cumprod(rows, axis=-1) * gm[..., None, :], 0)
-    grad = _ops.moveaxis(tg.sum(terms, axis=-1), -1, ax)
-    return (tg.reshape(grad, a.shape) if axis is None else grad,)
+    return later, tg.cumprod(rows, axis=-1)
 
 
 def _cumprod_jvp(t, ans, a, axis=None, *, dtype=None):
@@ -404,11 +413,8 @@ def _cumprod_jvp(t, ans, a, axis=None, *, dtype=None):
     tx = tg.reshape(t[0], (-1,)) if axis is None else t[0]
     ax = 0 if axis is None else axis % a.ndim
     xm, tm = _ops.moveaxis(x, ax, -1), _ops.moveaxis(tx, ax, -1)
-    n = xm.shape[-1]
-    eye = _constant(np.eye(n, dtype=bool), xm)
-    later = _constant(np.triu(np.ones((n, n), dtype=bool)), xm)    # later[j, i]: i >= j
-    rows = tg.where(eye, xm.dtype.type(1), xm[..., None, :])          # rows[j, k]
-    terms = tg.where(later, tg.cumprod(rows, axis=-1) * tm[..., :, None], 0)
+    later, products = _running_products(xm)
+    terms = tg.where(later, products * tm[..., :, None], 0)
     out = _ops.moveaxis(tg.sum(terms, axis=-2), -1, ax)
     if out.dtype != ans.dtype:
         out = out.astype(ans.dtype)
