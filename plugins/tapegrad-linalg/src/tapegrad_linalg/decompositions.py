@@ -547,14 +547,20 @@ def _svd_unpack(p, m, n, full_matrices):
     return p[..., :m, :mu], p[..., m, :k], p[..., m + 1:, :nv]
 
 
-def _svd_vjp(g, ans, a, full_matrices=False):
+def _svd_factors(ans, a, full_matrices, what):
+    """(m, n, k, U, S, V) of the packed svd output, refusing full_matrices=True for a
+    non-square matrix (its extra singular vectors are not unique): `what` names the
+    derivative ("gradient", "derivative") in the error."""
     m, n = a.shape[-2:]
-    k = min(m, n)
     if full_matrices and m != n:
-        raise ValueError(f"linalg_svd: the gradient of full_matrices=True for a {m}x{n} matrix "
+        raise ValueError(f"linalg_svd: the {what} of full_matrices=True for a {m}x{n} matrix "
                          f"is not defined (the extra singular vectors are not unique); use "
                          f"full_matrices=False")
-    U, S, V = _svd_unpack(ans, m, n, full_matrices)
+    return (m, n, min(m, n)) + tuple(_svd_unpack(ans, m, n, full_matrices))
+
+
+def _svd_vjp(g, ans, a, full_matrices=False):
+    m, n, k, U, S, V = _svd_factors(ans, a, full_matrices, "gradient")
     gU, gS, gV = _svd_unpack(g, m, n, full_matrices)
     # PyTorch's svd_backward (real case), with skew(X) = X - X^T, E_ij = S_j^2 - S_i^2:
     # gA = U [(skew(U^T gU) S + S skew(V^T gV)) / E + diag(gS)] V^T
@@ -586,13 +592,7 @@ def _refuse_zero_singular_value(s, m, n):
 
 
 def _svd_jvp(t, ans, a, full_matrices=False):
-    m, n = a.shape[-2:]
-    k = min(m, n)
-    if full_matrices and m != n:
-        raise ValueError(f"linalg_svd: the derivative of full_matrices=True for a {m}x{n} "
-                         f"matrix is not defined (the extra singular vectors are not unique); "
-                         f"use full_matrices=False")
-    U, S, V = _svd_unpack(ans, m, n, full_matrices)
+    m, n, k, U, S, V = _svd_factors(ans, a, full_matrices, "derivative")
     dA = t[0]
     # With dP = U^T dA V: dS = diag(dP), dU = U (F o (dP S + S dP^T)),
     # dV = V (F o (S dP + dP^T S)), F_ij = 1 / (S_j^2 - S_i^2) off the diagonal; plus, for
