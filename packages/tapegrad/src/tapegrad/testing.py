@@ -323,10 +323,12 @@ def check_op(op, *, atol=1e-5, rtol=1e-3, eps=1e-6) -> Report:
     gradient taken with create_graph=True raises when differentiated again); its JVP rule,
     if it has one, matches finite differences and is the transpose of the VJP rule (and,
     on its first two samples and its first broadcasting one, is itself differentiable:
-    reverse over forward); inputs that are not differentiable get no
-    gradient; in float32 it returns float32 results and gradients. The report lists the
-    checks that ran and the op's ``capabilities``. Raises ContractError (or
-    GradcheckError) on the first failure.
+    reverse over forward); inputs that are not differentiable get no gradient; in float32
+    it returns float32 results, gradients and JVP tangents; under vmap (its inputs
+    batched) it equals one call per example, and its VJP inside vmap the per-example VJPs
+    (or it refuses with an error naming vmap). The report lists the checks that ran and
+    the op's ``capabilities``. Raises ContractError (or GradcheckError) on the first
+    failure.
 
     >>> import tapegrad as tg
     >>> tg.testing.check_op("add")
@@ -761,6 +763,26 @@ def _check_float32(entry, sample, positions, where, report):
             if isinstance(x, TensorBase) and x.grad is not None and x.grad.dtype != x.dtype:
                 raise ContractError(f"{where}: input {i} is {x.dtype} but its gradient is {x.grad.dtype}")
     report.checks.append("float32")
+    if isinstance(entry, Op) and entry.jvp is not None and entry.vjp is not None:
+        _check_float32_jvp(entry, sample, args, where, report)
+
+
+def _check_float32_jvp(op, sample, args, where, report):
+    """The JVP rule itself (not only the engine, which casts) keeps a float32 output's
+    dtype, with float32 tangents on the float inputs."""
+    rng = np.random.default_rng(0)
+    flat, _ = _flatten_seq(args)
+    tangents = [new_tensor(_engine.default_device().asarray(
+                    rng.standard_normal(flat[i].shape).astype(np.float32)), flat[i].device)
+                if i in _grad_positions(flat) else None for i in range(len(flat))]
+    with no_grad():
+        ans = _call(op, args, sample.kwargs)
+        got = op.jvp(tuple(tangents), ans, *flat, **sample.kwargs)
+    if not isinstance(got, TensorBase) or got.dtype != ans.dtype:
+        raise ContractError(f"{where}: on float32 inputs the JVP rule returned "
+                            f"{getattr(got, 'dtype', type(got).__name__)}, the output is "
+                            f"{ans.dtype}")
+    report.checks.append("float32 JVP rule keeps the dtype")
 
 
 # ---------------------------------------------------------------------------------------
