@@ -238,6 +238,8 @@ def test_a_function_inside_vmap_runs_per_example_and_refuses_an_inner_grad():
     np.testing.assert_allclose(w.grad.numpy(), (3 * (xs.numpy() * [1, 2]) ** 2 * xs.numpy()).sum(0))
     with pytest.raises(NotImplementedError, match="inside tg.vmap"):
         tg.vmap(tg.func.grad(lambda x: Cube.apply(x).sum()))(xs)
+    with pytest.raises(NotImplementedError, match="batch of size 0"):
+        tg.vmap(Cube.apply)(tg.zeros((0, 2)))
 
 
 def test_compiled_function_of_vmap_equals_eager():

@@ -287,8 +287,9 @@ def _loop(op, phys, batched, kwargs, size):
         size = next(x.shape[0] for x, b in zip(phys, batched) if b)
     if size == 0:
         raise NotImplementedError(
-            f"vmap: '{op.name}' has no batching rule, and a batch of size 0 gives no "
-            f"example to learn its output's shape from")
+            f"vmap: '{op.name}' runs once per example here (no batching rule covers these "
+            f"arguments), and a batch of size 0 gives no example to learn its output's "
+            f"shape from")
     outs = [call_op(op, [_slice(x, i) if b else x for x, b in zip(phys, batched)], kwargs)
             for i in range(size)]
     shapes = {tuple(o.shape) for o in outs}
@@ -307,6 +308,10 @@ def function_loop(cls, args, kwargs):
     level = max(k for a in args for k in batch_entries(a) if k in _sizes)
     phys = [physical(a, level) for a in args]
     size = _sizes[level]
+    if size == 0:
+        raise NotImplementedError(
+            f"vmap: tg.Function {cls.__name__} runs once per example, and a batch of size "
+            f"0 gives no example to learn its outputs' shapes from")
     inner_grad = _engine.is_grad_enabled() and any(
         is_batched(a) and a.requires_grad for a in args)
     if cls.__name__ not in _warned:
@@ -316,7 +321,7 @@ def function_loop(cls, args, kwargs):
     with _forward.hidden(level):
         per = [cls.apply(*[_slice(v, i) if b else v for v, b in phys], **kwargs)
                for i in range(size)]
-        single = not isinstance(per[0], tuple) if per else True
+        single = not isinstance(per[0], tuple)
         cols = [(p,) if single else p for p in per]
         outs = tuple(_engine.lookup("stack")([c[j] for c in cols], axis=0)
                      for j in range(len(cols[0])))
