@@ -54,6 +54,19 @@ def _data(params):
     return x, y, layers
 
 
+def numpy_forward(x, weights):
+    """The ReLU MLP's forward in NumPy keeping what a hand-written backward reads: the
+    activations (input first, logits last) and the pre-activations of each layer."""
+    acts, pre, h = [x], [], x
+    n_layers = len(weights) // 2
+    for i in range(n_layers):
+        z = h @ weights[2 * i] + weights[2 * i + 1]
+        pre.append(z)
+        h = np.maximum(z, 0) if i < n_layers - 1 else z
+        acts.append(h)
+    return acts, pre
+
+
 def _outputs(loss, params):
     out = {"loss": float(loss)}
     for i, p in enumerate(params):
@@ -110,14 +123,8 @@ def _implement(workload):
         def run():
             for p, p0 in zip(weights, init):
                 p[...] = p0
-            acts, pre = [x], []
-            h = x
+            acts, pre = numpy_forward(x, weights)
             n_layers = len(weights) // 2
-            for i in range(n_layers):
-                z = h @ weights[2 * i] + weights[2 * i + 1]
-                pre.append(z)
-                h = np.maximum(z, 0) if i < n_layers - 1 else z
-                acts.append(h)
             logits = acts[-1]
             shifted = logits - logits.max(axis=1, keepdims=True)
             exp = np.exp(shifted)

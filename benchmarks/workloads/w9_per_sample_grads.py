@@ -15,6 +15,7 @@ import numpy as np
 
 from ..registry import Case, Workload, register, time_per
 from .w2_w3_mlp_training import _data as _mlp_data
+from .w2_w3_mlp_training import numpy_forward
 
 SIZES = (64, 128, 128, 10)
 BATCH = 64
@@ -51,12 +52,7 @@ def numpy_case(params) -> Case:
     n_layers = len(weights) // 2
 
     def run():
-        acts, pre, h = [x], [], x
-        for i in range(n_layers):
-            z = h @ weights[2 * i] + weights[2 * i + 1]
-            pre.append(z)
-            h = np.maximum(z, 0) if i < n_layers - 1 else z
-            acts.append(h)
+        acts, pre = numpy_forward(x, weights)
         logits = acts[-1]
         e = np.exp(logits - logits.max(axis=1, keepdims=True))
         g = e / e.sum(axis=1, keepdims=True)
