@@ -632,7 +632,7 @@ def _worst_violation(got, expected, atol, rtol, shape):
     """(flat position, index in `shape`) of the entry of flat `got` furthest outside
     atol + rtol * |expected|, or None when every entry is within it."""
     excess = np.abs(got - expected) - (atol + rtol * np.abs(expected))
-    if not excess.size or excess.max() <= 0:
+    if not (excess.size and excess.max() > 0):      # NOTE: a NaN maximum passes, as before
         return None
     k = int(np.argmax(excess))
     return k, (tuple(int(v) for v in np.unravel_index(k, shape)) if len(shape) else ())
