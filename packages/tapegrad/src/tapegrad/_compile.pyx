@@ -40,7 +40,7 @@ import numpy as np
 cimport cython
 cimport numpy as cnp
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
-from cpython.ref cimport Py_INCREF
+from cpython.ref cimport Py_INCREF, Py_REFCNT, PyObject
 from libc.string cimport memcmp, memcpy
 
 from tapegrad._engine cimport Device, Node, TensorBase, VersionCounter
@@ -53,11 +53,18 @@ from tapegrad import random as tg_random
 
 cnp.import_array()
 
+cdef extern from "numpy/ndarraytypes.h":
+    ctypedef struct PyArrayObject_fields:
+        PyObject* weakreflist
+
 _log = logging.getLogger("tapegrad.compile")
 _RECORD_LOCK = threading.RLock()
 
 CacheInfo = namedtuple("CacheInfo", "hits misses size maxsize")
 _MAX_VARIANTS = 8       # programs kept per signature for different guarded values
+# Outputs at least this large are written into the previous replay's array when nothing
+# else holds it (Note: [reused outputs]); below it malloc reuses blocks cheaply anyway.
+REUSE_BYTES = 1 << 20
 
 
 class CompileWarning(UserWarning):
@@ -96,6 +103,9 @@ cdef class _Step:
     # number of elements); None for every other step
     cdef readonly tuple fuse_info
     cdef readonly list sub         # K_FUSED: the steps it replaces (run when it cannot)
+    cdef object into               # K_KERNEL with a large output: fn(*args, out=a) writing
+    cdef object buf                # into a; buf: the last replay's output, reused when
+                                   # nothing else holds it (see Note: [reused outputs])
 
     def describe(self):
         if self.kind == K_FUSED:
@@ -184,6 +194,45 @@ cdef void _split_aux_out(_Step st, object result, list slots) except *:
         slots[<Py_ssize_t>st.aux_out[j]] = (<tuple>result)[j + 1]
 
 
+# Note: [reused outputs]
+# Each replayed kernel allocates its output, as eager does; for large outputs glibc's
+# malloc hands the blocks back to the OS on free and faults them in again on the next
+# allocation (W3: ~2,000 minor page faults per replayed step). A kernel step whose output
+# is large and that can write into a given array (a ufunc, or a kernel with an
+# `out_kernel` attribute: fn(*args, out=a) computing the same bits as fn(*args)) keeps
+# the array it returned last time and writes into it on the next replay -- but only when
+# nothing else can see that array: its reference count shows only the step holds it (a
+# .grad, a returned tensor, a saved value, a view or a memoryview of it all hold a
+# reference), it has no weak references, it owns its data and is writeable. Otherwise the
+# step allocates afresh, exactly as before, and the held array is never written again.
+# The check and the taking of the reference run under the GIL with no Python code
+# between them, so two threads replaying one program never share a buffer.
+cdef object _kernel_reusing(_Step st, tuple call):
+    cdef object buf = st.buf
+    cdef object out
+    if (buf is not None and Py_REFCNT(buf) == 2          # st.buf and this local
+            and (<PyArrayObject_fields*><PyObject*>buf).weakreflist == NULL
+            and cnp.PyArray_CHKFLAGS(<cnp.ndarray>buf, cnp.NPY_ARRAY_OWNDATA)
+            and cnp.PyArray_ISWRITEABLE(<cnp.ndarray>buf)):
+        return st.into(*call, out=buf)
+    st.buf = None            # (a held array stays its holder's; this one is dropped)
+    buf = None
+    out = st.fn(*call)
+    if (type(out) is cnp.ndarray and cnp.PyArray_NBYTES(<cnp.ndarray>out) >= REUSE_BYTES
+            and cnp.PyArray_CHKFLAGS(<cnp.ndarray>out, cnp.NPY_ARRAY_OWNDATA)
+            and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>out)):
+        st.buf = out
+    return out
+
+
+cdef void _release_buffers(list steps):
+    cdef _Step st
+    for st in steps or ():
+        st.buf = None
+        if st.kind == K_FUSED:
+            _release_buffers(st.sub)
+
+
 cdef void _run(list steps, list slots, tuple args) except *:
     """The replay loop: every step of a program, in order."""
     cdef _Step st
@@ -208,7 +257,9 @@ cdef void _run(list steps, list slots, tuple args) except *:
             Py_INCREF(item)
             PyTuple_SET_ITEM(call, i, item)
         if st.kind == K_KERNEL:
-            if st.kwargs is None:
+            if st.into is not None:
+                out = _kernel_reusing(st, call)
+            elif st.kwargs is None:
                 out = st.fn(*call)
             elif st.kwslots is None:
                 out = st.fn(*call, **st.kwargs)
@@ -487,6 +538,14 @@ class _Recorder:
                        np.asarray(st.out_shape, dtype=np.intp).tobytes())
         st.target, st.fresh = target, fresh
         st.fuse_info = _fuse_info(fn, items, out, kwargs) if kind == K_KERNEL else None
+        st.into = st.buf = None
+        if (kind == K_KERNEL and st.kwargs is None and st.out_shape is None
+                and type(out) is np.ndarray and out.nbytes >= REUSE_BYTES):
+            # (kernels with parameters, value-dependent shapes or aux outputs allocate)
+            if type(fn) is np.ufunc and fn.nout == 1:
+                st.into = fn
+            else:
+                st.into = getattr(fn, "out_kernel", None)
         self.steps.append(st)
         return st
 
@@ -523,6 +582,7 @@ class _Recorder:
         replay's own (see Note: [auxiliary outputs] in _engine.pyx)."""
         cdef _Step st = self.kernel(fn, arrays, kwargs, out, device, inputs)
         st.aux_out = tuple(self._new_slot(a) for a in aux)
+        st.into = None
 
     @_recording_thread_only
     def write(self, fn, items, device, owner):
@@ -755,6 +815,20 @@ cdef class _Program:
         bwd = None if bwd_steps is None else [(<_Step>s).describe() for s in bwd_steps]
         return {"forward": fwd, "backward": bwd}
 
+    def release_buffers(self):
+        """Drop the large outputs kept for the next replay (Note: [reused outputs])."""
+        _release_buffers(self.forward_run)
+        _release_buffers(self.backward_run)
+
+    def reusable_buffers(self):
+        """How many kernel steps keep their output for the next replay (for tests)."""
+        cdef _Step st
+        cdef Py_ssize_t n = 0
+        for run in (self.forward_run, self.backward_run):
+            for st in run or ():
+                n += st.buf is not None
+        return n
+
     def fused_counts(self):
         """(fused steps, kernels they run) over both programs, for tests and tuning."""
         steps = kernels = 0
@@ -897,6 +971,9 @@ class CompiledFunction:
         # to eager quietly: the warning is about the user's own tg.compile.
         self.warn_when_eager = True
         self._warned_variants = False
+        # the program whose large outputs are kept for its next replay: one per function,
+        # so a function replayed at many shapes keeps one step's worth of memory, not many
+        self._buffered = None
         functools.update_wrapper(self, fn)
 
     def cache_info(self):
@@ -909,6 +986,7 @@ class CompiledFunction:
 
     def cache_clear(self):
         self._cache.clear()
+        self._buffered = None
         self._hits = self._misses = 0
 
     def programs(self):
@@ -971,6 +1049,10 @@ class CompiledFunction:
         if self.check:
             return self._checked(program, args, tensors, kwargs)
         rng = tg_random.get_state() if program.restore_rng else None
+        if program is not self._buffered:
+            if self._buffered is not None:
+                self._buffered.release_buffers()
+            self._buffered = program
         try:
             return _replay(program, args, tensors, grad_on)
         except ReplayShapeError as exc:

@@ -68,6 +68,12 @@ def _matmul_kernel(x, y):
         raise ValueError(why) from exc
 
 
+# tg.compile writes a large product into the previous replay's array when nothing else
+# holds it (docs/compile.md, "Reused outputs"): np.matmul(x, y, out=a) gives the bits
+# np.matmul(x, y) gives (the same BLAS call; a has the layout NumPy would allocate).
+_matmul_kernel.out_kernel = np.matmul
+
+
 def _matmul_mismatch(xs, ys):
     """Why x @ y is undefined for shapes xs, ys (None when the shapes are fine)."""
     if not xs or not ys:
