@@ -23,7 +23,7 @@ makes them so) and the loops run without the GIL.
 
 cimport cython
 from cython cimport floating
-from libc.math cimport sqrt
+from libc.math cimport exp, expf, log, logf, sqrt
 from libc.stdint cimport int64_t
 from libc.string cimport memcpy
 
@@ -421,3 +421,96 @@ def im2col(const floating[:, :, :, ::1] xp, floating[:, ::1] cols, int kh, int k
                         else:
                             for b in range(kw):
                                 memcpy(dst + b * c, src + b * dw * c, run)
+
+
+# ---------------------------------------------------------------------------------------
+# Cross-entropy with class labels (issue 16: W2's loss took ~15 NumPy calls per step)
+# ---------------------------------------------------------------------------------------
+
+
+def cross_entropy_rows(const floating[:, ::1] x, const int64_t[::1] t):
+    """(picked, probs) for logits x (N, C) and labels t (N,): picked[i] =
+    log_softmax(x)[i, t[i]] and probs = softmax(x), from one exp per element, or None
+    when the caller must take its general path: a label outside [0, C) (which raises
+    there) or a logit that is not finite (whose NaN/inf semantics NumPy's path keeps).
+
+    As NumPy's path computes it: z = x - max(row), e = exp(z), s = sum(e),
+    log_softmax = z - log(s), softmax = e / s; z, e, log and the divisions in the data's
+    type, the row sum accumulated in double (NOTE: [accuracy]) and rounded once. The exp
+    and log are libm's, not NumPy's SIMD loops, so a float32 value can differ from
+    NumPy's by an ulp."""
+    cdef Py_ssize_t n = x.shape[0], c = x.shape[1], i, j
+    cdef floating m, z, s_f, lse
+    cdef double s
+    cdef int64_t k
+    cdef bint bad = False
+    if t.shape[0] != n or c == 0:
+        return None
+    dtype = np.float32 if floating is float else np.float64
+    probs = np.empty((n, c), dtype)
+    picked = np.empty(n, dtype)
+    cdef floating[:, ::1] pv = probs
+    cdef floating[::1] kv = picked
+    with nogil:
+        for i in range(n):
+            k = t[i]
+            if k < 0 or k >= c:
+                bad = True
+                break
+            m = x[i, 0]
+            for j in range(c):
+                z = x[i, j]
+                if not (z - z == 0):         # inf or NaN
+                    bad = True
+                    break
+                if z > m:
+                    m = z
+            if bad:
+                break
+            s = 0
+            for j in range(c):
+                z = x[i, j] - m
+                if floating is float:
+                    pv[i, j] = expf(z)
+                else:
+                    pv[i, j] = exp(z)
+                s += pv[i, j]
+            s_f = <floating>s
+            if floating is float:
+                lse = logf(s_f)
+            else:
+                lse = log(s_f)
+            kv[i] = (x[i, k] - m) - lse
+            for j in range(c):
+                pv[i, j] = pv[i, j] / s_f
+    if bad:
+        return None
+    return picked, probs
+
+
+def minus_one_hot_rows(const floating[:, ::1] p, const int64_t[::1] t):
+    """A copy of p (N, C) with 1 subtracted at [i, t[i]], or None when a label is outside
+    [0, C) (the caller's general path raises). The same IEEE subtraction as NumPy's
+    ``rows[i, t] -= 1``, so the same bits."""
+    cdef Py_ssize_t n = p.shape[0], c = p.shape[1], i
+    cdef int64_t k
+    if t.shape[0] != n:
+        return None
+    dtype = np.float32 if floating is float else np.float64
+    out = np.empty((n, c), dtype)
+    cdef floating[:, ::1] ov = out
+    cdef floating one = 1
+    cdef bint bad = False
+    with nogil:
+        for i in range(n):
+            k = t[i]
+            if k < 0 or k >= c:
+                bad = True
+    if bad:
+        return None
+    with nogil:
+        if n * c:
+            memcpy(&ov[0, 0], &p[0, 0], n * c * sizeof(floating))
+        for i in range(n):
+            ov[i, t[i]] = ov[i, t[i]] - one
+    return out

@@ -46,6 +46,7 @@ from tapegrad._compile import run_eagerly
 from tapegrad_shape.ops import derivative_reason
 
 from ._dtype_check import check_float_operands
+from . import _kernels
 from . import conv as _conv
 from .conv import conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d  # noqa: F401
 from . import pooling as _pooling
@@ -617,10 +618,35 @@ def _cross_entropy_aux_kernel(x, t, *, reduction="mean", weight=None, ignore_ind
 def _cross_entropy_parts(x, t, reduction, weight, ignore_index, label_smoothing):
     _check_cross_entropy_args(reduction, label_smoothing)
     x = np.asarray(x)
+    fast = _cross_entropy_c(x, t, reduction, weight, ignore_index, label_smoothing)
+    if fast is not None:
+        return fast
     labels = _check_cross_entropy(x, t)
     lsm, probs = _log_softmax_and_probs(x, -1)
     return _cross_entropy_loss(x, t, labels, lsm, reduction, weight, ignore_index,
                                label_smoothing), probs
+
+
+def _cross_entropy_c(x, t, reduction, weight, ignore_index, label_smoothing):
+    """(loss, softmax) from one C pass (_kernels.cross_entropy_rows) in the common case:
+    2-D C-contiguous float32/float64 logits, int64 labels, no weight, no smoothing, an
+    ignore_index no label can equal; None otherwise, or when the kernel finds a label out
+    of range or a non-finite logit (the NumPy path below raises or keeps NaN/inf
+    semantics). The loss's reduction is NumPy's, as on that path."""
+    if (type(x) is not np.ndarray or x.ndim != 2 or type(t) is not np.ndarray
+            or t.dtype != np.int64 or t.ndim != 1 or weight is not None
+            or label_smoothing != 0.0 or 0 <= ignore_index < x.shape[1]
+            or x.dtype not in _C_FLOATS or not x.flags.c_contiguous
+            or not t.flags.c_contiguous):
+        return None
+    parts = _kernels.cross_entropy_rows(x, t)
+    if parts is None:
+        return None
+    picked, probs = parts
+    return _reduce(0.0 - picked, reduction), probs
+
+
+_C_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def _labels_in_range(t, n_classes, ignore_index):
@@ -905,6 +931,12 @@ def _softmax_minus_one_hot_kernel(x, t):
 
 def _minus_one_hot_kernel(p, t):
     """p with 1 subtracted at each row's label (p: probabilities over the last axis)."""
+    if (type(p) is np.ndarray and p.ndim == 2 and p.dtype in _C_FLOATS
+            and p.flags.c_contiguous and type(t) is np.ndarray and t.dtype == np.int64
+            and t.ndim == 1 and t.flags.c_contiguous):
+        out = _kernels.minus_one_hot_rows(p, t)      # the same bits, one pass
+        if out is not None:
+            return out
     out = np.array(p, copy=True, order="C")
     rows = out.reshape(-1, out.shape[-1])
     # NOTE: checked here too (see _softmax_minus_one_hot_kernel): a replayed or reused
