@@ -542,8 +542,8 @@ class _Recorder:
         if (kind == K_KERNEL and st.kwargs is None and st.out_shape is None
                 and type(out) is np.ndarray and out.nbytes >= REUSE_BYTES):
             # (kernels with parameters, value-dependent shapes or aux outputs allocate)
-            if type(fn) is np.ufunc and fn.nout == 1:
-                st.into = fn
+            if type(fn) is np.ufunc and fn.nout == 1 and len(items) == fn.nin:
+                st.into = fn                # (an `out` passed by position: never)
             else:
                 st.into = getattr(fn, "out_kernel", None)
         self.steps.append(st)
