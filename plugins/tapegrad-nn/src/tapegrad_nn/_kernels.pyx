@@ -2,10 +2,11 @@
 """C kernels of the nn ops whose NumPy versions made several passes (each with its
 temporary array) over small activations: batch norm's per-channel statistics, the
 standardisation and its backward over (N, C, L) arrays, the per-channel affine and its
-reductions, and max pooling's window argmax, gather and scatter.
+reductions, max pooling's window argmax, gather and scatter, and cross-entropy with
+class labels (its forward and the backward's softmax - one_hot, one pass each).
 
 Each function here is the *kernel* of an op registered in normalization.py or pooling.py
-(or a piece of one); the op's rule is still written in tapegrad ops there, so higher
+(or a piece of one; cross-entropy's are in functional.py); the op's rule is still written in tapegrad ops there, so higher
 orders are unchanged. The Python caller decides when a kernel can run (ndarrays of one
 dtype, float32 or float64, the shapes below) and runs its NumPy version otherwise.
 
