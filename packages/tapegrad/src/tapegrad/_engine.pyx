@@ -122,6 +122,22 @@ cpdef bint needs_grad(object value):
     return False
 
 
+cpdef bint eager_kernel(Op op, object g):
+    """Whether a gradient rule should call `op` (a backward op) on `g`: `op` has a
+    kernel for g's device and tg.compile is not recording in this thread (a recording
+    prefers the composite, whose kernels fuse). One C call where the rules tested
+    ``g.device.name in op.kernels and get_tracer() is None`` in Python.
+
+    >>> import tapegrad as tg
+    >>> from tapegrad._engine import eager_kernel
+    >>> eager_kernel(tg.tanh_backward, tg.ones(3))
+    True
+    """
+    if not isinstance(g, TensorBase) or _traced():
+        return False
+    return (<TensorBase>g)._device.name in op.kernels
+
+
 def is_grad_enabled():
     """Whether ops record onto the tape in this thread / asyncio task.
 
@@ -652,6 +668,41 @@ cdef class Op:
 
     def __reduce__(self):
         return (lookup, (self.name,))
+
+    def _set_fast_paths(self, passthrough=None, bint save_for_other=False):
+        """Declare what the engine may do without calling the rule (see Note: [gradient
+        fast paths]): `passthrough`, one flag per input: the rule's gradient for that input
+        is `g` itself; `save_for_other` (two inputs): the rule reads each input only for
+        the other's gradient. Both must describe the rule exactly: results do not change.
+
+        >>> import tapegrad as tg
+        >>> tg.add.grad_passthrough, tg.multiply.save_for_other
+        ((True, True), True)
+        """
+        if passthrough is not None:
+            passthrough = tuple(bool(p) for p in passthrough)
+            if self.nin >= 0 and len(passthrough) != self.nin:
+                raise ValueError(f"{self.name}: passthrough needs one flag per input "
+                                 f"({self.nin}), got {len(passthrough)}")
+        if save_for_other and self.nin != 2:
+            raise ValueError(f"{self.name}: save_for_other needs an op of two inputs")
+        self.grad_passthrough = passthrough
+        self.save_for_other = save_for_other
+
+
+# Note: [gradient fast paths]
+# Two per-op constants the tape can skip when a plugin says its rule allows it, measured on
+# W1 (docs/performance.md, "Session 9: eager per-op cost"):
+# * passthrough: `add`'s rule is `(g, g)` and `subtract`'s `(g, -g)`; when every input that
+#   gets a gradient is a pass-through one (x + 0.01, x - 0.01, a residual sum), the node
+#   hands `g` on itself instead of calling the rule (a Python frame and a tuple). The same
+#   object the rule returned, so the same bits, under create_graph too (`g` carries its
+#   graph). A rule that would run for another input (subtract's y) runs as before.
+# * save_for_other: `multiply` reads y only for x's gradient and x only for y's (PyTorch's
+#   mul saves the same way): `x * 2.0` saves nothing, so it allocates no saved record or
+#   version counter, and backward unpacks no tensor the rule does not read. The rule gets
+#   the unsaved input's TensorMeta, as for save_inputs=False; tg.needs_grad answers for it.
+#   As in PyTorch, modifying x in place afterwards is then no error: its value is not used.
 
 
 # Note: [calling an op]
@@ -1500,6 +1551,12 @@ cdef inline void _note_output(OpNode node, object data) except *:
         node.out_dtype = data.dtype
 
 
+cdef inline bint _gets_grad(Op op, object a, Py_ssize_t i):
+    """Whether input i (the object a) gets an edge of the node being recorded."""
+    return isinstance(a, TensorBase) and (<TensorBase>a)._requires_grad and (
+        op._all_diff or i in op.differentiable)
+
+
 cdef void _record(Op op, PyObject** inputs, Py_ssize_t n, dict params, TensorBase out) except *:
     cdef OpNode node = OpNode.__new__(OpNode)
     cdef Py_ssize_t i
@@ -1520,7 +1577,10 @@ cdef void _record(Op op, PyObject** inputs, Py_ssize_t n, dict params, TensorBas
                     if nrs is None:
                         nrs = [0] * n
                     nrs[i] = t._output_nr
-            item = _save(t) if op.saves_input(i) else _meta_of(t)
+            if op.save_for_other:       # see Note: [gradient fast paths]
+                item = _save(t) if _gets_grad(op, <object>inputs[1 - i], 1 - i) else _meta_of(t)
+            else:
+                item = _save(t) if op.saves_input(i) else _meta_of(t)
         Py_INCREF(edge)
         PyTuple_SET_ITEM(edges, i, edge)
         Py_INCREF(item)
@@ -1707,6 +1767,8 @@ cdef class OpNode(Node):
         if self.released:
             self._check_saved()         # raises
         cdef Op op = self.op
+        if op.grad_passthrough is not None and _passes_through(self, op.grad_passthrough):
+            return _passthrough_grads(op.grad_passthrough, grads[0])
         cdef bint recording = _grad_enabled()
         ans = None
         if op.save_ans:
@@ -1752,6 +1814,31 @@ cdef class OpNode(Node):
         if recording or self.aux_data is None:
             return None
         return tuple(_new_tensor(a, self.device) for a in self.aux_data)
+
+
+cdef bint _passes_through(Node node, tuple passthrough):
+    """Whether every input of `node` that gets a gradient is a pass-through one."""
+    cdef tuple edges = node.edges
+    cdef Py_ssize_t i
+    if len(edges) != len(passthrough):
+        return False
+    for i in range(len(edges)):
+        if PyTuple_GET_ITEM(edges, i) != <PyObject*>None and not passthrough[i]:
+            return False
+    return True
+
+
+cdef tuple _passthrough_grads(tuple passthrough, object g):
+    """The rule's result when every input that gets a gradient passes `g` through (see
+    Note: [gradient fast paths]); None for the others (they get none)."""
+    cdef Py_ssize_t n = len(passthrough), i
+    cdef tuple out = PyTuple_New(n)
+    cdef object item
+    for i in range(n):
+        item = g if passthrough[i] else None
+        Py_INCREF(item)
+        PyTuple_SET_ITEM(out, i, item)
+    return out
 
 
 cdef void _refuse_forward_through_rule(OpNode node, object g, object ans) except *:
