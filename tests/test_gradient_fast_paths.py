@@ -138,3 +138,21 @@ def test_hooks_see_the_passed_through_gradient():
 def test_eager_kernel():
     assert eager_kernel(tg.tanh_backward, tg.ones(3))
     assert not eager_kernel(tg.tanh_backward, np.ones(3))
+
+
+def test_op_calls_through_vectorcall_keep_every_calling_form():
+    x0 = rng.standard_normal((3, 4))
+    x = _t(x0)
+    np.testing.assert_array_equal(tg.sum(x, 1).numpy(), x0.sum(1))          # parameter
+    np.testing.assert_array_equal(tg.sum(x, axis=0).numpy(), x0.sum(0))     # keyword
+    np.testing.assert_array_equal(tg.sum(x, dim=0, keepdim=True).numpy(),   # PyTorch's
+                                  x0.sum(0, keepdims=True))
+    np.testing.assert_array_equal(tg.concatenate([x, x]).numpy(), np.concatenate([x0, x0]))
+    np.testing.assert_array_equal(tg.add(x, 1.0).numpy(), x0 + 1.0)
+    with pytest.raises(TypeError, match="takes 1 tensor inputs, got 0"):
+        tg.sin()
+    with pytest.raises(TypeError, match="unexpected keyword argument"):
+        tg.sin(x, out=np.empty((3, 4)))
+    tg.tanh(tg.sin(x)).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), np.cos(x0) * (1 - np.tanh(np.sin(x0)) ** 2),
+                               rtol=1e-14)

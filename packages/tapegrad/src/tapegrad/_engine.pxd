@@ -74,6 +74,7 @@ cdef class Op:
                                       # engine fits it to the input's shape); None: none is
     cdef readonly bint save_for_other # two inputs, each read by the rule only for the
                                       # OTHER's gradient: saved only when the other gets one
+    cdef void* _vectorcall            # CPython's vectorcall entry (see Note: [calling an op])
     cdef bint saves_input(self, Py_ssize_t i)
 
 

@@ -42,6 +42,20 @@ cdef extern from *:
         ((PyTypeObject*)type)->tp_call = tapegrad_op_tp_call;
     }
 
+    /* Op's vectorcall entry: `op(a, b)` from Python or C with no argument tuple. */
+    typedef PyObject* (*tapegrad_vc_fn)(PyObject*, PyObject* const*, Py_ssize_t, PyObject*);
+    static tapegrad_vc_fn tapegrad_op_vc_impl = NULL;
+    static PyObject* tapegrad_op_vectorcall(PyObject* self, PyObject* const* args,
+                                            size_t nargsf, PyObject* kwnames) {
+        return tapegrad_op_vc_impl(self, args, PyVectorcall_NARGS(nargsf), kwnames);
+    }
+    static void* tapegrad_set_vectorcall(PyObject* type, void* impl, Py_ssize_t offset) {
+        tapegrad_op_vc_impl = (tapegrad_vc_fn)impl;
+        ((PyTypeObject*)type)->tp_vectorcall_offset = offset;
+        ((PyTypeObject*)type)->tp_flags |= Py_TPFLAGS_HAVE_VECTORCALL;
+        return (void*)tapegrad_op_vectorcall;
+    }
+
     /* Give a heap subclass the number slots of its extension base (see Note: [operator
        slots of tapegrad.Tensor]). */
     static void tapegrad_copy_number_slots(PyObject* sub, PyObject* base) {
@@ -60,6 +74,7 @@ cdef extern from *:
     Py_ssize_t tapegrad_refcnt(PyObject* o)
     PyObject** tapegrad_tuple_items(object t)
     void tapegrad_set_call_slot(object type, void* impl)
+    void* tapegrad_set_vectorcall(object type, void* impl, Py_ssize_t offset)
     void tapegrad_copy_number_slots(object sub, object base)
 
 import contextvars
@@ -603,6 +618,7 @@ cdef class Op:
                  tuple params, differentiable, bint view, bint twice_differentiable,
                  samples, doc, save_inputs, bint save_ans, tuple not_implemented=(),
                  int n_aux=0, batch=None):
+        self._vectorcall = _op_vectorcall_entry
         self.name = name
         self.batch = batch
         self.n_aux = n_aux
@@ -709,7 +725,10 @@ cdef class Op:
 # `def __call__(self, *args, **kwargs)` makes Cython build an empty dict for **kwargs on
 # every call (plus its deallocation: ~40 ns of an op's constant). Op's call slot is set
 # instead to _op_call, which gets the keyword dict CPython passes (NULL when there is
-# none). Op.__call__ stays as the documented Python-level entry point.
+# none). Op.__call__ stays as the documented Python-level entry point. Calls without
+# keywords (`tg.sin(x)`, and a rule's `op(g, x)`) take CPython's vectorcall protocol
+# instead (_op_vectorcall, installed on the type at import): the inputs are read from the
+# caller's argument array, with no tuple (W1: 14,146 -> see docs/performance.md, Session 9).
 
 cdef object _op_call(object self, object args, PyObject* kwds):
     if kwds == NULL or not <dict>kwds:
@@ -718,6 +737,42 @@ cdef object _op_call(object self, object args, PyObject* kwds):
 
 
 tapegrad_set_call_slot(Op, <void*>_op_call)
+
+
+cdef object _op_vectorcall(object self, PyObject** args, Py_ssize_t nargs, PyObject* kwnames):
+    """op(*args) through vectorcall: the inputs are read from CPython's argument array
+    (as _apply2 does for operators), with no tuple; keywords and parameters passed
+    positionally take _apply's general path."""
+    cdef Op op = <Op>self
+    cdef PyObject* argv[_KERNEL_ARGS]
+    cdef Py_ssize_t held = 0, i
+    cdef dict kwargs
+    if kwnames != NULL and len(<tuple>kwnames) > 0:
+        kwargs = {}
+        for i in range(len(<tuple>kwnames)):
+            kwargs[(<tuple>kwnames)[i]] = <object>args[nargs + i]
+        return _apply(op, _tuple_of(args, nargs), _dim_kwargs(op, kwargs))
+    if op.seq_input or not (op.nin < 0 or op.nin == nargs) or nargs > _KERNEL_ARGS:
+        return _apply(op, _tuple_of(args, nargs), _NO_PARAMS)
+    try:
+        return _apply_arrays(op, None, args, _NO_PARAMS, nargs, argv, &held, None)
+    finally:
+        for i in range(held):
+            Py_XDECREF(argv[i])
+
+
+cdef void* _op_vectorcall_entry = NULL
+
+
+def _install_vectorcall():
+    """Give Op CPython's vectorcall protocol (once, at import)."""
+    global _op_vectorcall_entry
+    cdef Op probe = Op.__new__(Op)
+    cdef Py_ssize_t offset = <char*>&probe._vectorcall - <char*><PyObject*>probe
+    _op_vectorcall_entry = tapegrad_set_vectorcall(Op, <void*>_op_vectorcall, offset)
+
+
+_install_vectorcall()
 
 
 cdef class BoundOp:
