@@ -147,7 +147,8 @@ def tapegrad_register_ops(registry):
         save_inputs=(False, False), save_ans=False,
         samples=[(_rand(3, 4), _rand(3, 4)), (_rand(3, 4), _rand(4)),
                  (_rand(2, 1, 3), _rand(4, 1)), (_rand(3), 2.5), (1.5, _rand(2, 2))],
-        doc="x + y, elementwise with NumPy broadcasting.")
+        doc="x + y, elementwise with NumPy broadcasting.")._set_fast_paths(
+        passthrough=(True, True))   # the rule is (g, g): see Note: [gradient fast paths]
     registry.register_op(
         "sum_to_shape", kernels={"cpu": sum_to_shape_kernel}, vjp=_sum_to_shape_vjp, jvp="linear",
         batch=_sum_to_shape_batch,

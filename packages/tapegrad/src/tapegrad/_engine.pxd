@@ -68,6 +68,13 @@ cdef class Op:
     cdef bint _all_diff               # differentiable covers every input (fast path)
     cdef readonly int n_aux           # auxiliary arrays the kernel returns after the output
                                       # (register_op(aux=)); 0 for almost every op
+    # Engine fast paths an op's plugin declares after registering it (Op._set_fast_paths; see
+    # Note: [gradient fast paths] in _engine.pyx):
+    cdef readonly tuple grad_passthrough  # per input: its gradient is `g` itself (before the
+                                      # engine fits it to the input's shape); None: none is
+    cdef readonly bint save_for_other # two inputs, each read by the rule only for the
+                                      # OTHER's gradient: saved only when the other gets one
+    cdef void* _vectorcall            # CPython's vectorcall entry (see Note: [calling an op])
     cdef bint saves_input(self, Py_ssize_t i)
 
 

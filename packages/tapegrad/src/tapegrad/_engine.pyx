@@ -42,6 +42,20 @@ cdef extern from *:
         ((PyTypeObject*)type)->tp_call = tapegrad_op_tp_call;
     }
 
+    /* Op's vectorcall entry: `op(a, b)` from Python or C with no argument tuple. */
+    typedef PyObject* (*tapegrad_vc_fn)(PyObject*, PyObject* const*, Py_ssize_t, PyObject*);
+    static tapegrad_vc_fn tapegrad_op_vc_impl = NULL;
+    static PyObject* tapegrad_op_vectorcall(PyObject* self, PyObject* const* args,
+                                            size_t nargsf, PyObject* kwnames) {
+        return tapegrad_op_vc_impl(self, args, PyVectorcall_NARGS(nargsf), kwnames);
+    }
+    static void* tapegrad_set_vectorcall(PyObject* type, void* impl, Py_ssize_t offset) {
+        tapegrad_op_vc_impl = (tapegrad_vc_fn)impl;
+        ((PyTypeObject*)type)->tp_vectorcall_offset = offset;
+        ((PyTypeObject*)type)->tp_flags |= Py_TPFLAGS_HAVE_VECTORCALL;
+        return (void*)tapegrad_op_vectorcall;
+    }
+
     /* Give a heap subclass the number slots of its extension base (see Note: [operator
        slots of tapegrad.Tensor]). */
     static void tapegrad_copy_number_slots(PyObject* sub, PyObject* base) {
@@ -60,6 +74,7 @@ cdef extern from *:
     Py_ssize_t tapegrad_refcnt(PyObject* o)
     PyObject** tapegrad_tuple_items(object t)
     void tapegrad_set_call_slot(object type, void* impl)
+    void* tapegrad_set_vectorcall(object type, void* impl, Py_ssize_t offset)
     void tapegrad_copy_number_slots(object sub, object base)
 
 import contextvars
@@ -120,6 +135,22 @@ cpdef bint needs_grad(object value):
     if isinstance(value, TensorMeta):
         return (<TensorMeta>value).requires_grad
     return False
+
+
+cpdef bint eager_kernel(Op op, object g):
+    """Whether a gradient rule should call `op` (a backward op) on `g`: `op` has a
+    kernel for g's device and tg.compile is not recording in this thread (a recording
+    prefers the composite, whose kernels fuse). One C call where the rules tested
+    ``g.device.name in op.kernels and get_tracer() is None`` in Python.
+
+    >>> import tapegrad as tg
+    >>> from tapegrad._engine import eager_kernel
+    >>> eager_kernel(tg.add, tg.ones(3)), eager_kernel(tg.add, 2.0)
+    (True, False)
+    """
+    if not isinstance(g, TensorBase) or _traced():
+        return False
+    return (<TensorBase>g)._device.name in op.kernels
 
 
 def is_grad_enabled():
@@ -587,6 +618,7 @@ cdef class Op:
                  tuple params, differentiable, bint view, bint twice_differentiable,
                  samples, doc, save_inputs, bint save_ans, tuple not_implemented=(),
                  int n_aux=0, batch=None):
+        self._vectorcall = _op_vectorcall_entry
         self.name = name
         self.batch = batch
         self.n_aux = n_aux
@@ -653,12 +685,50 @@ cdef class Op:
     def __reduce__(self):
         return (lookup, (self.name,))
 
+    def _set_fast_paths(self, passthrough=None, bint save_for_other=False):
+        """Declare what the engine may do without calling the rule (see Note: [gradient
+        fast paths]): `passthrough`, one flag per input: the rule's gradient for that input
+        is `g` itself; `save_for_other` (two inputs): the rule reads each input only for
+        the other's gradient. Both must describe the rule exactly: results do not change.
+
+        >>> import tapegrad as tg
+        >>> tg.add.grad_passthrough, tg.add.save_for_other
+        ((True, True), False)
+        """
+        if passthrough is not None:
+            passthrough = tuple(bool(p) for p in passthrough)
+            if self.nin >= 0 and len(passthrough) != self.nin:
+                raise ValueError(f"{self.name}: passthrough needs one flag per input "
+                                 f"({self.nin}), got {len(passthrough)}")
+        if save_for_other and self.nin != 2:
+            raise ValueError(f"{self.name}: save_for_other needs an op of two inputs")
+        self.grad_passthrough = passthrough
+        self.save_for_other = save_for_other
+
+
+# Note: [gradient fast paths]
+# Two per-op constants the tape can skip when a plugin says its rule allows it, measured on
+# W1 (docs/performance.md, "Session 9: eager per-op cost"):
+# * passthrough: `add`'s rule is `(g, g)` and `subtract`'s `(g, -g)`; when every input that
+#   gets a gradient is a pass-through one (x + 0.01, x - 0.01, a residual sum), the node
+#   hands `g` on itself instead of calling the rule (a Python frame and a tuple). The same
+#   object the rule returned, so the same bits, under create_graph too (`g` carries its
+#   graph). A rule that would run for another input (subtract's y) runs as before.
+# * save_for_other: `multiply` reads y only for x's gradient and x only for y's (PyTorch's
+#   mul saves the same way): `x * 2.0` saves nothing, so it allocates no saved record or
+#   version counter, and backward unpacks no tensor the rule does not read. The rule gets
+#   the unsaved input's TensorMeta, as for save_inputs=False; tg.needs_grad answers for it.
+#   As in PyTorch, modifying x in place afterwards is then no error: its value is not used.
+
 
 # Note: [calling an op]
 # `def __call__(self, *args, **kwargs)` makes Cython build an empty dict for **kwargs on
 # every call (plus its deallocation: ~40 ns of an op's constant). Op's call slot is set
 # instead to _op_call, which gets the keyword dict CPython passes (NULL when there is
-# none). Op.__call__ stays as the documented Python-level entry point.
+# none). Op.__call__ stays as the documented Python-level entry point. Calls without
+# keywords (`tg.sin(x)`, and a rule's `op(g, x)`) take CPython's vectorcall protocol
+# instead (_op_vectorcall, installed on the type at import): the inputs are read from the
+# caller's argument array, with no tuple (W1: 14,146 -> see docs/performance.md, Session 9).
 
 cdef object _op_call(object self, object args, PyObject* kwds):
     if kwds == NULL or not <dict>kwds:
@@ -667,6 +737,42 @@ cdef object _op_call(object self, object args, PyObject* kwds):
 
 
 tapegrad_set_call_slot(Op, <void*>_op_call)
+
+
+cdef object _op_vectorcall(object self, PyObject** args, Py_ssize_t nargs, PyObject* kwnames):
+    """op(*args) through vectorcall: the inputs are read from CPython's argument array
+    (as _apply2 does for operators), with no tuple; keywords and parameters passed
+    positionally take _apply's general path."""
+    cdef Op op = <Op>self
+    cdef PyObject* argv[_KERNEL_ARGS]
+    cdef Py_ssize_t held = 0, i
+    cdef dict kwargs
+    if kwnames != NULL and len(<tuple>kwnames) > 0:
+        kwargs = {}
+        for i in range(len(<tuple>kwnames)):
+            kwargs[(<tuple>kwnames)[i]] = <object>args[nargs + i]
+        return _apply(op, _tuple_of(args, nargs), _dim_kwargs(op, kwargs))
+    if op.seq_input or not (op.nin < 0 or op.nin == nargs) or nargs > _KERNEL_ARGS:
+        return _apply(op, _tuple_of(args, nargs), _NO_PARAMS)
+    try:
+        return _apply_arrays(op, None, args, _NO_PARAMS, nargs, argv, &held, None)
+    finally:
+        for i in range(held):
+            Py_XDECREF(argv[i])
+
+
+cdef void* _op_vectorcall_entry = NULL
+
+
+def _install_vectorcall():
+    """Give Op CPython's vectorcall protocol (once, at import)."""
+    global _op_vectorcall_entry
+    cdef Op probe = Op.__new__(Op)
+    cdef Py_ssize_t offset = <char*>&probe._vectorcall - <char*><PyObject*>probe
+    _op_vectorcall_entry = tapegrad_set_vectorcall(Op, <void*>_op_vectorcall, offset)
+
+
+_install_vectorcall()
 
 
 cdef class BoundOp:
@@ -1500,6 +1606,12 @@ cdef inline void _note_output(OpNode node, object data) except *:
         node.out_dtype = data.dtype
 
 
+cdef inline bint _gets_grad(Op op, object a, Py_ssize_t i):
+    """Whether input i (the object a) gets an edge of the node being recorded."""
+    return isinstance(a, TensorBase) and (<TensorBase>a)._requires_grad and (
+        op._all_diff or i in op.differentiable)
+
+
 cdef void _record(Op op, PyObject** inputs, Py_ssize_t n, dict params, TensorBase out) except *:
     cdef OpNode node = OpNode.__new__(OpNode)
     cdef Py_ssize_t i
@@ -1520,7 +1632,10 @@ cdef void _record(Op op, PyObject** inputs, Py_ssize_t n, dict params, TensorBas
                     if nrs is None:
                         nrs = [0] * n
                     nrs[i] = t._output_nr
-            item = _save(t) if op.saves_input(i) else _meta_of(t)
+            if op.save_for_other:       # see Note: [gradient fast paths]
+                item = _save(t) if _gets_grad(op, <object>inputs[1 - i], 1 - i) else _meta_of(t)
+            else:
+                item = _save(t) if op.saves_input(i) else _meta_of(t)
         Py_INCREF(edge)
         PyTuple_SET_ITEM(edges, i, edge)
         Py_INCREF(item)
@@ -1707,6 +1822,8 @@ cdef class OpNode(Node):
         if self.released:
             self._check_saved()         # raises
         cdef Op op = self.op
+        if op.grad_passthrough is not None and _passes_through(self, op.grad_passthrough):
+            return _passthrough_grads(op.grad_passthrough, grads[0])
         cdef bint recording = _grad_enabled()
         ans = None
         if op.save_ans:
@@ -1752,6 +1869,31 @@ cdef class OpNode(Node):
         if recording or self.aux_data is None:
             return None
         return tuple(_new_tensor(a, self.device) for a in self.aux_data)
+
+
+cdef bint _passes_through(Node node, tuple passthrough):
+    """Whether every input of `node` that gets a gradient is a pass-through one."""
+    cdef tuple edges = node.edges
+    cdef Py_ssize_t i
+    if len(edges) != len(passthrough):
+        return False
+    for i in range(len(edges)):
+        if PyTuple_GET_ITEM(edges, i) != <PyObject*>None and not passthrough[i]:
+            return False
+    return True
+
+
+cdef tuple _passthrough_grads(tuple passthrough, object g):
+    """The rule's result when every input that gets a gradient passes `g` through (see
+    Note: [gradient fast paths]); None for the others (they get none)."""
+    cdef Py_ssize_t n = len(passthrough), i
+    cdef tuple out = PyTuple_New(n)
+    cdef object item
+    for i in range(n):
+        item = g if passthrough[i] else None
+        Py_INCREF(item)
+        PyTuple_SET_ITEM(out, i, item)
+    return out
 
 
 cdef void _refuse_forward_through_rule(OpNode node, object g, object ans) except *:

@@ -35,7 +35,7 @@ import math
 import numpy as np
 import tapegrad as tg
 from tapegrad._batching import pad_batched as _pad_batched
-from tapegrad._engine import get_tracer as _get_tracer
+from tapegrad._engine import eager_kernel as _eager_kernel
 
 from . import _backward_kernels, aliases, ufuncs
 from ._samples import Draw as _Draw
@@ -295,9 +295,9 @@ def _where_jvp(t, ans, cond, x, y):
 
 _BACKWARD_OPS = {}      # name -> the Op registered (its kernels say on which devices)
 
-# Each forward rule below runs its backward op where that op has a kernel for g's device
-# (`g.device.name in op.kernels`, written out: this runs once per node of every backward),
-# except while tg.compile records (`_get_tracer()` is not None): there the composite's
+# Each forward rule below runs its backward op where that op has a kernel for g's device,
+# except while tg.compile records (`_eager_kernel` tests both in C: this runs once per
+# node of every backward): there the composite's
 # ufunc kernels join the replay's fused steps (one fused step beats one call per backward
 # op), and both forms give the same bits. relu's composite has no fusible kernel: its
 # rule runs the backward op while recording too.
@@ -315,49 +315,49 @@ def _relu_vjp(g, ans, x):
 
 def _tanh_vjp(g, ans, x):
     op = _BACKWARD_OPS["tanh_backward"]
-    if g.device.name in op.kernels and _get_tracer() is None:
+    if _eager_kernel(op, g):
         return (op(g, ans),)
     return (g * (1 - ans * ans),)
 
 
 def _sigmoid_vjp(g, ans, x):
     op = _BACKWARD_OPS["sigmoid_backward"]
-    if g.device.name in op.kernels and _get_tracer() is None:
+    if _eager_kernel(op, g):
         return (op(g, ans),)
     return (g * ans * (1 - ans),)
 
 
 def _sqrt_vjp(g, ans, x):
     op = _BACKWARD_OPS["sqrt_backward"]
-    if g.device.name in op.kernels and _get_tracer() is None:
+    if _eager_kernel(op, g):
         return (op(g, ans),)
     return (g / (2 * ans),)
 
 
 def _abs_vjp(g, ans, x):
     op = _BACKWARD_OPS["abs_backward"]
-    if g.device.name in op.kernels and _get_tracer() is None:
+    if _eager_kernel(op, g):
         return (op(g, x),)
     return (g * tg.sign(x),)
 
 
 def _square_vjp(g, ans, x):
     op = _BACKWARD_OPS["square_backward"]
-    if g.device.name in op.kernels and _get_tracer() is None:
+    if _eager_kernel(op, g):
         return (op(g, x),)
     return (g * (2 * x),)
 
 
 def _sin_vjp(g, ans, x):
     op = _BACKWARD_OPS["sin_backward"]
-    if g.device.name in op.kernels and _get_tracer() is None:
+    if _eager_kernel(op, g):
         return (op(g, x),)
     return (g * tg.cos(x),)
 
 
 def _cos_vjp(g, ans, x):
     op = _BACKWARD_OPS["cos_backward"]
-    if g.device.name in op.kernels and _get_tracer() is None:
+    if _eager_kernel(op, g):
         return (op(g, x),)
     return (-g * tg.sin(x),)
 
@@ -541,16 +541,20 @@ def tapegrad_register_ops(registry):
     reg = registry.register_op
 
     # -- arithmetic -----------------------------------------------------------------------
+    # NOTE: _set_fast_paths: the engine passes subtract's g on to x itself when y gets no
+    # gradient, and multiply saves x only for y's gradient and y only for x's (see Note:
+    # [gradient fast paths] in tapegrad/_engine.pyx); both describe the rules exactly.
     reg("subtract", kernels={"cpu": np.subtract}, batch="elementwise",
         vjp=lambda g, ans, x, y: (g, -g if _needs_grad(y) else None), jvp=_subtract_jvp,
         save_inputs=(False, False), save_ans=False,
         samples=_binary_samples(draw.normal, draw.normal),
-        doc="x - y, elementwise with NumPy broadcasting.")
+        doc="x - y, elementwise with NumPy broadcasting.")._set_fast_paths(
+            passthrough=(True, False))
     reg("multiply", kernels={"cpu": np.multiply}, batch="elementwise",
         vjp=_multiply_vjp, jvp=_multiply_jvp,
         save_ans=False,
         samples=_binary_samples(draw.normal, draw.normal),
-        doc="x * y, elementwise with NumPy broadcasting.")
+        doc="x * y, elementwise with NumPy broadcasting.")._set_fast_paths(save_for_other=True)
     reg("divide", kernels={"cpu": np.divide}, batch="elementwise",
         vjp=_divide_vjp, jvp=_divide_jvp,
         save_ans=False,
