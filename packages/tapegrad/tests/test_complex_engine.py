@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 import tapegrad as tg
 
-torch = pytest.importorskip("torch")
+
+def _torch():
+    return pytest.importorskip("torch")
 
 Z = np.array([1 + 2j, 3 - 1j, -0.5 + 0.25j])
 
@@ -45,7 +47,9 @@ def test_a_complex_tensor_may_require_grad(dtype):
         tg.tensor(np.array([1, 2]), requires_grad=True)
 
 
+@pytest.mark.needs_torch
 def test_backward_of_a_complex_output_needs_gradient_as_pytorch():
+    torch = _torch()
     z = tg.tensor(Z[:1], requires_grad=True)
     y = z + z
     with pytest.raises(RuntimeError, match="grad can be implicitly created only for real scalar"):
@@ -75,7 +79,9 @@ def test_an_op_without_complex_rules_refuses_a_complex_input_that_requires_grad(
         _engine.uninstall_op("_test_cx_refused")
 
 
+@pytest.mark.needs_torch
 def test_an_op_with_complex_rules_records_and_a_real_input_gets_the_real_part():
+    torch = _torch()
     # x real + z complex: add's rule returns the complex g for both; x keeps Re(g)
     x = tg.tensor([1.0, 2.0, 3.0], requires_grad=True)
     z = tg.tensor(Z, requires_grad=True)
@@ -111,7 +117,9 @@ def test_a_complex_input_given_a_real_gradient_gets_it_as_complex():
         _engine.uninstall_op("_test_cx_realgrad")
 
 
+@pytest.mark.needs_torch
 def test_astype_between_real_and_complex_differentiates_as_pytorch():
+    torch = _torch()
     x = tg.tensor([1.0, -2.0], requires_grad=True)
     z = tg.tensor(Z[:2], requires_grad=True)
     with warnings.catch_warnings():
@@ -177,3 +185,14 @@ def test_a_tg_function_may_take_and_return_complex_tensors():
     assert y.requires_grad and y.dtype == np.complex128
     tg.real(y).sum().backward()
     np.testing.assert_array_equal(z.grad.numpy(), np.full(3, 2 + 0j))
+
+
+def test_casts_between_real_and_complex_pass_complex_finite_differences():
+    x = tg.tensor([1.0, -2.0, 0.5], requires_grad=True)
+    assert tg.gradcheck(lambda x: x.astype(np.complex128) * (1 + 2j), x)
+    z = tg.tensor(Z, requires_grad=True)
+    assert tg.gradcheck(lambda z: tg.real(z) * 3.0, z)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", np.exceptions.ComplexWarning)   # NumPy's, on purpose
+        assert tg.gradcheck(lambda z: z.astype(np.float64) * 3.0, z)
+

@@ -101,3 +101,30 @@ def test_a_kernel_returning_complex128_for_complex64_is_caught(cleanup):
     cleanup.append("_kit_cx_c64")
     with pytest.raises(GradcheckError, match="complex64 inputs gave a complex128 result"):
         check_op("_kit_cx_c64")
+
+
+class _Scale(tg.Function):
+    """z * c for a constant complex c, with a backward that may forget the conjugate."""
+    conjugate = True
+
+    @staticmethod
+    def forward(ctx, z):
+        return tg.tensor(z.numpy() * (2 - 1j))
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * ((2 + 1j) if _Scale.conjugate else (2 - 1j))
+
+
+def test_gradcheck_and_gradgradcheck_take_complex_inputs_and_catch_a_missing_conjugate():
+    z = tg.tensor(A + 1j * B, requires_grad=True)
+    assert tg.gradcheck(lambda z: tg.real(z * tg.conj(z)) * 1.5, z)
+    assert tg.gradgradcheck(lambda z: z * z, z)
+    _Scale.conjugate = True
+    assert tg.gradcheck(_Scale.apply, z)
+    _Scale.conjugate = False
+    try:
+        with pytest.raises(GradcheckError, match="complex gradient check failed for input 0"):
+            tg.gradcheck(_Scale.apply, z)
+    finally:
+        _Scale.conjugate = True

@@ -1,5 +1,6 @@
 """Complex numbers through the elementwise ops (issue 18): gradients of a few complex
-programs against PyTorch's, the contract kit over every complex=True op, every other
+programs against complex finite differences (tg.gradcheck) and PyTorch's (needs_torch),
+the contract kit over every complex=True op, every other
 differentiable elementwise op refusing complex values that need a gradient, and the new
 ops (real, imag, conj, angle, abs, complex, real_if_close, iscomplexobj) against NumPy."""
 
@@ -12,7 +13,10 @@ import tapegrad_elementwise
 from tapegrad._engine import ops_table
 from tapegrad.testing import check_op
 
-torch = pytest.importorskip("torch")
+
+
+def _torch():
+    return pytest.importorskip("torch")
 
 RNG = np.random.default_rng(7)
 Z = RNG.standard_normal((3, 4)) + 1j * RNG.standard_normal((3, 4))
@@ -22,6 +26,7 @@ X = RNG.uniform(0.5, 2.0, (3, 4))
 
 def _pair(*arrays):
     """(tapegrad leaves, torch leaves) of the same values, all requiring grad."""
+    torch = _torch()
     return ([tg.tensor(a, requires_grad=True) for a in arrays],
             [torch.tensor(a, requires_grad=True) for a in arrays])
 
@@ -42,7 +47,17 @@ PROGRAMS = {
 
 
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_complex_gradients_pass_complex_finite_differences(name):
+    f = PROGRAMS[name]
+    zs = [tg.tensor(a[:2, :3], requires_grad=True) for a in (Z, W, X)]
+    assert tg.gradcheck(lambda z, w, x: f(tg, z, w, x), zs)
+    assert tg.gradgradcheck(lambda z, w, x: f(tg, z, w, x), zs)
+
+
+@pytest.mark.needs_torch
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_complex_gradients_equal_pytorchs(name):
+    torch = _torch()
     f = PROGRAMS[name]
     (z, w, x), (zt, wt, xt) = _pair(Z, W, X)
     f(tg, z, w, x).backward()
@@ -55,7 +70,9 @@ def test_complex_gradients_equal_pytorchs(name):
         np.testing.assert_allclose(got.grad.numpy(), want.grad.numpy(), rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.needs_torch
 def test_second_order_gradients_equal_pytorchs():
+    torch = _torch()
     (z, w), (zt, wt) = _pair(Z, W)
     (gz,) = tg.grad((tg.abs(tg.exp(z) * w) ** 2).sum(), [z], create_graph=True)
     (gzt,) = torch.autograd.grad((torch.abs(torch.exp(zt) * wt) ** 2).sum(), [zt],
@@ -185,7 +202,9 @@ def test_complex_refuses_parts_of_different_or_integer_dtypes_as_torch():
         tg.complex(tg.tensor(np.arange(3)), tg.tensor(np.arange(3)))
 
 
+@pytest.mark.needs_torch
 def test_abs_and_angle_gradients_at_zero_are_zero_as_pytorch():
+    torch = _torch()
     z = tg.tensor(np.array([0j, 1 + 1j]), requires_grad=True)
     (tg.abs(z) + tg.angle(z)).sum().backward()
     zt = torch.tensor(np.array([0j, 1 + 1j]), requires_grad=True)
@@ -194,7 +213,9 @@ def test_abs_and_angle_gradients_at_zero_are_zero_as_pytorch():
     assert np.isfinite(z.grad.numpy()).all()
 
 
+@pytest.mark.needs_torch
 def test_a_real_input_meeting_complex_values_gets_a_real_gradient():
+    torch = _torch()
     (x,), (xt,) = _pair(X)
     tg.abs(x * tg.tensor(Z) + 1j).sum().backward()
     torch.abs(xt * torch.tensor(Z) + 1j).sum().backward()

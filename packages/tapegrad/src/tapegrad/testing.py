@@ -99,6 +99,8 @@ def _float64_inputs(inputs, upcast, eps, who):
     inputs = list(_as_inputs(inputs))
     for i, x in enumerate(inputs):
         if isinstance(x, TensorBase) and x.requires_grad and x.dtype != np.float64:
+            if x.dtype == np.complex128:
+                continue            # checked by the complex finite differences
             if not upcast:
                 raise TypeError(
                     f"{who}: input {i} is {x.dtype}; finite differences need float64 (with "
@@ -123,6 +125,9 @@ def gradcheck(f, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, *, upcast=False):
     or raises GradcheckError naming the worst entry (input, index, analytic, numeric).
     float32 inputs are refused: a central difference with eps=1e-6 in float32 is mostly
     rounding error. Pass ``upcast=True`` to check float64 copies of them instead.
+    complex128 inputs (or outputs) are checked in PyTorch's convention: the gradients for
+    random complex output cotangents w against central differences of
+    ``Re(sum(conj(w) * f(z)))`` along the real and the imaginary part of each element.
 
     >>> import tapegrad as tg
     >>> x = tg.tensor([0.5, -1.0], requires_grad=True)
@@ -133,6 +138,9 @@ def gradcheck(f, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, *, upcast=False):
     wrt = _grad_positions(inputs)
     if not wrt:
         raise ValueError("gradcheck: no input requires grad, so there is nothing to check")
+    if _complex_kit.involves_complex(f, inputs):
+        _complex_kit.gradcheck(f, inputs, eps, atol, rtol)
+        return True
     numeric = numeric_jacobian(f, inputs, wrt, eps)
     analytic = analytic_jacobian(f, inputs, wrt)
     _compare(analytic, numeric, inputs, wrt, atol, rtol, "gradient")
@@ -155,7 +163,8 @@ def gradgradcheck(f, inputs, grad_outputs=None, eps=1e-6, atol=1e-5, rtol=1e-3, 
     True, or raises GradcheckError naming the worst entry: which input (or grad_output),
     its index, which input's gradient, analytic and numeric. float32 is refused as in
     gradcheck. An op registered with ``twice_differentiable=False`` makes this raise a
-    RuntimeError that names it.
+    RuntimeError that names it. complex128 inputs or outputs (with the default
+    grad_outputs: random complex ones) are checked as gradcheck checks them.
 
     >>> import tapegrad as tg
     >>> x = tg.tensor([0.5, -1.0], requires_grad=True)
@@ -166,6 +175,9 @@ def gradgradcheck(f, inputs, grad_outputs=None, eps=1e-6, atol=1e-5, rtol=1e-3, 
     wrt = _grad_positions(inputs)
     if not wrt:
         raise ValueError("gradgradcheck: no input requires grad, so there is nothing to check")
+    if grad_outputs is None and _complex_kit.involves_complex(f, inputs):
+        _complex_kit.gradgradcheck(f, inputs, eps, atol, rtol)
+        return True
     with enable_grad():
         outs = [o for o in _outputs(f(*inputs)) if o.requires_grad]
     if not outs:
