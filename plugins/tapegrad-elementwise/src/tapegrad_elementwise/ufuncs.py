@@ -20,6 +20,7 @@ pass ``g`` to the dividend.
 tensor([1.66666667, 1.12121212])
 """
 
+import functools
 import math
 
 import numpy as np
@@ -72,12 +73,14 @@ def _rules(name, partials):
 def holomorphic(vjp):
     """The complex-correct VJP of an op whose real rule `vjp` is g * f'(inputs) (see
     Note: [complex rules] in ops.py): conj(vjp(conj(g))) = g * conj(f'(z)) for complex g."""
+    # NOTE: functools.wraps keeps vjp's signature (inspect follows __wrapped__), from which
+    # register_op infers the op's inputs and parameters
+    @functools.wraps(vjp)
     def rule(g, ans, *inputs, **params):
         if g.dtype.kind != "c":
             return vjp(g, ans, *inputs, **params)
         return tuple(None if gi is None else tg.conj(gi)
                      for gi in vjp(tg.conj(g), ans, *inputs, **params))
-    rule.__qualname__ = rule.__name__ = vjp.__name__
     return rule
 
 
