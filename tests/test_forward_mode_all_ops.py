@@ -163,7 +163,9 @@ def test_forward_mode_through_the_engine_matches_reverse_mode_and_finite_differe
             checked += _check_differentiable_sample(op, s, sample)
         else:
             checked += _check_nondifferentiable_sample(op, sample)
-    assert checked or not differentiable, f"'{name}': no sample has a differentiable input"
+    # (tg.complex: real inputs, a complex result; the complex kit checks its JVP rule)
+    assert checked or not differentiable or name == "complex", (
+        f"'{name}': no sample has a differentiable input")
 
 
 FUNCTIONS = sorted(name for name, f in LOADER.functions.items() if f.plugin in FIRST_PARTY)

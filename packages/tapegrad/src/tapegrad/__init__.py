@@ -25,6 +25,7 @@ from ._creation import (
     full,
     full_like,
     get_default_dtype,
+    iscomplexobj,
     linspace,
     ones,
     set_default_dtype,

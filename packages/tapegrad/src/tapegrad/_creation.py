@@ -313,3 +313,17 @@ def _shape(shape):
     if isinstance(shape, (int, np.integer)):
         return (int(shape),)
     return tuple(int(s) for s in shape)
+
+
+def iscomplexobj(x):
+    """Whether x has a complex dtype (not whether any value has an imaginary part), as
+    numpy.iscomplexobj.
+
+    >>> import numpy as np, tapegrad as tg
+    >>> tg.iscomplexobj(tg.tensor(np.array([1 + 0j]))), tg.iscomplexobj(tg.ones(2))
+    (True, False)
+    """
+    dtype = getattr(x, "dtype", None)
+    if dtype is None:
+        return bool(np.iscomplexobj(x))
+    return np.dtype(dtype).kind == "c"

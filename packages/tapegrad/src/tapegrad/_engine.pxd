@@ -75,6 +75,8 @@ cdef class Op:
     cdef readonly bint save_for_other # two inputs, each read by the rule only for the
                                       # OTHER's gradient: saved only when the other gets one
     cdef void* _vectorcall            # CPython's vectorcall entry (see Note: [calling an op])
+    cdef readonly bint supports_complex  # register_op(complex=True): the rules are complex-
+                                      # correct (see Note: [complex tensors] in _engine.pyx)
     cdef bint saves_input(self, Py_ssize_t i)
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import _engine
+from . import _complex_kit, _engine
 from ._engine import Op, TensorBase, new_tensor, run_backward
 from ._grad_mode import enable_grad, no_grad
 from ._plugins import LOADER, FunctionDef, Sample, register_plugin
@@ -99,6 +99,8 @@ def _float64_inputs(inputs, upcast, eps, who):
     inputs = list(_as_inputs(inputs))
     for i, x in enumerate(inputs):
         if isinstance(x, TensorBase) and x.requires_grad and x.dtype != np.float64:
+            if x.dtype == np.complex128:
+                continue            # checked by the complex finite differences
             if not upcast:
                 raise TypeError(
                     f"{who}: input {i} is {x.dtype}; finite differences need float64 (with "
@@ -123,6 +125,9 @@ def gradcheck(f, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, *, upcast=False):
     or raises GradcheckError naming the worst entry (input, index, analytic, numeric).
     float32 inputs are refused: a central difference with eps=1e-6 in float32 is mostly
     rounding error. Pass ``upcast=True`` to check float64 copies of them instead.
+    complex128 inputs (or outputs) are checked in PyTorch's convention: the gradients for
+    random complex output cotangents w against central differences of
+    ``Re(sum(conj(w) * f(z)))`` along the real and the imaginary part of each element.
 
     >>> import tapegrad as tg
     >>> x = tg.tensor([0.5, -1.0], requires_grad=True)
@@ -133,6 +138,9 @@ def gradcheck(f, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, *, upcast=False):
     wrt = _grad_positions(inputs)
     if not wrt:
         raise ValueError("gradcheck: no input requires grad, so there is nothing to check")
+    if _complex_kit.involves_complex(f, inputs):
+        _complex_kit.gradcheck(f, inputs, eps, atol, rtol)
+        return True
     numeric = numeric_jacobian(f, inputs, wrt, eps)
     analytic = analytic_jacobian(f, inputs, wrt)
     _compare(analytic, numeric, inputs, wrt, atol, rtol, "gradient")
@@ -155,7 +163,8 @@ def gradgradcheck(f, inputs, grad_outputs=None, eps=1e-6, atol=1e-5, rtol=1e-3, 
     True, or raises GradcheckError naming the worst entry: which input (or grad_output),
     its index, which input's gradient, analytic and numeric. float32 is refused as in
     gradcheck. An op registered with ``twice_differentiable=False`` makes this raise a
-    RuntimeError that names it.
+    RuntimeError that names it. complex128 inputs or outputs (with the default
+    grad_outputs: random complex ones) are checked as gradcheck checks them.
 
     >>> import tapegrad as tg
     >>> x = tg.tensor([0.5, -1.0], requires_grad=True)
@@ -166,6 +175,9 @@ def gradgradcheck(f, inputs, grad_outputs=None, eps=1e-6, atol=1e-5, rtol=1e-3, 
     wrt = _grad_positions(inputs)
     if not wrt:
         raise ValueError("gradgradcheck: no input requires grad, so there is nothing to check")
+    if grad_outputs is None and _complex_kit.involves_complex(f, inputs):
+        _complex_kit.gradgradcheck(f, inputs, eps, atol, rtol)
+        return True
     with enable_grad():
         outs = [o for o in _outputs(f(*inputs)) if o.requires_grad]
     if not outs:
@@ -326,7 +338,12 @@ def check_op(op, *, atol=1e-5, rtol=1e-3, eps=1e-6) -> Report:
     reverse over forward); inputs that are not differentiable get no gradient; in float32
     it returns float32 results, gradients and JVP tangents; under vmap (its inputs
     batched) it equals one call per example, and its VJP inside vmap the per-example VJPs
-    (or it refuses with an error naming vmap). The report lists the checks that ran and
+    (or it refuses with an error naming vmap). An op registered with ``complex=True`` is
+    also checked on complex samples (its explicit ones and ones derived from its float
+    samples, see tapegrad/_complex_kit.py): its VJP against central differences of
+    ``L = Re(sum(conj(w) * f(z)))`` perturbing real and imaginary parts separately, its
+    second derivatives the same way, its JVP rule against finite differences and as the
+    transpose of the VJP, complex64 kept, and vmap. The report lists the checks that ran and
     the op's ``capabilities``. Raises ContractError (or GradcheckError) on the first
     failure.
 
@@ -349,6 +366,8 @@ def check_op(op, *, atol=1e-5, rtol=1e-3, eps=1e-6) -> Report:
     # values; this check is about its graph.
     broadcasting = _first_broadcasting_sample(entry.samples)
     for s, sample in enumerate(entry.samples):
+        if _complex_kit.is_complex_sample(sample):
+            continue                # checked by the complex checks below
         where = f"'{entry.name}' sample {s} {sample!r}"
         positions = _positions(entry, sample)
         if isinstance(entry, Op):
@@ -364,6 +383,9 @@ def check_op(op, *, atol=1e-5, rtol=1e-3, eps=1e-6) -> Report:
         _check_nondifferentiable(entry, sample, positions, where, report)
         _check_float32(entry, sample, positions, where, report)
         _check_batching(entry, sample, where, report)
+    if getattr(entry, "supports_complex", False):
+        _complex_kit.check_complex(entry, report, atol, rtol, eps, check_forward=_check_forward,
+                                   check_batching=_check_batching)
     return report
 
 
@@ -754,7 +776,7 @@ def _check_float32(entry, sample, positions, where, report):
     if had_float32 and out64.dtype == np.float64 and "dtype" not in sample.kwargs:
         if out.dtype != np.float32:
             raise ContractError(f"{where}: float32 inputs gave a {out.dtype} result")
-    if not np.allclose(_host(out).astype(np.float64), _host(out64), rtol=1e-3, atol=1e-4, equal_nan=True):
+    if not np.allclose(_host(out), _host(out64), rtol=1e-3, atol=1e-4, equal_nan=True):
         raise ContractError(f"{where}: float32 result differs from float64 beyond float32 precision")
     if out.requires_grad:
         out.backward(_with_value(out, np.ones(out.shape, out.dtype)))
@@ -804,7 +826,7 @@ def _examples(args, batched, rng):
     perturbed differently per example (a relative 1% with a fixed random pattern, which
     keeps a positive or a positive-definite input so); any other value is the same."""
     def vary(a, k):
-        if isinstance(a, np.ndarray) and a.dtype.kind == "f" and k:
+        if isinstance(a, np.ndarray) and a.dtype.kind in "fc" and k:
             return np.asarray(a * (1.0 + 0.01 * k * rng.uniform(-1.0, 1.0, a.shape)), a.dtype)
         return a
     out = []

@@ -85,7 +85,10 @@ NO_KERNEL = ("linalg_inv", "linalg_det", "_linalg_slogdet", "linalg_solve",
              # the activations' backward ops (issue 16 item 3): Cython kernels, CPU only
              "abs_backward", "cos_backward", "relu_backward", "sigmoid_backward",
              "silu_backward", "sin_backward", "softplus_backward", "sqrt_backward",
-             "square_backward", "tanh_backward")
+             "square_backward", "tanh_backward",
+             # complex numbers (issue 18): the cuda device holds no complex arrays, so the
+             # ops that take or make them raise NotImplementedError naming op and device
+             "real", "imag", "conj", "angle", "complex")
 THREADS = 256
 MAX_BLOCKS = 65535
 MAX_INDEX_ARRAYS = 8          # index.cu keeps per-index offsets in a fixed array
