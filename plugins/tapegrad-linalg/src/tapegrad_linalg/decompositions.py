@@ -34,8 +34,9 @@ from tapegrad._batching import check_values, pad_batched
 from tapegrad._compile import run_eagerly
 from tapegrad_shape.ops import derivative_reason
 
-from ._helpers import (_at_least_2d, _diag_embed, _diagonal, _eye, _host, _mT, _rand,
-                       _safe_offdiag_divide, _shape, _square, _tril, _triangle_grad)
+from ._helpers import (_at_least_2d, _conj, _diag_embed, _diagonal, _eye, _host, _imag_diag,
+                       _is_complex, _mH, _mT, _rand, _real, _safe_offdiag_divide, _shape,
+                       _square, _tril, _triangle_grad)
 
 SlogdetResult = namedtuple("SlogdetResult", "sign logabsdet")
 EighResult = namedtuple("EighResult", "eigenvalues eigenvectors")
@@ -44,17 +45,35 @@ QRResult = namedtuple("QRResult", "Q R")
 SVDResult = namedtuple("SVDResult", "U S Vh")
 
 _NoValue = np._NoValue
-_COMPLEX_ISSUE = ("complex results are not supported yet (tapegrad issue 18, complex dtypes); "
-                  "for a symmetric matrix use tg.linalg.eigh")
 
 
-def _real_input(a, op):
-    """Refuse a complex input where the op packs a real result (eigenvalues, singular
-    values, log|det|) with a complex one into one array: unpacked, the real part would
-    come back complex128 where NumPy gives float64."""
-    if np.iscomplexobj(a):
-        raise TypeError(f"{op}: complex input ({a.dtype}) is not supported yet "
-                        f"(tapegrad issue 18, complex dtypes)")
+def _real_valued(t):
+    """t, a complex tensor whose values are real (a packed eigenvalue, a singular value),
+    as the real part kept in t's complex dtype: its tangent must stay real."""
+    return 0.5 * (t + tg.conj(t)) if _is_complex(t) else t
+
+
+def _gauge_check(d, op, what):
+    """Refuse a loss that depends on the phases of complex eigen/singular vectors.
+
+    Note: [complex phase gauge]
+    A complex eigenvector (singular vector pair) is defined up to a factor e^{i phi}, and
+    LAPACK picks one. A loss that depends on that choice has no gradient; PyTorch detects
+    it by Im(diag(V^H gV)) != 0 (svd: Im(diag(U^H gU + V^H gV))) and raises. Here `d` is
+    that imaginary part and the refusal a LinAlgError naming the op; gauge-invariant losses
+    (|V|^2, V diag(f(w)) V^H, the values alone) give 0 up to rounding.
+    """
+    def refuse(dv):
+        dv = np.abs(dv)
+        scale = np.max(dv, initial=0.0)
+        tol = np.sqrt(np.finfo(dv.dtype).eps) * (1.0 + scale)
+        if scale > tol:
+            raise np.linalg.LinAlgError(
+                f"{op}: the loss depends on the phases of the complex {what} (each is defined "
+                f"up to a factor e^(i phi); Im(diag(V^H gV)) = {scale:.3g} is not 0), so its "
+                f"gradient is not defined (PyTorch raises too); use a loss invariant to the "
+                f"phases, e.g. of abs(V) or V diag(w) V^H")
+    check_values(refuse, d)
 
 
 def _as_tensor(a):
@@ -123,8 +142,8 @@ def _inv_kernel(a):
 
 
 def _inv_vjp(g, ans, a):
-    ans_t = _mT(ans)
-    return (-(ans_t @ g @ ans_t),)
+    ans_h = _mH(ans)            # complex: -A^-H g A^-H
+    return (-(ans_h @ g @ ans_h),)
 
 
 def _inv_jvp(t, ans, a):
@@ -144,8 +163,9 @@ def _det_kernel(a):
 def _det_vjp(g, ans, a):
     # NOTE: d det(A) = det(A) tr(A^-1 dA). A singular A has no inverse: the backward then
     # raises LinAlgError (PyTorch goes through an SVD there; documented in docs/linalg.md).
-    scale = tg.expand_dims(tg.expand_dims(g * ans, -1), -1)
-    return (scale * _mT(tg.linalg_inv(a)),)
+    # (complex, det holomorphic: g conj(det) A^-H)
+    scale = tg.expand_dims(tg.expand_dims(g * _conj(ans), -1), -1)
+    return (scale * _mH(tg.linalg_inv(a)),)
 
 
 def _det_jvp(t, ans, a):
@@ -154,27 +174,37 @@ def _det_jvp(t, ans, a):
 
 def _slogdet_kernel(a):
     _square(a, "linalg_slogdet")
-    _real_input(a, "linalg_slogdet")
     sign, logabsdet = np.linalg.slogdet(a)
-    return np.stack([sign, logabsdet], axis=-1)
+    # (complex a: a complex sign of modulus 1 and a real logabsdet, packed as complex)
+    return np.stack([sign, logabsdet.astype(sign.dtype)], axis=-1)
 
 
 def _slogdet_vjp(g, ans, a):
-    # Only logabsdet (the last entry) has a gradient: sign is piecewise constant.
-    gl = tg.expand_dims(tg.expand_dims(g[..., 1], -1), -1)
-    return (gl * _mT(tg.linalg_inv(a)),)
+    # Real a: only logabsdet (the last entry) has a gradient: sign is piecewise constant.
+    # Complex a: with t = tr(A^-1 dA), d logabsdet = Re t and d sign = sign i Im t, so the
+    # gradient is (Re g_l - i Im(conj(g_s) sign)) A^-H (PyTorch's slogdet_backward).
+    coef = g[..., 1]
+    if _is_complex(ans):
+        w = _conj(g[..., 0]) * ans[..., 0]
+        coef = _real_valued(coef) - 0.5 * (w - tg.conj(w))
+    coef = tg.expand_dims(tg.expand_dims(coef, -1), -1)
+    return (coef * _mH(tg.linalg_inv(a)),)
 
 
 def _slogdet_jvp(t, ans, a):
-    dl = _trace_of_solve(a, t[0])
-    return tg.stack([tg.zeros_like(dl), dl], axis=-1)
+    dt = _trace_of_solve(a, t[0])
+    if _is_complex(ans):
+        return tg.stack([ans[..., 0] * 0.5 * (dt - tg.conj(dt)), _real_valued(dt)], axis=-1)
+    return tg.stack([tg.zeros_like(dt), dt], axis=-1)
 
 
 def slogdet(a):
     """Sign and natural log of the absolute determinant, as ``np.linalg.slogdet``.
 
     Returns ``SlogdetResult(sign, logabsdet)``; ``logabsdet`` is differentiable (its
-    gradient is ``inv(a).T``), ``sign`` is piecewise constant (zero gradient).
+    gradient is ``inv(a).T``), ``sign`` is piecewise constant (zero gradient) for a real a.
+    For a complex a, sign is complex of modulus 1 (differentiable) and logabsdet real, as
+    NumPy's.
 
     >>> import tapegrad as tg
     >>> sign, logdet = tg.linalg.slogdet(tg.tensor([[2., 0.], [0., -3.]]))
@@ -182,6 +212,8 @@ def slogdet(a):
     (-1.0, 1.791759)
     """
     packed = tg._linalg_slogdet(_as_tensor(a))
+    if _is_complex(packed):
+        return SlogdetResult(packed[..., 0], tg.real(packed[..., 1]))
     return SlogdetResult(packed[..., 0].detach(), packed[..., 1])
 
 
@@ -213,13 +245,13 @@ def _solve_kernel(a, b):
 
 
 def _solve_vjp(g, ans, a, b):
-    # x = A^-1 b: gb = A^-T g, gA = -gb x^T, with a solve (never an explicit inverse).
+    # x = A^-1 b: gb = A^-H g, gA = -gb x^H, with a solve (never an explicit inverse).
     if b.ndim == 1:
-        gb = tg.linalg_solve(_mT(a), tg.expand_dims(g, -1))[..., 0]
-        ga = -(tg.expand_dims(gb, -1) * tg.expand_dims(ans, -2))
+        gb = tg.linalg_solve(_mH(a), tg.expand_dims(g, -1))[..., 0]
+        ga = -(tg.expand_dims(gb, -1) * tg.expand_dims(_conj(ans), -2))
     else:
-        gb = tg.linalg_solve(_mT(a), g)
-        ga = -(gb @ _mT(ans))
+        gb = tg.linalg_solve(_mH(a), g)
+        ga = -(gb @ _mH(ans))
     return (ga if tg.needs_grad(a) else None), (gb if tg.needs_grad(b) else None)
 
 
@@ -247,13 +279,14 @@ def _cholesky_kernel(a, upper=False):
 
 
 def _cholesky_vjp(g, ans, a, upper=False):
-    # Murray 2016 / PyTorch: gA = L^-T Phi(L^T gL) L^-1, Phi = the lower triangle with its
-    # diagonal halved, symmetrized; then mapped to the triangle NumPy reads.
-    L, gL = (_mT(ans), _mT(g)) if upper else (ans, g)
-    P = _tril(_mT(L) @ gL)
-    P = 0.5 * (P + _mT(_tril(P, -1)))
-    X = tg.linalg_solve(_mT(L), P)                  # L^-T P
-    G = _mT(tg.linalg_solve(_mT(L), _mT(X)))        # (L^-T P) L^-1
+    # Murray 2016 / PyTorch: gA = L^-H Phi(L^H gL) L^-1, Phi = the lower triangle with its
+    # diagonal halved, symmetrized; then mapped to the triangle NumPy reads (^H = ^T for
+    # a real a).
+    L, gL = (_mH(ans), _mH(g)) if upper else (ans, g)
+    P = _tril(_mH(L) @ gL)
+    P = 0.5 * (P + _mH(_tril(P, -1)))
+    X = tg.linalg_solve(_mH(L), P)                  # L^-H P
+    G = _mH(tg.linalg_solve(_mH(L), _mH(X)))        # (L^-H P) L^-1
     return (_triangle_grad(G, lower=not upper),)
 
 
@@ -262,12 +295,12 @@ def _cholesky_jvp(t, ans, a, upper=False):
     # 2016), Phi the lower triangle with its diagonal halved.
     ta = t[0]
     if upper:
-        ta = _mT(ta)
-    S = _tril(ta) + _mT(_tril(ta, -1))
-    L = _mT(ans) if upper else ans
-    X = tg.linalg_solve(L, _mT(tg.linalg_solve(L, S)))
+        ta = _mH(ta)
+    S = _copyltu(ta)                                # (Hermitian for a complex a)
+    L = _mH(ans) if upper else ans
+    X = tg.linalg_solve(L, _mH(tg.linalg_solve(L, S)))
     dL = L @ (_tril(X) - 0.5 * X * _eye(X.shape[-1], X))
-    return _mT(dL) if upper else dL
+    return _mH(dL) if upper else dL
 
 
 # ---------------------------------------------------------------------------------------
@@ -281,7 +314,11 @@ def _qr_kernel(a, mode="reduced"):
 
 
 def _copyltu(M):
-    """The symmetric matrix with M's lower triangle."""
+    """The symmetric matrix with M's lower triangle; for a complex M the Hermitian one,
+    with the real part of M's diagonal (what LAPACK reads of a Hermitian matrix)."""
+    if _is_complex(M):
+        low = _tril(M, -1)
+        return low + _mH(low) + _real_valued(M) * _eye(M.shape[-1], M)
     return _tril(M) + _mT(_tril(M, -1))
 
 
@@ -293,18 +330,19 @@ def _qr_vjp(g, ans, a, mode="reduced"):
                          f"use mode='reduced'")
     Q, R = ans[..., :m, :], _mT(ans[..., m:, :])
     gQ, gR = g[..., :m, :], _mT(g[..., m:, :])
-    # Walter & Lehmann / PyTorch: gA = [gQ + Q copyltu(M)] R^-T, M = R gR^T - gQ^T Q; for
-    # m < n, A = [X | Y] with X = Q U square, Y = Q V: the same for X with gQ + Y gV^T, and
-    # gY = Q gV.
+    # Walter & Lehmann / PyTorch: gA = [gQ + Q copyltu(M)] R^-H, M = R gR^H - gQ^H Q; for
+    # m < n, A = [X | Y] with X = Q U square, Y = Q V: the same for X with gQ + Y gV^H, and
+    # gY = Q gV. (Complex: LAPACK's R has a real diagonal, so copyltu keeps the real part
+    # of M's; ^H = ^T for a real a.)
     if m >= n:
-        M = R @ _mT(gR) - _mT(gQ) @ Q
+        M = R @ _mH(gR) - _mH(gQ) @ Q
         B = gQ + Q @ _copyltu(M)
-        return (_mT(tg.linalg_solve(R, _mT(B))),)
+        return (_mH(tg.linalg_solve(R, _mH(B))),)
     U, gU, gV = R[..., :m], gR[..., :m], gR[..., m:]
     Y = a[..., m:]
-    gQ = gQ + Y @ _mT(gV)
-    M = U @ _mT(gU) - _mT(gQ) @ Q
-    gX = _mT(tg.linalg_solve(U, _mT(gQ + Q @ _copyltu(M))))
+    gQ = gQ + Y @ _mH(gV)
+    M = U @ _mH(gU) - _mH(gQ) @ Q
+    gX = _mH(tg.linalg_solve(U, _mH(gQ + Q @ _copyltu(M))))
     return (tg.concatenate([gX, Q @ gV], axis=-1),)
 
 
@@ -326,16 +364,21 @@ def _qr_jvp(t, ans, a, mode="reduced"):
         return tg.concatenate([dQ, _mT(dR)], axis=-2)
     U = R[..., :m]
     dQ, dU = _qr_square_jvp(Q, U, dA[..., :m])
-    dV = _mT(dQ) @ a[..., m:] + _mT(Q) @ dA[..., m:]
+    dV = _mH(dQ) @ a[..., m:] + _mH(Q) @ dA[..., m:]
     return tg.concatenate([dQ, _mT(tg.concatenate([dU, dV], axis=-1))], axis=-2)
 
 
 def _qr_square_jvp(Q, R, dA):
     """(dQ, dR) of A = Q R for an A with at least as many rows as columns."""
-    dA_Rinv = _mT(tg.linalg_solve(_mT(R), _mT(dA)))          # dA R^-1
-    C = _mT(Q) @ dA_Rinv
+    # (complex: Q^H dQ is skew-Hermitian and dR R^-1's diagonal real, so Omega also takes
+    # the imaginary part of C's diagonal)
+    dA_Rinv = _mH(tg.linalg_solve(_mH(R), _mH(dA)))          # dA R^-1
+    C = _mH(Q) @ dA_Rinv
     low = _tril(C, -1)
-    C_minus_omega = C - (low - _mT(low))                     # dR R^-1, upper triangular
+    C_minus_omega = C - (low - _mH(low))                     # dR R^-1, upper triangular
+    im = _imag_diag(C)
+    if im is not None:
+        C_minus_omega = C_minus_omega - im
     return dA_Rinv - Q @ C_minus_omega, C_minus_omega @ R
 
 
@@ -382,27 +425,30 @@ def _uplo(UPLO, op):
 def _eigh_kernel(a, UPLO="L"):
     _square(a, "linalg_eigh")
     _uplo(UPLO, "linalg_eigh")
-    _real_input(a, "linalg_eigh")
-    w, v = np.linalg.eigh(a, UPLO=UPLO)
+    w, v = np.linalg.eigh(a, UPLO=UPLO)        # (complex a: real w packed with complex v)
     return np.concatenate([w[..., None, :], v], axis=-2)          # (n + 1, n)
 
 
 def _eigh_vjp(g, ans, a, UPLO="L"):
     w, V = ans[..., 0, :], ans[..., 1:, :]
     gw, gV = g[..., 0, :], g[..., 1:, :]
-    # gA = V (diag(gw) + skew(V^T gV) / E) V^T, E_ij = w_j - w_i (PyTorch's
-    # linalg_eig_backward for Hermitian input); see Note: [degenerate spectra].
-    VtgV = _mT(V) @ gV
-    skew = 0.5 * (VtgV - _mT(VtgV))
+    # gA = V (diag(gw) + skew(V^H gV) / E) V^H, E_ij = w_j - w_i (PyTorch's
+    # linalg_eig_backward for Hermitian input); see Note: [degenerate spectra] and, for
+    # complex input, Note: [complex phase gauge].
+    VtgV = _mH(V) @ gV
+    if _is_complex(VtgV):
+        _gauge_check(tg.imag(_diagonal(VtgV)), "linalg_eigh", "eigenvectors")
+        w, gw = _real(w), _real_valued(gw)
+    skew = 0.5 * (VtgV - _mH(VtgV))
     E = tg.expand_dims(w, -2) - tg.expand_dims(w, -1)
     inner = _safe_offdiag_divide(skew, E, "linalg_eigh", "eigenvectors") + _diag_embed(gw)
-    return (_triangle_grad(V @ inner @ _mT(V), lower=UPLO == "L"),)
+    return (_triangle_grad(V @ inner @ _mH(V), lower=UPLO == "L"),)
 
 
 def _read_triangle(ta, UPLO):
     """The symmetric matrix that a tangent of A stands for when only the UPLO triangle
     is read (Note: [one-triangle gradients]): the other triangle has no effect."""
-    return _copyltu(ta) if UPLO == "L" else _mT(_copyltu(_mT(ta)))
+    return _copyltu(ta) if UPLO == "L" else _mH(_copyltu(_mH(ta)))
 
 
 def _eigh_jvp(t, ans, a, UPLO="L"):
@@ -410,17 +456,21 @@ def _eigh_jvp(t, ans, a, UPLO="L"):
     # dw = diag(V^T dA V), dV = V (F o V^T dA V) with F_ij = 1 / (w_j - w_i) off the
     # diagonal, 0 on it (unit eigenvectors stay unit); a zero gap refuses as the VJP's
     # (Note: [degenerate spectra]).
-    VtdAV = _mT(V) @ _read_triangle(t[0], UPLO) @ V
+    # (complex: V^H dA V, and the phase gauge Im(diag(V^H dV)) = 0)
+    VtdAV = _mH(V) @ _read_triangle(t[0], UPLO) @ V
+    w = _real(w)
     E = tg.expand_dims(w, -2) - tg.expand_dims(w, -1)
     dV = V @ _safe_offdiag_divide(VtdAV, E, "linalg_eigh", "eigenvectors")
-    return tg.concatenate([tg.expand_dims(_diagonal(VtdAV), -2), dV], axis=-2)
+    return tg.concatenate([tg.expand_dims(_real_valued(_diagonal(VtdAV)), -2), dV], axis=-2)
 
 
 def eigh(a, UPLO="L"):
-    """Eigenvalues (ascending) and eigenvectors of symmetric matrices, as
-    ``np.linalg.eigh(a, UPLO)``: ``EighResult(eigenvalues, eigenvectors)``. Only the
-    triangle named by UPLO is read, and only it gets a gradient (docs/linalg.md). The
-    gradient through the eigenvectors needs distinct eigenvalues (else LinAlgError).
+    """Eigenvalues (ascending) and eigenvectors of symmetric (complex: Hermitian)
+    matrices, as ``np.linalg.eigh(a, UPLO)``: ``EighResult(eigenvalues, eigenvectors)``,
+    the eigenvalues real. Only the triangle named by UPLO is read, and only it gets a
+    gradient (docs/linalg.md). The gradient through the eigenvectors needs distinct
+    eigenvalues (else LinAlgError); complex eigenvectors need a loss invariant to their
+    phases (else LinAlgError, as PyTorch).
 
     >>> import tapegrad as tg
     >>> w, v = tg.linalg.eigh(tg.tensor([[2., 1.], [1., 2.]]))
@@ -430,7 +480,8 @@ def eigh(a, UPLO="L"):
     _uplo(UPLO, "linalg.eigh")
     a = _as_tensor(a)
     packed = tg._linalg_eigh(a, UPLO=UPLO)
-    return EighResult(packed[..., 0, :], packed[..., 1:, :])
+    w = packed[..., 0, :]
+    return EighResult(tg.real(w) if _is_complex(w) else w, packed[..., 1:, :])
 
 
 def _eigvalsh_kernel(a, UPLO="L"):
@@ -442,61 +493,70 @@ def _eigvalsh_kernel(a, UPLO="L"):
 def _eigvalsh_vjp(g, ans, a, UPLO="L"):
     # gA = V diag(g) V^T: defined even for repeated eigenvalues (not its derivative).
     V = tg._linalg_eigh(a, UPLO=UPLO)[..., 1:, :]
-    return (_triangle_grad((V * tg.expand_dims(g, -2)) @ _mT(V), lower=UPLO == "L"),)
+    return (_triangle_grad((V * tg.expand_dims(g, -2)) @ _mH(V), lower=UPLO == "L"),)
 
 
 def _eigvalsh_jvp(t, ans, a, UPLO="L"):
     # dw = diag(V^T dA V): the transpose of the VJP, with its convention for repeated
     # eigenvalues (there the eigenvalues are not differentiable; see the VJP's NOTE).
     V = tg._linalg_eigh(a, UPLO=UPLO)[..., 1:, :]
-    return _diagonal(_mT(V) @ _read_triangle(t[0], UPLO) @ V)
+    return _real(_diagonal(_mH(V) @ _read_triangle(t[0], UPLO) @ V))
 
 
 # ---------------------------------------------------------------------------------------
-# eig, eigvals (real spectra only)
+# eig, eigvals (complex results where NumPy's are)
 # ---------------------------------------------------------------------------------------
 
 def _eig_kernel(a):
     _square(a, "linalg_eig")
-    w, v = np.linalg.eig(a)
-    if np.iscomplexobj(w):
-        raise TypeError(f"linalg_eig: this matrix has complex eigenvalues; {_COMPLEX_ISSUE}")
+    w, v = np.linalg.eig(a)        # (complex where NumPy's are: a real a may give them)
     return np.concatenate([w[..., None, :], v], axis=-2)
 
 
 def _eig_vjp(g, ans, a):
     w, V = ans[..., 0, :], ans[..., 1:, :]
     gw, gV = g[..., 0, :], g[..., 1:, :]
-    # PyTorch's linalg_eig_backward, real case: NumPy normalizes each eigenvector to unit
-    # length, which the projection term accounts for;
-    # gA = V^-T (diag(gw) + (V^T gV - V^T V diag(V^T gV)) / E) V^T, E_ij = w_j - w_i.
-    VtgV = _mT(V) @ gV
-    VtgV = VtgV - (_mT(V) @ V) * tg.expand_dims(_diagonal(VtgV), -2)
-    E = tg.expand_dims(w, -2) - tg.expand_dims(w, -1)
+    # PyTorch's linalg_eig_backward: NumPy normalizes each eigenvector to unit length,
+    # which the projection term accounts for;
+    # gA = V^-H (diag(gw) + (V^H gV - V^H V Re diag(V^H gV)) / conj(E)) V^H,
+    # E_ij = w_j - w_i (^H = ^T for a real spectrum). Complex eigenvectors: the loss must
+    # not depend on their phases (Note: [complex phase gauge]).
+    VtgV = _mH(V) @ gV
+    d = _diagonal(VtgV)
+    if _is_complex(VtgV):
+        _gauge_check(tg.imag(d), "linalg_eig", "eigenvectors")
+        d = _real_valued(d)
+    VtgV = VtgV - (_mH(V) @ V) * tg.expand_dims(d, -2)
+    E = _conj(tg.expand_dims(w, -2) - tg.expand_dims(w, -1))
     inner = _safe_offdiag_divide(VtgV, E, "linalg_eig", "eigenvectors") + _diag_embed(gw)
-    return (tg.linalg_solve(_mT(V), inner @ _mT(V)),)
+    return (tg.linalg_solve(_mH(V), inner @ _mH(V)),)
 
 
 def _eig_jvp(t, ans, a):
     w, V = ans[..., 0, :], ans[..., 1:, :]
     # A = V diag(w) V^-1: with C = V^-1 dA V, dw = diag(C) and the eigenvectors move by
     # dV0 = V (F o C), F_ij = 1 / (w_j - w_i) off the diagonal; NumPy's unit length then
-    # removes each column's component along itself: dV = dV0 - V diag(V^T dV0).
+    # removes each column's component along itself: dV = dV0 - V Re diag(V^H dV0) (for
+    # complex eigenvectors, in the phase gauge Im(diag(V^H dV)) = Im(diag(V^H dV0))).
     C = tg.linalg_solve(V, t[0] @ V)
     E = tg.expand_dims(w, -2) - tg.expand_dims(w, -1)
     dV0 = V @ _safe_offdiag_divide(C, E, "linalg_eig", "eigenvectors")
-    dV = dV0 - V * tg.expand_dims(_diagonal(_mT(V) @ dV0), -2)
+    dV = dV0 - V * tg.expand_dims(_real_valued(_diagonal(_mH(V) @ dV0)), -2)
     return tg.concatenate([tg.expand_dims(_diagonal(C), -2), dV], axis=-2)
 
 
 def eig(a):
-    """Eigenvalues and (unit-length) right eigenvectors of square matrices whose spectrum
-    is real, as ``np.linalg.eig``: ``EigResult(eigenvalues, eigenvectors)``. A matrix with
-    complex eigenvalues raises TypeError (complex dtypes are tapegrad issue 18).
+    """Eigenvalues and (unit-length) right eigenvectors of square matrices, as
+    ``np.linalg.eig``: ``EigResult(eigenvalues, eigenvectors)``, complex where NumPy's are
+    (a real matrix with complex eigenvalues gives complex results; its gradient is real).
+    The gradient through complex eigenvectors needs a loss invariant to their phases
+    (else LinAlgError, as PyTorch).
 
     >>> import tapegrad as tg
     >>> tg.linalg.eig(tg.tensor([[2., 1.], [0., 3.]])).eigenvalues.tolist()
     [2.0, 3.0]
+    >>> tg.linalg.eig(tg.tensor([[0., -1.], [1., 0.]])).eigenvalues.tolist()
+    [1j, -1j]
     """
     a = _as_tensor(a)
     packed = tg._linalg_eig(a)
@@ -508,15 +568,12 @@ def _eigvals_kernel(a):
     # NOTE: eig's eigenvalues, not np.linalg.eigvals': LAPACK's geev without eigenvectors
     # may round (or order) the eigenvalues differently, and the rule pairs them with eig's
     # eigenvectors.
-    w = np.linalg.eig(a)[0]
-    if np.iscomplexobj(w):
-        raise TypeError(f"linalg_eigvals: this matrix has complex eigenvalues; {_COMPLEX_ISSUE}")
-    return w
+    return np.linalg.eig(a)[0]
 
 
 def _eigvals_vjp(g, ans, a):
     V = tg._linalg_eig(a)[..., 1:, :]       # its columns in the kernel's eigenvalue order
-    return (tg.linalg_solve(_mT(V), _diag_embed(g) @ _mT(V)),)
+    return (tg.linalg_solve(_mH(V), _diag_embed(g) @ _mH(V)),)
 
 
 def _eigvals_jvp(t, ans, a):
@@ -530,14 +587,13 @@ def _eigvals_jvp(t, ans, a):
 
 def _svd_kernel(a, full_matrices=False):
     _at_least_2d(a, "linalg_svd")
-    _real_input(a, "linalg_svd")
     u, s, vh = np.linalg.svd(a, full_matrices=full_matrices)
     m, n = a.shape[-2:]
     width = max(u.shape[-1], vh.shape[-2])
     out = np.zeros(a.shape[:-2] + (m + 1 + n, width), dtype=u.dtype)
     out[..., :m, :u.shape[-1]] = u
     out[..., m, :s.shape[-1]] = s
-    out[..., m + 1:, :vh.shape[-2]] = np.swapaxes(vh, -1, -2)
+    out[..., m + 1:, :vh.shape[-2]] = np.conj(np.swapaxes(vh, -1, -2))      # V = Vh^H
     return out
 
 
@@ -562,24 +618,33 @@ def _svd_factors(ans, a, full_matrices, what):
 def _svd_vjp(g, ans, a, full_matrices=False):
     m, n, k, U, S, V = _svd_factors(ans, a, full_matrices, "gradient")
     gU, gS, gV = _svd_unpack(g, m, n, full_matrices)
-    # PyTorch's svd_backward (real case), with skew(X) = X - X^T, E_ij = S_j^2 - S_i^2:
-    # gA = U [(skew(U^T gU) S + S skew(V^T gV)) / E + diag(gS)] V^T
-    #      + (I - U U^T) gU S^-1 V^T + U S^-1 gV^T (I - V V^T)
-    UtgU = _mT(U) @ gU
-    VtgV = _mT(V) @ gV
-    UtgU, VtgV = UtgU - _mT(UtgU), VtgV - _mT(VtgV)
+    # PyTorch's svd_backward, with skew(X) = X - X^H, E_ij = S_j^2 - S_i^2:
+    # gA = U [(skew(U^H gU) S + S skew(V^H gV)) / E + diag(gS)] V^H
+    #      + (I - U U^H) gU S^-1 V^H + U S^-1 gV^H (I - V V^H)
+    # and for complex a (Note: [complex phase gauge]) U diag(i Im(diag(U^H gU)) / S) V^H.
+    UtgU = _mH(U) @ gU
+    VtgV = _mH(V) @ gV
+    im = None
+    if _is_complex(UtgU):
+        _gauge_check(tg.imag(_diagonal(UtgU) + _diagonal(VtgV)), "linalg_svd",
+                     "singular vectors")
+        S, gS = _real(S), _real_valued(gS)
+        im = _imag_diag(UtgU) / tg.expand_dims(S, -2)
+    UtgU, VtgV = UtgU - _mH(UtgU), VtgV - _mH(VtgV)
     S2 = S * S
     E = tg.expand_dims(S2, -2) - tg.expand_dims(S2, -1)
     num = UtgU * tg.expand_dims(S, -2) + tg.expand_dims(S, -1) * VtgV
     inner = _safe_offdiag_divide(num, E, "linalg_svd", "singular vectors") + _diag_embed(gS)
-    Vt = _mT(V)
+    if im is not None:
+        inner = inner + im
+    Vt = _mH(V)
     if m > k or n > k:
         check_values(lambda s: _refuse_zero_singular_value(s, m, n), S)
     if m > k:
         gUS = gU / tg.expand_dims(S, -2)
-        return ((U @ inner + gUS - U @ (_mT(U) @ gUS)) @ Vt,)
+        return ((U @ inner + gUS - U @ (_mH(U) @ gUS)) @ Vt,)
     if n > k:
-        SgV = _mT(gV) / tg.expand_dims(S, -1)
+        SgV = _mH(gV) / tg.expand_dims(S, -1)
         return (U @ (inner @ Vt + SgV - (SgV @ V) @ Vt),)
     return (U @ inner @ Vt,)
 
@@ -594,27 +659,32 @@ def _refuse_zero_singular_value(s, m, n):
 def _svd_jvp(t, ans, a, full_matrices=False):
     m, n, k, U, S, V = _svd_factors(ans, a, full_matrices, "derivative")
     dA = t[0]
-    # With dP = U^T dA V: dS = diag(dP), dU = U (F o (dP S + S dP^T)),
-    # dV = V (F o (S dP + dP^T S)), F_ij = 1 / (S_j^2 - S_i^2) off the diagonal; plus, for
-    # a non-square A, the parts outside U's (V's) columns: (I - U U^T) dA V S^-1
-    # ((I - V V^T) dA^T U S^-1). Zero gaps and zero singular values refuse as the VJP's.
-    dP = _mT(U) @ dA @ V
+    # With dP = U^H dA V: dS = Re diag(dP), dU = U (F o (dP S + S dP^H)),
+    # dV = V (F o (S dP + dP^H S)), F_ij = 1 / (S_j^2 - S_i^2) off the diagonal; plus, for
+    # a non-square A, the parts outside U's (V's) columns: (I - U U^H) dA V S^-1
+    # ((I - V V^H) dA^H U S^-1). Zero gaps and zero singular values refuse as the VJP's.
+    # Complex a: i Im(diag(dP)) / S goes to U's phases (the gauge Im(diag(V^H dV)) = 0).
+    dP = _mH(U) @ dA @ V
+    S = _real(S)
     S_row, S_col = tg.expand_dims(S, -2), tg.expand_dims(S, -1)
     S2 = S * S
     E = tg.expand_dims(S2, -2) - tg.expand_dims(S2, -1)
-    dU = U @ _safe_offdiag_divide(dP * S_row + S_col * _mT(dP), E, "linalg_svd",
+    dU = U @ _safe_offdiag_divide(dP * S_row + S_col * _mH(dP), E, "linalg_svd",
                                   "singular vectors")
-    dV = V @ _safe_offdiag_divide(S_col * dP + _mT(dP) * S_row, E, "linalg_svd",
+    dV = V @ _safe_offdiag_divide(S_col * dP + _mH(dP) * S_row, E, "linalg_svd",
                                   "singular vectors")
+    im = _imag_diag(dP)
+    if im is not None:
+        dU = dU + U @ (im / S_row)
     if m > k or n > k:
         check_values(lambda s: _refuse_zero_singular_value(s, m, n), S)
     if m > k:
         dAV = dA @ V
-        dU = dU + (dAV - U @ (_mT(U) @ dAV)) / S_row
+        dU = dU + (dAV - U @ (_mH(U) @ dAV)) / S_row
     if n > k:
-        dAtU = _mT(dA) @ U
-        dV = dV + (dAtU - V @ (_mT(V) @ dAtU)) / S_row
-    return tg.concatenate([dU, tg.expand_dims(_diagonal(dP), -2), dV], axis=-2)
+        dAtU = _mH(dA) @ U
+        dV = dV + (dAtU - V @ (_mH(V) @ dAtU)) / S_row
+    return tg.concatenate([dU, tg.expand_dims(_real_valued(_diagonal(dP)), -2), dV], axis=-2)
 
 
 def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
@@ -645,7 +715,9 @@ def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
                          f"for a gradient)")
     packed = tg._linalg_svd(a, full_matrices=full)
     U, S, V = _svd_unpack(packed, m, n, full)
-    return SVDResult(U, S, _mT(V))
+    if _is_complex(packed):
+        S = tg.real(S)         # (real singular values, as NumPy's)
+    return SVDResult(U, S, _mH(V))
 
 
 def _svdvals_kernel(a):
@@ -657,14 +729,14 @@ def _svdvals_vjp(g, ans, a):
     # gA = U diag(g) V^T: defined even for repeated singular values.
     m, n = a.shape[-2:]
     U, _, V = _svd_unpack(tg._linalg_svd(a, full_matrices=False), m, n, False)
-    return ((U * tg.expand_dims(g, -2)) @ _mT(V),)
+    return ((U * tg.expand_dims(g, -2)) @ _mH(V),)
 
 
 def _svdvals_jvp(t, ans, a):
     # dS = diag(U^T dA V): the transpose of the VJP (its convention at repeated values).
     m, n = a.shape[-2:]
     U, _, V = _svd_unpack(tg._linalg_svd(a, full_matrices=False), m, n, False)
-    return _diagonal(_mT(U) @ t[0] @ V)
+    return _real(_diagonal(_mH(U) @ t[0] @ V))
 
 
 # ---------------------------------------------------------------------------------------
@@ -680,14 +752,14 @@ def _pinv_grad(G, P, A):
     """The gradient in A of <G, pinv(A)> where P = pinv(A) (PyTorch's pinv_backward, exact
     where the rank of A is locally constant)."""
     m, n = A.shape[-2:]
-    Pt, Gt = _mT(P), _mT(G)
+    Pt, Gt = _mH(P), _mH(G)                    # (^H: complex; ^T for real)
     if m <= n:
         K = Gt @ P
         KPt = K @ Pt
-        return -_mT(P @ K) + KPt - (A @ P) @ KPt + (Pt @ P) @ (Gt - K @ A)
+        return -_mH(P @ K) + KPt - (A @ P) @ KPt + (Pt @ P) @ (Gt - K @ A)
     K = P @ Gt
     PtK = Pt @ K
-    return -_mT(K @ P) + ((Gt - A @ K) @ P) @ Pt + PtK - (PtK @ P) @ A
+    return -_mH(K @ P) + ((Gt - A @ K) @ P) @ Pt + PtK - (PtK @ P) @ A
 
 
 def _pinv_vjp(g, ans, a, rcond=None, hermitian=False, rtol=_NoValue):
@@ -703,7 +775,7 @@ def _pinv_tangent(dA, P, A):
     """The derivative of P = pinv(A) along dA (Golub & Pereyra; exact where the rank of A
     is locally constant, as _pinv_grad, whose transpose it is):
     dP = -P dA P + P P^T dA^T (I - A P) + (I - P A) dA^T P^T P."""
-    Pt, dAt = _mT(P), _mT(dA)
+    Pt, dAt = _mH(P), _mH(dA)
     return (-(P @ dA @ P) + (P @ Pt) @ (dAt - dAt @ (A @ P))
             + (dAt - (P @ A) @ dAt) @ (Pt @ P))
 
@@ -725,11 +797,11 @@ def _lstsq_vjp(g, ans, a, b, rcond=None):
     P = tg.linalg_pinv(a)
     ga = gb = None
     if tg.needs_grad(b):
-        gb = _mT(P) @ g
+        gb = _mH(P) @ g
     if tg.needs_grad(a):
         gx = g if b.ndim == 2 else tg.expand_dims(g, -1)
         bb = b if b.ndim == 2 else tg.expand_dims(b, -1)
-        ga = _pinv_grad(gx @ _mT(bb), P, a)
+        ga = _pinv_grad(gx @ _mH(bb), P, a)
     return ga, gb
 
 
@@ -802,7 +874,9 @@ def lstsq(a, b, rcond=None):
             f"a and b detached -- tg.no_grad() for a gradient --, or regularize a)")
     x = tg._linalg_lstsq(a, b, rcond=rcond)
     if rank == n and m > n:
-        r = tg.sum((b - a @ x) ** 2, axis=0)
+        res = b - a @ x
+        # (complex: |res|^2, real, as NumPy's residuals)
+        r = tg.sum(tg.real(_conj(res) * res) if _is_complex(res) else res ** 2, axis=0)
         residuals = tg.reshape(r, (1,)) if b.ndim == 1 else r
     else:
         residuals = tg.zeros((0,), dtype=x.dtype, device=x.device)
@@ -888,9 +962,9 @@ def eigvalsh(a, UPLO="L"):
 
 
 def eigvals(a):
-    """The eigenvalues of square matrices with a real spectrum, as np.linalg.eigvals
-    (tg.linalg.eigvals); a complex spectrum raises TypeError (complex dtypes: issue 18).
-    Gradient V^-T diag(g) V^T. Batched over leading axes, as NumPy.
+    """The eigenvalues of square matrices, as np.linalg.eigvals (tg.linalg.eigvals):
+    complex where NumPy's are (a real matrix may have complex eigenvalues). Gradient
+    V^-H diag(g) V^H. Batched over leading axes, as NumPy.
     """
     return tg.linalg_eigvals(a)
 
@@ -1061,9 +1135,9 @@ def register(registry):
         "_linalg_eig", kernels={"cpu": _eig_kernel}, vjp=_eig_vjp, jvp=_eig_jvp, method=False,
         save_inputs=(False,), samples=eig_samples,
         batch=_stacked_batch("_linalg_eig"),
-        doc="The op behind tg.linalg.eig, for matrices with a real spectrum: the "
-            "eigenvalues stacked on the unit eigenvectors, (n + 1, n). A complex spectrum "
-            "raises TypeError (complex dtypes: issue 18)." + _doc_batched)
+        doc="The op behind tg.linalg.eig: the eigenvalues stacked on the unit eigenvectors, "
+            "(n + 1, n), complex where NumPy's are (a real matrix may have complex "
+            "eigenvalues)." + _doc_batched)
     registry.register_function("linalg_eig", eig, method=False, samples=eig_samples)
     registry.register_op(
         "linalg_eigvals", kernels={"cpu": _eigvals_kernel}, vjp=_eigvals_vjp,

@@ -287,7 +287,7 @@ def _arg_extremum_batch(name):
 
 def var(x, axis=None, *, ddof=0, keepdims=False):
     """Variance over `axis` (NumPy's ``np.var``): mean of squared deviations, divided by
-    ``n - ddof``.
+    ``n - ddof``; for complex x the real mean of ``|x - mean|^2``, as NumPy's.
 
     >>> import tapegrad as tg
     >>> x = tg.tensor([[1., 2.], [3., 5.]])
@@ -302,7 +302,18 @@ def var(x, axis=None, *, ddof=0, keepdims=False):
 def _var(x, axis, ddof, keepdims, op):
     n = max(_count(x.shape, axis, op) - ddof, 0)      # checks axis, naming the caller
     d = x - tg.mean(x, axis, keepdims=True)
-    return tg.sum(d * d, axis, keepdims=keepdims) / n
+    return tg.sum(_abs2(d), axis, keepdims=keepdims) / n
+
+
+def _conj(t):
+    """t's complex conjugate, t itself when real (no op recorded for real rules)."""
+    return tg.conj(t) if getattr(t, "dtype", np.dtype(float)).kind == "c" else t
+
+
+def _abs2(d):
+    """|d|^2: d * d, or for complex d the real Re(conj(d) d) (NumPy's var and std of
+    complex data are real: the mean of |x - mean|^2)."""
+    return tg.real(tg.conj(d) * d) if d.dtype.kind == "c" else d * d
 
 
 def std(x, axis=None, *, ddof=0, keepdims=False):

@@ -389,6 +389,8 @@ def _cumprod_vjp(g, ans, a, axis=None, *, dtype=None):
     ax = 0 if axis is None else axis % a.ndim
     xm, gm = _ops.moveaxis(x, ax, -1), _ops.moveaxis(g, ax, -1)
     later, products = _running_products(xm)
+    if products.dtype.kind == "c":
+        products = tg.conj(products)      # complex (holomorphic): g conj(d ans / d a)
     terms = tg.where(later, products * gm[..., None, :], 0)
     grad = _ops.moveaxis(tg.sum(terms, axis=-1), -1, ax)
     return (tg.reshape(grad, a.shape) if axis is None else grad,)
@@ -833,11 +835,12 @@ def _tensordot_vjp(g, ans, a, b, axes=2):
     if _needs_grad(a):
         # g . b over b's free axes leaves a's free axes, then b's contracted axes in b's
         # order, each standing for the a axis it was paired with.
-        ga = tg.tensordot(g, b, axes=(list(range(na, g.ndim)), free_b))
+        # (complex: the adjoint contracts with conj(b), and gb with conj(a))
+        ga = tg.tensordot(g, _ops._conj(b), axes=(list(range(na, g.ndim)), free_b))
         order = free_a + [axes_a[axes_b.index(j)] for j in sorted(axes_b)]
         ga = _unpermute(ga, order)
     if _needs_grad(b):
-        gb = tg.tensordot(a, g, axes=(free_a, list(range(na))))
+        gb = tg.tensordot(_ops._conj(a), g, axes=(free_a, list(range(na))))
         order = [axes_b[axes_a.index(i)] for i in sorted(axes_a)] + free_b
         gb = _unpermute(gb, order)
     return ga, gb

@@ -31,7 +31,7 @@ import numpy as np
 import tapegrad as tg
 from tapegrad._compile import compile_check, run_eagerly
 
-from .ops import _batch_size, _shape_of, _with_batch_axis
+from .ops import _abs2, _batch_size, _shape_of, _with_batch_axis
 from .ops import (_EXTREMUM_SAMPLES, _as_tensor, _as_tensor_like, _axes, _constant_argument,
                   _distinct, _kept_shape, _mask, _rand, _sqrt_of_var, derivative_reason)
 
@@ -375,7 +375,7 @@ def nanvar(a, axis=None, *, ddof=0, keepdims=False):
     d = tg.where(mask, 0, x - mean)
     dof = count - ddof
     good = dof > 0
-    out = tg.where(good, tg.sum(d * d, axis, keepdims=True) / tg.where(good, dof, 1), math.nan)
+    out = tg.where(good, tg.sum(_abs2(d), axis, keepdims=True) / tg.where(good, dof, 1), math.nan)
     return out if keepdims else _drop_axes(out, axis)
 
 
