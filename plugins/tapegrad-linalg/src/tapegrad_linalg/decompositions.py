@@ -184,7 +184,7 @@ def _slogdet_vjp(g, ans, a):
     # Complex a: with t = tr(A^-1 dA), d logabsdet = Re t and d sign = sign i Im t, so the
     # gradient is (Re g_l - i Im(conj(g_s) sign)) A^-H (PyTorch's slogdet_backward).
     coef = g[..., 1]
-    if _is_complex(ans):
+    if _is_complex(a):
         w = _conj(g[..., 0]) * ans[..., 0]
         coef = _real_valued(coef) - 0.5 * (w - tg.conj(w))
     coef = tg.expand_dims(tg.expand_dims(coef, -1), -1)
@@ -193,7 +193,7 @@ def _slogdet_vjp(g, ans, a):
 
 def _slogdet_jvp(t, ans, a):
     dt = _trace_of_solve(a, t[0])
-    if _is_complex(ans):
+    if _is_complex(a):
         return tg.stack([ans[..., 0] * 0.5 * (dt - tg.conj(dt)), _real_valued(dt)], axis=-1)
     return tg.stack([tg.zeros_like(dt), dt], axis=-1)
 
@@ -1085,7 +1085,7 @@ def register(registry):
         doc=_op_doc(det))
     registry.register_op(
         "_linalg_slogdet", kernels={"cpu": _slogdet_kernel}, vjp=_slogdet_vjp, jvp=_slogdet_jvp, method=False,
-        save_ans=False, samples=_SQUARE + [(-_general(3, 3, seed=4),)],
+        samples=_SQUARE + [(-_general(3, 3, seed=4),)],
         batch=_stacked_batch("_linalg_slogdet"),
         doc="The op behind tg.linalg.slogdet: sign and log|det| stacked along a last axis "
             "of length 2. Only log|det| has a gradient (inv(a).T); sign's is 0." + _doc_batched)

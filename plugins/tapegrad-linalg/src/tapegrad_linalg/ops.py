@@ -120,7 +120,10 @@ def _mT(t):
 def _conj(t):
     """t's complex conjugate; t itself when it is real (no op recorded: the real rules
     pay nothing for the complex ones)."""
-    return tg.conj(t) if t.dtype.kind == "c" else t
+    dt = getattr(t, "dtype", None)
+    if dt is None:                    # a Python number (an einsum operand)
+        return t.conjugate() if isinstance(t, complex) else t
+    return tg.conj(t) if dt.kind == "c" else t
 
 
 def _mH(t):

@@ -307,7 +307,10 @@ def _var(x, axis, ddof, keepdims, op):
 
 def _conj(t):
     """t's complex conjugate, t itself when real (no op recorded for real rules)."""
-    return tg.conj(t) if getattr(t, "dtype", np.dtype(float)).kind == "c" else t
+    dt = getattr(t, "dtype", None)
+    if dt is None:                    # a Python number
+        return t.conjugate() if isinstance(t, complex) else t
+    return tg.conj(t) if dt.kind == "c" else t
 
 
 def _abs2(d):
