@@ -157,11 +157,18 @@ class ToComplex(tg.Function):
 
     @staticmethod
     def backward(ctx, g):
-        return g
+        return g * -1j          # conj(d(ix)/dx) * g; the engine keeps the real part for x
 
 
-def test_function_with_a_complex_output_raises():
-    x = tg.tensor([1.0], requires_grad=True)
-    with pytest.raises(TypeError, match="complex.*not differentiable"):
-        ToComplex.apply(x)
+def test_function_with_a_complex_output_differentiates_with_the_real_part_for_a_real_input():
+    torch = pytest.importorskip("torch")
+    x = tg.tensor([1.0, 2.0], requires_grad=True)
+    y = ToComplex.apply(x)
+    assert y.dtype == np.complex128 and y.requires_grad
+    g = np.array([1j, 2 - 1j])
+    y.backward(gradient=g)
+    xt = torch.tensor([1.0, 2.0], dtype=torch.float64, requires_grad=True)
+    (xt * 1j).backward(torch.tensor(g))
+    assert x.grad.dtype == np.float64
+    np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy())
     assert ToComplex.apply(tg.tensor([1.0])).dtype == np.complex128

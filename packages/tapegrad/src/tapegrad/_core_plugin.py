@@ -1,6 +1,7 @@
 """The core's own plugin: the ``cpu`` device and the few differentiable primitives the
 engine needs to express gradients (accumulation ``add``, un-broadcasting
-``sum_to_shape``, ``broadcast_to``, ``astype``) plus ``zeros_like``/``ones_like``.
+``sum_to_shape``, ``broadcast_to``, ``astype``, and ``real``, the real part that projects a
+complex gradient onto a real input) plus ``zeros_like``/``ones_like``.
 
 It registers through the same hooks as every other plugin.
 """
@@ -90,7 +91,25 @@ def _broadcast_to_vjp(g, ans, x, *, shape):
 
 
 def _astype_vjp(g, ans, x, *, dtype):
-    return (lookup("astype")(g, dtype=x.dtype),)
+    return (_cast_back(g, x.dtype),)
+
+
+def _cast_back(g, dtype):
+    """g as `dtype`: the real part first when g is complex and dtype real (the adjoint of
+    the real -> complex cast), not NumPy's cast that warns and drops the imaginary part."""
+    if g.dtype.kind == "c" and np.dtype(dtype).kind != "c":
+        g = lookup("real")(g)
+    return g if g.dtype == dtype else lookup("astype")(g, dtype=dtype)
+
+
+def _real_vjp(g, ans, x):
+    # d Re(z) = Re(dz): the cotangent g (real) is the complex input's gradient g + 0i
+    return (lookup("astype")(g, dtype=x.dtype) if x.dtype.kind == "c" else g,)
+
+
+def _real_kernel(a):
+    """NumPy's np.real: a view of the real parts of a complex array; a real array itself."""
+    return np.real(a)
 
 
 # Forward-mode (JVP) rules. `t` holds one tangent per input (None where it has none).
@@ -110,7 +129,7 @@ def _astype_jvp(t, ans, x, *, dtype):
     # a silently wrong "derivative".
     if t[0] is None or np.dtype(dtype).kind not in "fc":
         return lookup("zeros_like")(ans)
-    return lookup("astype")(t[0], dtype=dtype)
+    return _cast_back(t[0], dtype)
 
 
 # vmap's batching rules (see _batching.py): inputs are physical, the vmapped axis first.
@@ -144,30 +163,41 @@ def tapegrad_register_ops(registry):
     registry.register_op(
         "add", kernels={"cpu": np.add},
         vjp=lambda g, ans, x, y: (g, g), jvp=_add_jvp, batch="elementwise",
-        save_inputs=(False, False), save_ans=False,
+        save_inputs=(False, False), save_ans=False, complex=True,
         samples=[(_rand(3, 4), _rand(3, 4)), (_rand(3, 4), _rand(4)),
                  (_rand(2, 1, 3), _rand(4, 1)), (_rand(3), 2.5), (1.5, _rand(2, 2))],
         doc="x + y, elementwise with NumPy broadcasting.")
     registry.register_op(
         "sum_to_shape", kernels={"cpu": sum_to_shape_kernel}, vjp=_sum_to_shape_vjp, jvp="linear",
-        batch=_sum_to_shape_batch,
+        batch=_sum_to_shape_batch, complex=True,
         save_inputs=(False,), save_ans=False, method=False,
         samples=[Sample(_rand(2, 3, 4), shape=(3, 1)), Sample(_rand(3, 4), shape=(3, 4))],
         doc="Sum x down to `shape` (the inverse of broadcasting): the engine calls it to "
             "reduce gradients of broadcast inputs.")
     registry.register_op(
         "broadcast_to", kernels={"cpu": np.broadcast_to}, vjp=_broadcast_to_vjp, jvp="linear",
-        batch=_broadcast_to_batch,
+        batch=_broadcast_to_batch, complex=True,
         view=True,
         save_inputs=(False,), save_ans=False,
         samples=[Sample(_rand(3, 1), shape=(2, 3, 4)), Sample(_rand(4), shape=(3, 4))],
         doc="x broadcast to `shape` (NumPy's broadcast_to; a read-only view on cpu).")
     registry.register_op(
         "astype", kernels={"cpu": lambda a, dtype: a.astype(dtype)}, vjp=_astype_vjp,
-        jvp=_astype_jvp, batch="elementwise",
+        jvp=_astype_jvp, batch="elementwise", complex=True,
         save_inputs=(False,), save_ans=False,
-        samples=[Sample(_rand(3, 2), dtype=np.float64)],
-        doc="x converted to `dtype`; the gradient is converted back to x's dtype.")
+        samples=[Sample(_rand(3, 2), dtype=np.float64), Sample(_rand(3, 2), dtype=np.complex128)],
+        doc="x converted to `dtype`; the gradient is converted back to x's dtype (a real x "
+            "cast to complex gets the real part of the complex gradient).")
+    registry.register_op(
+        "real", kernels={"cpu": _real_kernel}, vjp=_real_vjp, jvp="linear",
+        batch="elementwise", complex=True, view=True, method=False,
+        save_inputs=(False,), save_ans=False,
+        samples=[(_rand(3, 2),), (_rand(3, 2) + 1j * _rand(3, 2),)],
+        doc="The real part of x (np.real: a view of a complex x's real parts, x itself when "
+            "real); its gradient is the real cotangent as a complex one. Also ``Tensor.real``."
+            "\n\n    >>> import numpy as np, tapegrad as tg\n"
+            "    >>> tg.real(tg.tensor(np.array([1 + 2j, 3 - 1j]))).numpy()\n"
+            "    array([1., 3.])")
     registry.register_op(
         "zeros_like", kernels={"cpu": np.zeros_like}, nin=1, batch="elementwise",
         samples=[(_rand(2, 3),)], doc="A tensor of zeros with x's shape, dtype and device.")

@@ -68,6 +68,8 @@ cdef class Op:
     cdef bint _all_diff               # differentiable covers every input (fast path)
     cdef readonly int n_aux           # auxiliary arrays the kernel returns after the output
                                       # (register_op(aux=)); 0 for almost every op
+    cdef readonly bint supports_complex  # register_op(complex=True): the rules are complex-
+                                      # correct (see Note: [complex tensors] in _engine.pyx)
     cdef bint saves_input(self, Py_ssize_t i)
 
 

@@ -155,6 +155,7 @@ cdef Op _op_negative = None
 cdef object _grad_lock = threading.Lock()   # guards read-modify-write of .grad
 cdef object _MISS_HANDLER = None        # called once when a name is not in the table
 cdef object _TRACER = None              # tg.compile's recorder while a thread records, else None
+cdef bint _complex_seen = False         # a complex tensor has required grad ([complex tensors])
 cdef bint _fwd_active = False           # a forward-mode level is open (see _forward.py)
 cdef object _FORWARD = None             # _forward.dispatch: runs an op whose inputs carry tangents
 cdef object _LEVEL_HOOKS = None         # _forward.level_hooks: detach/in-place/read of such tensors
@@ -315,8 +316,13 @@ def record_op(Op op, tuple inputs, dict kwargs, TensorBase out):
         if isinstance(a, TensorBase) and (<TensorBase>a)._requires_grad and (
                 op._all_diff or (op.differentiable is not None and i in op.differentiable)):
             needs = True
+    if needs and _complex_seen and not op.supports_complex:
+        _refuse_complex_inputs(op, tapegrad_tuple_items(inputs), n, out._data)
     if needs and _is_float_array(out._data):
         _record(op, tapegrad_tuple_items(inputs), n, kwargs if kwargs else _NO_PARAMS, out)
+    elif needs and _is_complex_array(out._data):
+        _record_complex(op, tapegrad_tuple_items(inputs), n, kwargs if kwargs else _NO_PARAMS,
+                        out, inputs)
 
 
 def set_miss_handler(handler):
@@ -586,8 +592,9 @@ cdef class Op:
     def __init__(self, str name, str plugin, dict kernels, vjp, jvp, int nin, bint seq_input,
                  tuple params, differentiable, bint view, bint twice_differentiable,
                  samples, doc, save_inputs, bint save_ans, tuple not_implemented=(),
-                 int n_aux=0, batch=None):
+                 int n_aux=0, batch=None, bint supports_complex=False):
         self.name = name
+        self.supports_complex = supports_complex
         self.batch = batch
         self.n_aux = n_aux
         self.not_implemented = not_implemented
@@ -1196,12 +1203,17 @@ cdef object _apply_arrays(Op op, tuple inputs, PyObject** in_argv, dict kwargs, 
             out, (<TensorBase>in_argv[0])._data):
         _mark_view(t, <TensorBase>in_argv[0], op, n == 1 and _grad_enabled(), kwargs)
     if needs_grad and _grad_enabled():
+        if _complex_seen and not op.supports_complex:
+            _refuse_complex_inputs(op, in_argv, n, out)
         if _is_float_array(out):
             _record(op, in_argv, n, kwargs if kwargs else _NO_PARAMS, t)
             if aux is not None:
                 (<OpNode>t._node).aux_data = aux
         elif _is_complex_array(out):
-            raise _complex_error(op, _tuple_of(in_argv, n) if inputs is None else inputs, out)
+            _record_complex(op, in_argv, n, kwargs if kwargs else _NO_PARAMS, t,
+                            _tuple_of(in_argv, n) if inputs is None else inputs)
+            if aux is not None:
+                (<OpNode>t._node).aux_data = aux
     return t
 
 
@@ -1283,13 +1295,78 @@ cdef inline bint _is_complex_array(object arr):
 
 cdef object _complex_error(Op op, tuple inputs, object out):
     # NOTE: recording nothing would cut the graph silently (x + abs(x * 1j) would get the
-    # gradient of x alone). Under no_grad, or for inputs that need no grad, complex
-    # results are fine: only a graph through them is refused.
+    # gradient of x alone), and recording a rule written for real inputs would be silently
+    # wrong (multiply's g * y needs conj(y)). Under no_grad, or for inputs that need no
+    # grad, complex values are fine: only a graph through them is refused.
     return TypeError(
-        f"{op.name}: the result is {out.dtype}, but complex tensors are not differentiable "
-        f"in tapegrad yet, and an input requires grad ({_describe(inputs)}); compute it "
-        f"under tg.no_grad() or on .detach()ed inputs, or keep real and imaginary parts as "
-        f"two real tensors")
+        f"{op.name}: the op has no complex gradient rule (it is not registered with "
+        f"complex=True), and a complex value needs a gradient through it (result "
+        f"{out.dtype}; {_describe(inputs)}); compute it under tg.no_grad() or on "
+        f".detach()ed inputs, or keep real and imaginary parts as two real tensors")
+
+
+# Note: [complex tensors]
+# complex64/complex128 tensors may require grad, with PyTorch's convention: for a real loss
+# L of z = x + iy, z.grad = dL/dx + i dL/dy, and a rule gets its output's cotangent in that
+# convention (docs/autograd.md). Only ops registered with complex=True (Op.supports_complex)
+# record a graph through complex values; any other op that meets one raises TypeError
+# (_complex_error), so a rule written for real inputs is never applied silently. The
+# input check costs one C test while no complex tensor has ever required grad
+# (_complex_seen, set the first time one does). A real input of a complex op gets the real
+# part of its complex gradient and a complex input a real gradient cast to complex
+# (_fit_grad, _project_grad).
+
+cdef inline void _note_complex(object arr):
+    global _complex_seen
+    if not _complex_seen and _is_complex_array(arr):
+        _complex_seen = True
+
+
+def complex_seen():
+    """Whether a complex tensor has required grad in this process (see Note: [complex
+    tensors]); forward mode and vmap ask it before checking their inputs."""
+    return _complex_seen
+
+
+cdef void _refuse_complex_inputs(Op op, PyObject** in_argv, Py_ssize_t n, object out) except *:
+    """Raise _complex_error if an input of op (not complex=True) that gets a gradient is
+    complex."""
+    cdef Py_ssize_t i
+    cdef TensorBase t
+    for i in range(n):
+        a = <object>in_argv[i]
+        if isinstance(a, TensorBase):
+            t = <TensorBase>a
+            if t._requires_grad and (op._all_diff or (
+                    op.differentiable is not None and i in op.differentiable)) \
+                    and _is_complex_array(t._data):
+                raise _complex_error(op, _tuple_of(in_argv, n), out)
+
+
+cdef void _record_complex(Op op, PyObject** in_argv, Py_ssize_t n, dict params, TensorBase t,
+                          tuple inputs) except *:
+    """Record a complex result of op (needing grad), or refuse it (see Note: [complex
+    tensors])."""
+    if not op.supports_complex:
+        raise _complex_error(op, inputs, t._data)
+    _note_complex(t._data)
+    _record(op, in_argv, n, params, t)
+
+
+def check_complex_op(Op op, tuple inputs, out):
+    """_refuse_complex_inputs / the complex-result refusal for Python callers (record_op,
+    forward mode): raise TypeError if op is not complex=True and a complex value needs
+    a gradient (or tangent) through it."""
+    cdef Py_ssize_t i
+    if op.supports_complex:
+        return
+    for i in range(len(inputs)):
+        a = inputs[i]
+        if isinstance(a, TensorBase) and _is_complex_array((<TensorBase>a)._data) and (
+                (<TensorBase>a)._requires_grad or _has_tangents(<TensorBase>a)):
+            raise _complex_error(op, inputs, out)
+    if out is not None and _is_complex_array(out):
+        raise _complex_error(op, inputs, out)
 
 
 # Note: [views of a base modified in place]
@@ -1964,8 +2041,19 @@ cdef object _fit_grad(Node node, Py_ssize_t i, object gi, object x):
                 f"input {i}, which has shape {x_shape}, and it does not reduce or broadcast "
                 f"to it") from exc
     if gt._data.dtype != x_dtype:
-        gt = _op_astype(gt, dtype=x_dtype)
+        gt = _project_grad(gt, x_dtype)
     return gt
+
+
+cdef object _project_grad(TensorBase g, object dtype):
+    """Gradient g converted to its input's dtype: a real input gets the real part of a
+    complex gradient (NumPy's real -> complex promotion is R-linear: its adjoint is Re), a
+    complex input a real gradient as complex (see Note: [complex tensors])."""
+    if _is_complex_array(g._data) and np.dtype(dtype).kind != "c":
+        g = _apply(_lookup("real"), (g,), _NO_PARAMS)
+        if g._data.dtype == dtype:
+            return g
+    return _op_astype(g, dtype=dtype)
 
 
 # ---------------------------------------------------------------------------------------
@@ -2427,6 +2515,12 @@ def run_backward(tuple tensors, tuple grad_tensors, retain_graph=None, bint crea
 cdef TensorBase _seed_grad(TensorBase t, object grad, Py_ssize_t i):
     cdef TensorBase g
     if grad is None:
+        if _is_complex_array(t._data):
+            # PyTorch's rule: a complex output has no implied cotangent (1? 1j?)
+            raise RuntimeError(
+                f"backward: grad can be implicitly created only for real scalar outputs; "
+                f"tensor {i} is {t._data.dtype} (shape {tuple(t._data.shape)}): pass "
+                f"gradient=, or backpropagate from a real loss (e.g. abs(z).sum() or z.real)")
         if t._data.size != 1:
             raise RuntimeError(
                 f"backward: the gradient can be implied only for a tensor with one element; "
@@ -2478,7 +2572,8 @@ def attach_function_node(str name, ctx, backward_fn, tuple args, tuple outputs, 
     for i in range(len(outputs)):
         t = <TensorBase>outputs[i]
         meta.append((t._data.shape, t._data.dtype, t._device))
-        if _is_float_array(t._data):
+        if _is_float_array(t._data) or _is_complex_array(t._data):
+            _note_complex(t._data)
             t._node = node
             t._output_nr = <int>i
             t._requires_grad = True
@@ -2491,10 +2586,11 @@ def attach_function_node(str name, ctx, backward_fn, tuple args, tuple outputs, 
 # ---------------------------------------------------------------------------------------
 
 cdef void _check_can_require_grad(TensorBase t) except *:
-    if t._data.dtype.kind != "f":
+    if t._data.dtype.kind not in "fc":
         raise TypeError(
-            f"only floating-point tensors can require gradients; this tensor has dtype "
-            f"{t._data.dtype} (convert it with .astype(np.float64) first)")
+            f"only floating-point and complex tensors can require gradients; this tensor has "
+            f"dtype {t._data.dtype} (convert it with .astype(np.float64) first)")
+    _note_complex(t._data)
 
 
 cdef object _binary(str name, a, b):
@@ -2605,6 +2701,8 @@ cdef class TensorBase:
         if self._requires_grad and src._data.dtype.kind not in "fc":
             raise TypeError(f"_set_data_: a tensor that requires grad cannot take "
                             f"{src._data.dtype} data")
+        if self._requires_grad:
+            _note_complex(src._data)
         self._data = src._data
         self._device = src._device
         self._grad = None

@@ -189,6 +189,8 @@ def _output_tangent(op, level, ans, inputs, kwargs):
         tangents.append(t)
     if all(t is None for t in tangents):
         return None
+    if not op.supports_complex:
+        _refuse_complex_tangents(op, inputs, tangents, ans)
     rule = op.jvp
     if rule is None:
         tangent = _double_vjp(op, tuple(tangents), ans, inputs, kwargs)
@@ -217,8 +219,23 @@ def _fit(op, tangent, ans):
                 f"the JVP rule of '{op.name}' returned a tangent of shape {tangent.shape}, "
                 f"which does not broadcast to the output's shape {ans.shape}") from exc
     if tangent.dtype != ans.dtype:
-        tangent = tangent.astype(ans.dtype)
+        if tangent.dtype.kind == "c" and ans.dtype.kind != "c":
+            # a real primal's tangent is real: the real part (as reverse mode's gradient
+            # projection, see Note: [complex tensors] in _engine.pyx)
+            tangent = _engine.lookup("real")(tangent)
+        if tangent.dtype != ans.dtype:
+            tangent = tangent.astype(ans.dtype)
     return tangent
+
+
+def _refuse_complex_tangents(op, inputs, tangents, ans):
+    """An op not registered with complex=True must not push a complex tangent (its JVP
+    rule is written for real inputs): TypeError, as reverse mode's refusal."""
+    if ans.dtype.kind == "c" or any(
+            t is not None and (t.dtype.kind == "c" or x.dtype.kind == "c")
+            for x, t in zip(inputs, tangents)):
+        _engine.check_complex_op(op, tuple(inputs), ans._data if ans.dtype.kind == "c"
+                                 else next(t._data for t in tangents if t is not None))
 
 
 def _fresh_leaf(x):

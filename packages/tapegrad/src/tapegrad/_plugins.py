@@ -233,7 +233,7 @@ class Registry:
     def register_op(self, name, kernels, vjp=None, samples=None, *, differentiable=None,
                     nin=None, params=None, jvp=None, method=None, seq_input=False, view=False,
                     twice_differentiable=True, save_inputs=True, save_ans=True, doc=None,
-                    not_implemented=(), override=False, aux=0, batch=None):
+                    not_implemented=(), override=False, aux=0, batch=None, complex=False):
         """Define op `name`.
 
         kernels: {device name: fn(*arrays, **params) -> array}.
@@ -286,6 +286,16 @@ class Registry:
             constants, so a rule differentiated through them would be wrong in the inputs
             they depend on. The aux arrays must be new arrays (not the output or an input,
             nor views of them). See docs/plugin-guide.md, "Reusing forward intermediates".
+        complex: True says the VJP, JVP and batching rule are correct on complex64/
+            complex128 inputs under PyTorch's convention (docs/autograd.md, "Complex
+            numbers": the rule gets the output's cotangent g = dL/dRe + i dL/dIm and
+            returns the inputs'; a holomorphic f's VJP is ``g * conj(f'(z))``, its JVP
+            ``f'(z) * t``); the rules may return a complex gradient for a real input (the
+            engine takes its real part). The contract kit then checks the op with complex
+            samples. False (the default): a complex input that requires grad (or carries a
+            tangent), or a complex result needing one, raises TypeError naming the op (it
+            computes as NumPy does when no gradient is needed), so an op's real-only rule
+            is never applied silently to complex values.
 
         An op that takes ``axis``/``keepdims`` (in `params`, the VJP's or a kernel's
         signature) and no ``dim``/``keepdim`` takes PyTorch's ``dim=``/``keepdim=`` too,
@@ -323,7 +333,8 @@ class Registry:
         op = Op(name, self.plugin, dict(kernels), vjp, jvp, nin, bool(seq_input), params,
                 differentiable, bool(view), bool(twice_differentiable),
                 [Sample.coerce(s) for s in (samples or [])], doc or "", save_inputs,
-                bool(save_ans), tuple(not_implemented), aux, _batching.check_rule(name, batch))
+                bool(save_ans), tuple(not_implemented), aux, _batching.check_rule(name, batch),
+                bool(complex))
         self._stage(self.ops, name, op, override)
         self.methods[name] = method
         return op

@@ -129,10 +129,6 @@ class Function:
         for i, o in enumerate(outs):
             if not isinstance(o, TensorBase):
                 raise TypeError(f"{cls.__name__}.forward must return Tensors; output {i} is {type(o).__name__}")
-            if o.dtype.kind == "c":
-                raise TypeError(
-                    f"{cls.__name__}.forward returned a {o.dtype} output {i}, but complex "
-                    f"tensors are not differentiable in tapegrad yet and an input requires grad")
             if any(o is a for a in args) or _shares_storage(o, args):
                 # An input returned as is, or a tensor sharing an input's storage: the
                 # output is an alias of it (PyTorch makes it a view): it shares the data
