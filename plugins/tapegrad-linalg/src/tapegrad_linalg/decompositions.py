@@ -1074,29 +1074,33 @@ def _op_doc(fn):
 def register(registry):
     _doc_batched = " Batched over leading axes, as NumPy."
     registry.register_op(
-        "linalg_inv", kernels={"cpu": _inv_kernel}, vjp=_inv_vjp, jvp=_inv_jvp, method=False,
+        "linalg_inv", complex=True,
+        kernels={"cpu": _inv_kernel}, vjp=_inv_vjp, jvp=_inv_jvp, method=False,
         save_inputs=(False,), samples=_SQUARE,
         batch=_stacked_batch("linalg_inv"),
         doc=_op_doc(inv))
     registry.register_op(
-        "linalg_det", kernels={"cpu": _det_kernel}, vjp=_det_vjp, jvp=_det_jvp, method=False,
+        "linalg_det", complex=True,
+        kernels={"cpu": _det_kernel}, vjp=_det_vjp, jvp=_det_jvp, method=False,
         samples=_SQUARE,
         batch=_stacked_batch("linalg_det"),
         doc=_op_doc(det))
     registry.register_op(
-        "_linalg_slogdet", kernels={"cpu": _slogdet_kernel}, vjp=_slogdet_vjp, jvp=_slogdet_jvp, method=False,
+        "_linalg_slogdet", complex=True,
+        kernels={"cpu": _slogdet_kernel}, vjp=_slogdet_vjp, jvp=_slogdet_jvp, method=False,
         samples=_SQUARE + [(-_general(3, 3, seed=4),)],
         batch=_stacked_batch("_linalg_slogdet"),
         doc="The op behind tg.linalg.slogdet: sign and log|det| stacked along a last axis "
             "of length 2. Only log|det| has a gradient (inv(a).T); sign's is 0." + _doc_batched)
     registry.register_function("linalg_slogdet", slogdet, method=False, samples=_SQUARE)
     registry.register_op(
-        "linalg_solve", kernels={"cpu": _solve_kernel}, vjp=_solve_vjp, jvp=_solve_jvp, method=False,
+        "linalg_solve", complex=True,
+        kernels={"cpu": _solve_kernel}, vjp=_solve_vjp, jvp=_solve_jvp, method=False,
         samples=_SOLVE_SAMPLES,
         batch=_solve_batch,
         doc=_op_doc(solve))
     registry.register_op(
-        "linalg_cholesky", kernels={"cpu": _cholesky_kernel}, vjp=_cholesky_vjp,
+        "linalg_cholesky", complex=True, kernels={"cpu": _cholesky_kernel}, vjp=_cholesky_vjp,
         jvp=_cholesky_jvp, method=False,
         save_inputs=(False,),
         samples=[tg.Sample(_spd(3, 3)), tg.Sample(_spd(2, 3, 3, seed=1)),
@@ -1104,7 +1108,8 @@ def register(registry):
         batch=_stacked_batch("linalg_cholesky"),
         doc=_op_doc(cholesky))
     registry.register_op(
-        "_linalg_qr", kernels={"cpu": _qr_kernel}, vjp=_qr_vjp, jvp=_qr_jvp, method=False,
+        "_linalg_qr", complex=True,
+        kernels={"cpu": _qr_kernel}, vjp=_qr_vjp, jvp=_qr_jvp, method=False,
         samples=_QR_SAMPLES,
         batch=_stacked_batch("_linalg_qr"),
         doc="The op behind tg.linalg.qr: Q (m, k) stacked on R^T (n, k), shape (m + n, k). "
@@ -1116,7 +1121,8 @@ def register(registry):
     eigh_samples = [tg.Sample(_sym(3, 3)), tg.Sample(_sym(2, 3, 3, seed=15)),
                     tg.Sample(_sym(4, 4, seed=3), UPLO="U")]
     registry.register_op(
-        "_linalg_eigh", kernels={"cpu": _eigh_kernel}, vjp=_eigh_vjp, jvp=_eigh_jvp, method=False,
+        "_linalg_eigh", complex=True,
+        kernels={"cpu": _eigh_kernel}, vjp=_eigh_vjp, jvp=_eigh_jvp, method=False,
         save_inputs=(False,), samples=eigh_samples,
         batch=_stacked_batch("_linalg_eigh"),
         doc="The op behind tg.linalg.eigh: the eigenvalues (one row) stacked on the "
@@ -1125,14 +1131,15 @@ def register(registry):
             "(PyTorch gives inf/nan)." + _doc_batched)
     registry.register_function("linalg_eigh", eigh, method=False, samples=eigh_samples)
     registry.register_op(
-        "linalg_eigvalsh", kernels={"cpu": _eigvalsh_kernel}, vjp=_eigvalsh_vjp,
+        "linalg_eigvalsh", complex=True, kernels={"cpu": _eigvalsh_kernel}, vjp=_eigvalsh_vjp,
         jvp=_eigvalsh_jvp, method=False,
         save_ans=False, samples=eigh_samples,
         batch=_stacked_batch("linalg_eigvalsh"),
         doc=_op_doc(eigvalsh))
     eig_samples = [(_real_spectrum(3, 3),), (_real_spectrum(2, 3, 3, seed=1),)]
     registry.register_op(
-        "_linalg_eig", kernels={"cpu": _eig_kernel}, vjp=_eig_vjp, jvp=_eig_jvp, method=False,
+        "_linalg_eig", complex=True,
+        kernels={"cpu": _eig_kernel}, vjp=_eig_vjp, jvp=_eig_jvp, method=False,
         save_inputs=(False,), samples=eig_samples,
         batch=_stacked_batch("_linalg_eig"),
         doc="The op behind tg.linalg.eig: the eigenvalues stacked on the unit eigenvectors, "
@@ -1140,13 +1147,14 @@ def register(registry):
             "eigenvalues)." + _doc_batched)
     registry.register_function("linalg_eig", eig, method=False, samples=eig_samples)
     registry.register_op(
-        "linalg_eigvals", kernels={"cpu": _eigvals_kernel}, vjp=_eigvals_vjp,
+        "linalg_eigvals", complex=True, kernels={"cpu": _eigvals_kernel}, vjp=_eigvals_vjp,
         jvp=_eigvals_jvp, method=False,
         save_ans=False, samples=eig_samples,
         batch=_stacked_batch("linalg_eigvals"),
         doc=_op_doc(eigvals))
     registry.register_op(
-        "_linalg_svd", kernels={"cpu": _svd_kernel}, vjp=_svd_vjp, jvp=_svd_jvp, method=False,
+        "_linalg_svd", complex=True,
+        kernels={"cpu": _svd_kernel}, vjp=_svd_vjp, jvp=_svd_jvp, method=False,
         save_inputs=(False,), samples=_SVD_SAMPLES,
         batch=_stacked_batch("_linalg_svd"),
         doc="The op behind tg.linalg.svd: U (m rows), S (one row) and V = Vh^T (n rows) "
@@ -1160,13 +1168,14 @@ def register(registry):
     svdvals_samples = [(_distinct_sv(3, 3),), (_distinct_sv(4, 2, seed=1),),
                        (_distinct_sv(2, 2, 3, seed=2),)]
     registry.register_op(
-        "linalg_svdvals", kernels={"cpu": _svdvals_kernel}, vjp=_svdvals_vjp,
+        "linalg_svdvals", complex=True, kernels={"cpu": _svdvals_kernel}, vjp=_svdvals_vjp,
         jvp=_svdvals_jvp, method=False,
         save_ans=False, samples=svdvals_samples,
         batch=_stacked_batch("linalg_svdvals"),
         doc=_op_doc(svdvals))
     registry.register_op(
-        "linalg_pinv", kernels={"cpu": _pinv_kernel}, vjp=_pinv_vjp, jvp=_pinv_jvp, method=False,
+        "linalg_pinv", complex=True,
+        kernels={"cpu": _pinv_kernel}, vjp=_pinv_vjp, jvp=_pinv_jvp, method=False,
         samples=[tg.Sample(_distinct_sv(3, 3)), tg.Sample(_distinct_sv(4, 2, seed=1)),
                  tg.Sample(_distinct_sv(2, 2, 4, seed=2)), tg.Sample(_spd(3, 3), hermitian=True),
                  tg.Sample(_distinct_sv(3, 2, seed=3), rtol=1e-10)],
@@ -1176,7 +1185,8 @@ def register(registry):
                      (_general(3, 3, seed=4), _rand(3, seed=5)),
                      (_distinct_sv(2, 3, seed=6), _rand(2, seed=7))]
     registry.register_op(
-        "_linalg_lstsq", kernels={"cpu": _lstsq_kernel}, vjp=_lstsq_vjp, jvp=_lstsq_jvp,
+        "_linalg_lstsq", complex=True,
+        kernels={"cpu": _lstsq_kernel}, vjp=_lstsq_vjp, jvp=_lstsq_jvp,
         batch=_lstsq_batch,
         method=False, save_ans=False, samples=lstsq_samples,
         doc="The op behind tg.linalg.lstsq: its solution x. Gradient through x = pinv(a) b "

@@ -229,7 +229,8 @@ _X = _rand(3, 4) + 0.1 * np.arange(12).reshape(3, 4)     # no ties in |x| or in 
 def register(registry):
     v = _rand(5) + 0.05 * np.arange(5)
     registry.register_op(
-        "linalg_vector_norm", kernels={"cpu": _vector_norm_kernel}, vjp=_vector_norm_vjp,
+        "linalg_vector_norm", complex=True,
+        kernels={"cpu": _vector_norm_kernel}, vjp=_vector_norm_vjp,
         jvp=_vector_norm_jvp, batch="reduce",
         method=False, save_ans=True,
         samples=[tg.Sample(v), tg.Sample(v, ord=1), tg.Sample(v, ord=math.inf),

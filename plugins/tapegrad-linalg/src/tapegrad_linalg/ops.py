@@ -672,7 +672,7 @@ def _einsum_samples(with_subscripts_first):
 @tg.hookimpl
 def tapegrad_register_ops(registry):
     registry.register_op(
-        "matmul", kernels={"cpu": _matmul_kernel}, vjp=_matmul_vjp, jvp=_matmul_jvp,
+        "matmul", complex=True, kernels={"cpu": _matmul_kernel}, vjp=_matmul_vjp, jvp=_matmul_jvp,
         batch=_matmul_batch,
         save_inputs=(True, True), save_ans=False, samples=_MATMUL_SAMPLES,
         doc="The matrix product x @ y, as np.matmul: vector . vector (a 0-d result), "
@@ -683,7 +683,8 @@ def tapegrad_register_ops(registry):
     # NOTE: einsum's rule reads every operand but the one it differentiates, so all are
     # saved (a one-operand einsum keeps its operand alive without needing it).
     registry.register_op(
-        "_einsum", kernels={"cpu": _einsum_kernel}, vjp=_einsum_vjp, jvp=_einsum_jvp, view=True,
+        "_einsum", complex=True,
+        kernels={"cpu": _einsum_kernel}, vjp=_einsum_vjp, jvp=_einsum_jvp, view=True,
         batch=_einsum_batch,
         save_ans=False, method=False, samples=_einsum_samples(False),
         doc="The op behind tg.einsum: einsum(subscripts, *xs) is "

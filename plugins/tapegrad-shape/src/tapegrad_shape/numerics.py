@@ -696,7 +696,8 @@ def register(registry):
     """Register this module's ops and functions with `registry` (called from the shape
     plugin's ``tapegrad_register_ops`` hook in :mod:`tapegrad_shape.ops`)."""
     fn, op = registry.register_function, registry.register_op
-    op("convolve", kernels={"cpu": _convolve_kernel}, vjp=_convolve_vjp, jvp=_convolve_jvp,
+    op("convolve", complex=True,
+    kernels={"cpu": _convolve_kernel}, vjp=_convolve_vjp, jvp=_convolve_jvp,
        batch=_convolve_batch,
        method=False, save_ans=False, samples=[
            tg.Sample(_rand(5), _rand(3, seed=1)), tg.Sample(_rand(3), _rand(5, seed=1)),

@@ -795,13 +795,15 @@ def register(registry):
            "of the upper of the two neighbours it interpolates, in `dtype`; NaN where the "
            "quantile is NaN. Depends on x only through which entries are NaN; not "
            "differentiable.")
-    op("_take_last", kernels={"cpu": _take_last_kernel}, vjp=_take_last_vjp, jvp="linear",
+    op("_take_last", complex=True,
+    kernels={"cpu": _take_last_kernel}, vjp=_take_last_vjp, jvp="linear",
        batch=_take_last_batch,
        differentiable=(0,), save_inputs=(False, True), save_ans=False, method=False,
        samples=[tg.Sample(_rand(3, 4), np.array([[0, 3, 0], [1, 1, 2], [3, 2, 1]]))],
        doc="np.take_along_axis(x, idx, axis=-1) with idx an integer tensor: the values "
            "the order statistics read. Its gradient scatters g back (_take_last_grad).")
-    op("_take_last_grad", kernels={"cpu": _take_last_grad_kernel}, vjp=_take_last_grad_vjp,
+    op("_take_last_grad", complex=True,
+    kernels={"cpu": _take_last_grad_kernel}, vjp=_take_last_grad_vjp,
        jvp="linear", batch=_take_last_grad_batch,
        differentiable=(0,), save_inputs=(False, True), save_ans=False, method=False,
        samples=[tg.Sample(_rand(2, 3), np.array([[0, 3, 0], [1, 1, 2]]), n=4),
