@@ -3,7 +3,8 @@
 Values are NumPy's; gradients are checked against PyTorch (the same convention:
 z.grad = dL/dx + i dL/dy for a real loss L) and against complex finite differences of
 the loss (real and imaginary parts perturbed separately), first and second order. A loss
-that depends on the phases of complex eigen/singular vectors is refused (as PyTorch).
+that depends on the phases of complex eigen/singular vectors gets the exact gradient of
+LAPACK's phase convention (PyTorch refuses those; phase-invariant losses agree).
 """
 
 import numpy as np
@@ -211,7 +212,7 @@ def test_pinv_hermitian_reads_the_lower_triangle():
 
 
 # ---------------------------------------------------------------------------------------
-# eigh, eig, svd: values, gauge-invariant losses, refused phase-dependent ones
+# eigh, eig, svd: values, phase-invariant and phase-dependent losses
 # ---------------------------------------------------------------------------------------
 
 def projector_loss(vecs_fn):
@@ -268,17 +269,33 @@ def test_eig_of_a_complex_matrix_and_of_a_real_one_with_complex_eigenvalues():
     check(tg.linalg.eigvals, [real], torch.linalg.eigvals)       # a real gradient
 
 
-@pytest.mark.parametrize("name", ["eigh", "eig", "svd"])
-def test_a_loss_that_depends_on_the_vectors_phases_is_refused(name):
-    a = crand(3, 3)
+@pytest.mark.parametrize("name, shape", [("eigh", (3, 3)), ("eigh", (2, 3, 3)), ("eig", (3, 3)),
+                                         ("svd", (3, 3)), ("svd", (4, 2)), ("svd", (2, 4))])
+def test_the_vectors_phases_follow_lapack_and_any_loss_of_them_is_differentiable(name, shape):
+    a = crand(*shape)
     if name == "eigh":
-        a = a + a.conj().T
-    x = tg.tensor(a, requires_grad=True)
-    vecs = getattr(tg.linalg, name)(x)[0 if name == "svd" else 1]
-    loss = tg.sum(tg.real(vecs))              # changes with each vector's phase
-    with pytest.raises(np.linalg.LinAlgError, match=rf"linalg_{name}: the loss depends on the "
-                                                    rf"phases of the complex"):
-        loss.backward()
+        a = a + np.swapaxes(a, -1, -2).conj()
+    out = getattr(tg.linalg, name)(tg.tensor(a)) if name != "svd" else \
+        tg.linalg.svd(tg.tensor(a), full_matrices=False)
+    ref = getattr(np.linalg, name)(a) if name != "svd" else np.linalg.svd(a, full_matrices=False)
+    if name == "svd" and shape[0] < shape[1]:
+        u = out.U.numpy()
+        assert np.all(u[..., 0, :].imag == 0)                 # U's first row real
+        np.testing.assert_allclose((u * out.S.numpy()[..., None, :]) @ out.Vh.numpy(), a,
+                                   atol=1e-12)
+    else:
+        for got, want in zip(out, ref):
+            np.testing.assert_array_equal(got.numpy(), want)   # NumPy's phases exactly
+    # a loss that depends on the phases: the gradient of LAPACK's convention, exact
+    if name == "svd":
+        check(lambda x: tuple(tg.linalg.svd(x, full_matrices=False)), [a])
+    else:
+        check(lambda x: tuple(getattr(tg.linalg, name)(x)), [a], second=name == "eigh")
+
+
+def test_eig_of_a_real_matrix_with_complex_eigenvectors_has_a_real_gradient():
+    real = np.array([[0., -1., 0.5], [1., 0., 0.2], [0.3, 0.1, 2.]])
+    check(lambda x: tuple(tg.linalg.eig(x)), [real], second=False)
 
 
 # ---------------------------------------------------------------------------------------

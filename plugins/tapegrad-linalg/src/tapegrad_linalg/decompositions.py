@@ -34,7 +34,7 @@ from tapegrad._batching import check_values, pad_batched
 from tapegrad._compile import run_eagerly
 from tapegrad_shape.ops import derivative_reason
 
-from ._helpers import (_at_least_2d, _conj, _diag_embed, _diagonal, _eye, _host, _imag_diag,
+from ._helpers import (_at_least_2d, _conj, _const, _diag_embed, _diagonal, _eye, _host, _imag_diag,
                        _is_complex, _mH, _mT, _rand, _real, _safe_offdiag_divide, _shape,
                        _square, _tril, _triangle_grad)
 
@@ -53,27 +53,69 @@ def _real_valued(t):
     return 0.5 * (t + tg.conj(t)) if _is_complex(t) else t
 
 
-def _gauge_check(d, op, what):
-    """Refuse a loss that depends on the phases of complex eigen/singular vectors.
+def _phase_fix(v, rows, *others):
+    """Kernel side of Note: [complex phase gauge]: column j of v (..., n, k) and of each
+    array in `others` times the phase that makes v[rows_j, j] real, where it is not
+    already (a no-op on LAPACK's own output, which is in that gauge)."""
+    if v.dtype.kind != "c":
+        return (v,) + others
+    x = np.take_along_axis(v, rows[..., None, :], axis=-2)
+    f = np.where(x.imag == 0, 1, np.abs(x) / np.where(x == 0, 1, x))
+    return (v * f,) + tuple(o * f for o in others)
+
+
+def _gauge_rows(V, row):
+    """(onehot, x): the mask (..., n, k) of each column's gauge row and the entries there,
+    (..., 1, k). `row` is an int (every column's) or None: each column's largest |V|."""
+    n = V.shape[-2]
+    if row is not None:
+        mask = np.zeros((n, 1))
+        mask[row] = 1
+        return _const(mask, V), V[..., row:row + 1 if row != -1 else None, :]
+    idx = tg.argmax(tg.abs(V.detach()), axis=-2)              # (..., k), a constant
+    onehot = (tg.expand_dims(idx, -2) == _const(np.arange(n)[:, None], idx)).astype(V.dtype)
+    return onehot, tg.sum(V * onehot, axis=-2, keepdims=True)
+
+
+def _refuse_zero_gauge(x, op, what):
+    if (x == 0).any():
+        raise np.linalg.LinAlgError(
+            f"{op}: a complex {what[:-1]} has a zero entry where its phase is fixed (NumPy's "
+            f"convention, see docs/linalg.md), so its derivative is not defined there")
+
+
+def _gauge_cotangent(gV, V, c, row, op, what):
+    """The cotangent of the vectors in the std gauge for the vectors' cotangent gV in the
+    fixed-phase gauge.
 
     Note: [complex phase gauge]
-    A complex eigenvector (singular vector pair) is defined up to a factor e^{i phi}, and
-    LAPACK picks one. A loss that depends on that choice has no gradient; PyTorch detects
-    it by Im(diag(V^H gV)) != 0 (svd: Im(diag(U^H gU + V^H gV))) and raises. Here `d` is
-    that imaginary part and the refusal a LinAlgError naming the op; gauge-invariant losses
-    (|V|^2, V diag(f(w)) V^H, the values alone) give 0 up to rounding.
+    A complex eigenvector (a pair of singular vectors) is defined up to a factor
+    e^(i phi). LAPACK fixes it: eigh makes the first (UPLO='L') or last ('U') component
+    of each eigenvector real, eig the component of largest modulus, svd the first row of
+    V (m >= n); tapegrad's kernels enforce the same rule (a no-op on LAPACK's output; for
+    svd with m < n the first row of U, which LAPACK's LQ path does not follow, so there
+    the phases may differ from NumPy's), so the vectors are a differentiable function of
+    the input and every loss of them has a gradient (PyTorch instead raises for a loss
+    that depends on the phases). The rules below are written in the gauge
+    Im(diag(V^H dV)) = 0; the fixed-phase gauge adds i V diag(theta') with
+    theta'_j = -Im(dV[r_j, j]) / V[r_j, j], whose transpose moves -i Im(c_j) / V[r_j, j]
+    into row r_j of the cotangent, c_j = diag(V^H gV)_j (svd: of U and V together). Then
+    Im(diag(V^H gV)) = 0, the condition under which the std-gauge formulas hold.
     """
-    def refuse(dv):
-        dv = np.abs(dv)
-        scale = np.max(dv, initial=0.0)
-        tol = np.sqrt(np.finfo(dv.dtype).eps) * (1.0 + scale)
-        if scale > tol:
-            raise np.linalg.LinAlgError(
-                f"{op}: the loss depends on the phases of the complex {what} (each is defined "
-                f"up to a factor e^(i phi); Im(diag(V^H gV)) = {scale:.3g} is not 0), so its "
-                f"gradient is not defined (PyTorch raises too); use a loss invariant to the "
-                f"phases, e.g. of abs(V) or V diag(w) V^H")
-    check_values(refuse, d)
+    onehot, x = _gauge_rows(V, row)
+    check_values(lambda xv: _refuse_zero_gauge(xv, op, what), x)
+    c = tg.expand_dims(c, -2)
+    return gV - onehot * (0.5 * (c - tg.conj(c)) / x)
+
+
+def _gauge_tangent(dV, V, row, op, what, *also):
+    """dV (and each tangent in `also`, the partners of svd) moved from the std gauge to
+    the fixed-phase one (Note: [complex phase gauge])."""
+    onehot, x = _gauge_rows(V, row)
+    check_values(lambda xv: _refuse_zero_gauge(xv, op, what), x)
+    d = tg.sum(dV * onehot, axis=-2, keepdims=True)
+    theta = 0.5 * (d - tg.conj(d)) / x                     # i Im(dV[r_j, j]) / V[r_j, j]
+    return (dV - V * theta,) + tuple(t - w * theta for t, w in also)
 
 
 def _as_tensor(a):
@@ -426,6 +468,7 @@ def _eigh_kernel(a, UPLO="L"):
     _square(a, "linalg_eigh")
     _uplo(UPLO, "linalg_eigh")
     w, v = np.linalg.eigh(a, UPLO=UPLO)        # (complex a: real w packed with complex v)
+    (v,) = _phase_fix(v, np.full(v.shape[:-2] + v.shape[-1:], 0 if UPLO == "L" else -1))
     return np.concatenate([w[..., None, :], v], axis=-2)          # (n + 1, n)
 
 
@@ -435,10 +478,11 @@ def _eigh_vjp(g, ans, a, UPLO="L"):
     # gA = V (diag(gw) + skew(V^H gV) / E) V^H, E_ij = w_j - w_i (PyTorch's
     # linalg_eig_backward for Hermitian input); see Note: [degenerate spectra] and, for
     # complex input, Note: [complex phase gauge].
-    VtgV = _mH(V) @ gV
-    if _is_complex(VtgV):
-        _gauge_check(tg.imag(_diagonal(VtgV)), "linalg_eigh", "eigenvectors")
+    if _is_complex(V):
+        gV = _gauge_cotangent(gV, V, _diagonal(_mH(V) @ gV), 0 if UPLO == "L" else -1,
+                              "linalg_eigh", "eigenvectors")
         w, gw = _real(w), _real_valued(gw)
+    VtgV = _mH(V) @ gV
     skew = 0.5 * (VtgV - _mH(VtgV))
     E = tg.expand_dims(w, -2) - tg.expand_dims(w, -1)
     inner = _safe_offdiag_divide(skew, E, "linalg_eigh", "eigenvectors") + _diag_embed(gw)
@@ -461,6 +505,8 @@ def _eigh_jvp(t, ans, a, UPLO="L"):
     w = _real(w)
     E = tg.expand_dims(w, -2) - tg.expand_dims(w, -1)
     dV = V @ _safe_offdiag_divide(VtdAV, E, "linalg_eigh", "eigenvectors")
+    if _is_complex(V):
+        (dV,) = _gauge_tangent(dV, V, 0 if UPLO == "L" else -1, "linalg_eigh", "eigenvectors")
     return tg.concatenate([tg.expand_dims(_real_valued(_diagonal(VtdAV)), -2), dV], axis=-2)
 
 
@@ -469,8 +515,8 @@ def eigh(a, UPLO="L"):
     matrices, as ``np.linalg.eigh(a, UPLO)``: ``EighResult(eigenvalues, eigenvectors)``,
     the eigenvalues real. Only the triangle named by UPLO is read, and only it gets a
     gradient (docs/linalg.md). The gradient through the eigenvectors needs distinct
-    eigenvalues (else LinAlgError); complex eigenvectors need a loss invariant to their
-    phases (else LinAlgError, as PyTorch).
+    eigenvalues (else LinAlgError); complex eigenvectors have NumPy's phases (the first,
+    for UPLO='U' the last, component real), differentiated exactly (docs/linalg.md).
 
     >>> import tapegrad as tg
     >>> w, v = tg.linalg.eigh(tg.tensor([[2., 1.], [1., 2.]]))
@@ -510,6 +556,7 @@ def _eigvalsh_jvp(t, ans, a, UPLO="L"):
 def _eig_kernel(a):
     _square(a, "linalg_eig")
     w, v = np.linalg.eig(a)        # (complex where NumPy's are: a real a may give them)
+    (v,) = _phase_fix(v, np.argmax(np.abs(v), axis=-2))
     return np.concatenate([w[..., None, :], v], axis=-2)
 
 
@@ -519,13 +566,12 @@ def _eig_vjp(g, ans, a):
     # PyTorch's linalg_eig_backward: NumPy normalizes each eigenvector to unit length,
     # which the projection term accounts for;
     # gA = V^-H (diag(gw) + (V^H gV - V^H V Re diag(V^H gV)) / conj(E)) V^H,
-    # E_ij = w_j - w_i (^H = ^T for a real spectrum). Complex eigenvectors: the loss must
-    # not depend on their phases (Note: [complex phase gauge]).
+    # E_ij = w_j - w_i (^H = ^T for a real spectrum). Complex eigenvectors: their
+    # phases' part of gV first (Note: [complex phase gauge]).
+    if _is_complex(V):
+        gV = _gauge_cotangent(gV, V, _diagonal(_mH(V) @ gV), None, "linalg_eig", "eigenvectors")
     VtgV = _mH(V) @ gV
-    d = _diagonal(VtgV)
-    if _is_complex(VtgV):
-        _gauge_check(tg.imag(d), "linalg_eig", "eigenvectors")
-        d = _real_valued(d)
+    d = _real_valued(_diagonal(VtgV))
     VtgV = VtgV - (_mH(V) @ V) * tg.expand_dims(d, -2)
     E = _conj(tg.expand_dims(w, -2) - tg.expand_dims(w, -1))
     inner = _safe_offdiag_divide(VtgV, E, "linalg_eig", "eigenvectors") + _diag_embed(gw)
@@ -537,11 +583,13 @@ def _eig_jvp(t, ans, a):
     # A = V diag(w) V^-1: with C = V^-1 dA V, dw = diag(C) and the eigenvectors move by
     # dV0 = V (F o C), F_ij = 1 / (w_j - w_i) off the diagonal; NumPy's unit length then
     # removes each column's component along itself: dV = dV0 - V Re diag(V^H dV0) (for
-    # complex eigenvectors, in the phase gauge Im(diag(V^H dV)) = Im(diag(V^H dV0))).
+    # complex eigenvectors, then moved to NumPy's phases: Note: [complex phase gauge]).
     C = tg.linalg_solve(V, t[0] @ V)
     E = tg.expand_dims(w, -2) - tg.expand_dims(w, -1)
     dV0 = V @ _safe_offdiag_divide(C, E, "linalg_eig", "eigenvectors")
     dV = dV0 - V * tg.expand_dims(_real_valued(_diagonal(_mH(V) @ dV0)), -2)
+    if _is_complex(V):
+        (dV,) = _gauge_tangent(dV, V, None, "linalg_eig", "eigenvectors")
     return tg.concatenate([tg.expand_dims(_diagonal(C), -2), dV], axis=-2)
 
 
@@ -549,8 +597,8 @@ def eig(a):
     """Eigenvalues and (unit-length) right eigenvectors of square matrices, as
     ``np.linalg.eig``: ``EigResult(eigenvalues, eigenvectors)``, complex where NumPy's are
     (a real matrix with complex eigenvalues gives complex results; its gradient is real).
-    The gradient through complex eigenvectors needs a loss invariant to their phases
-    (else LinAlgError, as PyTorch).
+    Complex eigenvectors have NumPy's phases (the largest component real), differentiated
+    exactly (docs/linalg.md).
 
     >>> import tapegrad as tg
     >>> tg.linalg.eig(tg.tensor([[2., 1.], [0., 3.]])).eigenvalues.tolist()
@@ -589,6 +637,15 @@ def _svd_kernel(a, full_matrices=False):
     _at_least_2d(a, "linalg_svd")
     u, s, vh = np.linalg.svd(a, full_matrices=full_matrices)
     m, n = a.shape[-2:]
+    if u.dtype.kind == "c" and not full_matrices:
+        # Note: [complex phase gauge]: V's first row real (U's for m < n)
+        k = min(m, n)
+        rows = np.zeros(a.shape[:-2] + (k,), dtype=np.intp)
+        if m >= n:
+            v, u = _phase_fix(np.conj(np.swapaxes(vh, -1, -2)), rows, u)
+        else:
+            u, v = _phase_fix(u, rows, np.conj(np.swapaxes(vh, -1, -2)))
+        vh = np.conj(np.swapaxes(v, -1, -2))
     width = max(u.shape[-1], vh.shape[-2])
     out = np.zeros(a.shape[:-2] + (m + 1 + n, width), dtype=u.dtype)
     out[..., :m, :u.shape[-1]] = u
@@ -626,8 +683,13 @@ def _svd_vjp(g, ans, a, full_matrices=False):
     VtgV = _mH(V) @ gV
     im = None
     if _is_complex(UtgU):
-        _gauge_check(tg.imag(_diagonal(UtgU) + _diagonal(VtgV)), "linalg_svd",
-                     "singular vectors")
+        c = _diagonal(UtgU) + _diagonal(VtgV)
+        if m >= n:
+            gV = _gauge_cotangent(gV, V, c, 0, "linalg_svd", "singular vectors")
+            VtgV = _mH(V) @ gV
+        else:
+            gU = _gauge_cotangent(gU, U, c, 0, "linalg_svd", "singular vectors")
+            UtgU = _mH(U) @ gU
         S, gS = _real(S), _real_valued(gS)
         im = _imag_diag(UtgU) / tg.expand_dims(S, -2)
     UtgU, VtgV = UtgU - _mH(UtgU), VtgV - _mH(VtgV)
@@ -684,6 +746,11 @@ def _svd_jvp(t, ans, a, full_matrices=False):
     if n > k:
         dAtU = _mH(dA) @ U
         dV = dV + (dAtU - V @ (_mH(V) @ dAtU)) / S_row
+    if _is_complex(dU):
+        if m >= n:
+            dV, dU = _gauge_tangent(dV, V, 0, "linalg_svd", "singular vectors", (dU, U))
+        else:
+            dU, dV = _gauge_tangent(dU, U, 0, "linalg_svd", "singular vectors", (dV, V))
     return tg.concatenate([dU, tg.expand_dims(_real_valued(_diagonal(dP)), -2), dV], axis=-2)
 
 
