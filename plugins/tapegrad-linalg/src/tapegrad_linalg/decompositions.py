@@ -60,8 +60,13 @@ def _phase_fix(v, rows, *others):
     if v.dtype.kind != "c":
         return (v,) + others
     x = np.take_along_axis(v, rows[..., None, :], axis=-2)
-    f = np.where(x.imag == 0, 1, np.abs(x) / np.where(x == 0, 1, x))
-    return (v * f,) + tuple(o * f for o in others)
+    # (keeping the sign of the real part: the smallest rotation onto the real axis)
+    f = np.where(x.imag == 0, 1, np.abs(x) / np.where(x == 0, 1, x)
+                 * np.where(x.real < 0, -1, 1))
+    v = v * f
+    fixed = np.take_along_axis(v, rows[..., None, :], axis=-2)
+    np.put_along_axis(v, rows[..., None, :], fixed.real.astype(v.dtype), axis=-2)  # exactly
+    return (v,) + tuple(o * f for o in others)
 
 
 def _gauge_rows(V, row):

@@ -248,8 +248,9 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
         ddof = 0 if bias else 1
     n = x.shape[1]
     w = _weights(fweights, aweights, n, x)
-    if w is not None and w.dtype != dt:
-        w = w.astype(dt)
+    wt = np.empty(0, dt).real.dtype            # (complex data: real weights, as NumPy's)
+    if w is not None and w.dtype != wt:
+        w = w.astype(wt)
     if w is None:
         avg = tg.mean(x, axis=1, keepdims=True)
         fact = n - ddof
@@ -261,7 +262,7 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
         elif aweights is None:
             fact = w_sum - ddof
         else:
-            fact = w_sum - ddof * tg.sum(w * _as_tensor_like(aweights, x).astype(dt)) / w_sum
+            fact = w_sum - ddof * tg.sum(w * _as_tensor_like(aweights, x).astype(wt)) / w_sum
     if (fact if isinstance(fact, numbers.Number) else fact.item()) <= 0:
         warnings.warn("cov: degrees of freedom <= 0 for slice", RuntimeWarning, stacklevel=2)
         fact = 0.0
