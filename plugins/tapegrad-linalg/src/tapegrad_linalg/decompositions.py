@@ -62,7 +62,7 @@ def _phase_fix(v, rows, *others):
     x = np.take_along_axis(v, rows[..., None, :], axis=-2)
     # (keeping the sign of the real part: the smallest rotation onto the real axis)
     f = np.where(x.imag == 0, 1, np.abs(x) / np.where(x == 0, 1, x)
-                 * np.where(x.real < 0, -1, 1))
+                 * np.where(x.real < 0, -1, 1)).astype(v.dtype)      # (complex64 stays)
     v = v * f
     fixed = np.take_along_axis(v, rows[..., None, :], axis=-2)
     np.put_along_axis(v, rows[..., None, :], fixed.real.astype(v.dtype), axis=-2)  # exactly
