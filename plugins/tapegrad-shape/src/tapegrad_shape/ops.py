@@ -903,7 +903,7 @@ def tapegrad_register_ops(registry):
         doc="Mean of x over `axis`, as np.mean(x, axis, dtype=None, keepdims=False).")
     for name, kernel in (("max", _max_kernel), ("min", _min_kernel)):
         registry.register_op(
-            name, complex=True,
+            name,
             kernels={"cpu": kernel}, vjp=_extremum_vjp, jvp=_extremum_jvp, params=("axis",),
             batch="reduce",
             samples=_EXTREMUM_SAMPLES,
@@ -911,7 +911,7 @@ def tapegrad_register_ops(registry):
                 f"keepdims=False). The gradient is shared evenly among tied entries.")
     for name, kernel in (("argmax", np.argmax), ("argmin", np.argmin)):
         registry.register_op(
-            name, complex=True, kernels={"cpu": kernel}, nin=1, params=("axis",),
+            name, kernels={"cpu": kernel}, nin=1, params=("axis",),
             batch=_arg_extremum_batch(name),
             samples=[tg.Sample(_distinct(3, 4)), tg.Sample(_distinct(3, 4), axis=-1)],
             doc=f"Index of the {name[3:]}imum of x (flattened, or along `axis`), as "

@@ -1058,7 +1058,7 @@ def _register_scans(registry):
 
 def _register_sorting(registry):
     registry.register_op(
-        "sort", complex=True, kernels={"cpu": _sort_kernel}, vjp=_sort_vjp, jvp=_sort_jvp,
+        "sort", kernels={"cpu": _sort_kernel}, vjp=_sort_vjp, jvp=_sort_jvp,
         batch=_one_axis_batch("sort", -1),
         save_ans=False, method=False, params=("axis", "kind", "order"),
         samples=[tg.Sample(_distinct(5)), tg.Sample(_distinct(3, 4)),
@@ -1070,7 +1070,7 @@ def _register_sorting(registry):
             "stable sort put at that position (as torch.sort). No method form: "
             "ndarray.sort sorts in place.")
     registry.register_op(
-        "argsort", complex=True,
+        "argsort",
         kernels={"cpu": _argsort_kernel}, nin=1, params=("axis", "kind", "order"),
         batch=_one_axis_batch("argsort", -1),
         samples=[tg.Sample(_distinct(3, 4)), tg.Sample(_distinct(3, 4), axis=0),
