@@ -277,10 +277,13 @@ def test_eig_real_spectrum_matches_numpy():
 
 
 @pytest.mark.parametrize("name", ["eig", "eigvals"])
-def test_eig_of_a_complex_spectrum_points_at_complex_support(name):
-    rotation = tg.tensor([[0., -1.], [1., 0.]])
-    with pytest.raises(TypeError, match=r"complex eigenvalues.*issue 18"):
-        getattr(tg.linalg, name)(rotation)
+def test_eig_of_a_complex_spectrum_gives_numpys_complex_results(name):
+    rotation = np.array([[0., -1.], [1., 0.]])
+    got = getattr(tg.linalg, name)(tg.tensor(rotation))
+    want = getattr(np.linalg, name)(rotation)
+    for g, w in zip(got, want) if name == "eig" else [(got, want)]:
+        assert g.dtype == w.dtype == np.complex128
+        np.testing.assert_array_equal(g.numpy(), w)
 
 
 # ---------------------------------------------------------------------------------------

@@ -7,7 +7,25 @@ import numpy as np
 import tapegrad as tg
 from tapegrad._batching import check_values
 
-from .ops import _mT, _rand, _shape  # noqa: F401  (re-exported for the linalg modules)
+from .ops import _conj, _mH, _mT, _rand, _shape  # noqa: F401  (re-exported for the modules)
+
+
+def _is_complex(t):
+    return np.dtype(t.dtype).kind == "c"
+
+
+def _real(t):
+    """The real part of t (t itself when real)."""
+    return tg.real(t) if _is_complex(t) else t
+
+
+def _imag_diag(m):
+    """i Im(m_ii) on the diagonal, 0 elsewhere: the skew-Hermitian part of m's diagonal
+    (None for a real m, where it is 0)."""
+    if not _is_complex(m):
+        return None
+    d = _diagonal(m)
+    return _diag_embed(0.5 * (d - tg.conj(d)))
 
 
 def _eye(n, like):
@@ -45,10 +63,16 @@ def _triangle_grad(G, lower):
     triangle, G_ii on the diagonal and 0 on the other triangle. This is what finite
     differences see; for a symmetric A = f(X) the chain rule gives the same gradient in X
     as PyTorch's symmetric convention.
+    Complex (Hermitian) input: an entry A_ij of the read triangle stands for A_ij and
+    conj(A_ij) = A_ji, so its gradient is G_ij + conj(G_ji); LAPACK reads only the real part
+    of the diagonal, whose gradient is Re(G_ii). Both are G + G^H (halved on the diagonal).
     """
     n = G.shape[-1]
-    mask = np.tri(n, n, 0) if lower else np.tri(n, n, 0).T
-    return _const(mask, G) * (G + _mT(G)) - G * _eye(n, G)
+    mask = np.tri(n, n, -1) if lower else np.tri(n, n, -1).T
+    if _is_complex(G):
+        H = G + _mH(G)
+        return _const(mask, H) * H + 0.5 * H * _eye(n, H)
+    return _const(mask, G) * (G + _mT(G)) + G * _eye(n, G)
 
 
 def _square(a, op):

@@ -34,8 +34,9 @@ from tapegrad._batching import check_values, pad_batched
 from tapegrad._compile import run_eagerly
 from tapegrad_shape.ops import derivative_reason
 
-from ._helpers import (_at_least_2d, _diag_embed, _diagonal, _eye, _host, _mT, _rand,
-                       _safe_offdiag_divide, _shape, _square, _tril, _triangle_grad)
+from ._helpers import (_at_least_2d, _conj, _const, _diag_embed, _diagonal, _eye, _host, _imag_diag,
+                       _is_complex, _mH, _mT, _rand, _real, _safe_offdiag_divide, _shape,
+                       _square, _tril, _triangle_grad)
 
 SlogdetResult = namedtuple("SlogdetResult", "sign logabsdet")
 EighResult = namedtuple("EighResult", "eigenvalues eigenvectors")
@@ -44,17 +45,82 @@ QRResult = namedtuple("QRResult", "Q R")
 SVDResult = namedtuple("SVDResult", "U S Vh")
 
 _NoValue = np._NoValue
-_COMPLEX_ISSUE = ("complex results are not supported yet (tapegrad issue 18, complex dtypes); "
-                  "for a symmetric matrix use tg.linalg.eigh")
 
 
-def _real_input(a, op):
-    """Refuse a complex input where the op packs a real result (eigenvalues, singular
-    values, log|det|) with a complex one into one array: unpacked, the real part would
-    come back complex128 where NumPy gives float64."""
-    if np.iscomplexobj(a):
-        raise TypeError(f"{op}: complex input ({a.dtype}) is not supported yet "
-                        f"(tapegrad issue 18, complex dtypes)")
+def _real_valued(t):
+    """t, a complex tensor whose values are real (a packed eigenvalue, a singular value),
+    as the real part kept in t's complex dtype: its tangent must stay real."""
+    return 0.5 * (t + tg.conj(t)) if _is_complex(t) else t
+
+
+def _phase_fix(v, rows, *others):
+    """Kernel side of Note: [complex phase gauge]: column j of v (..., n, k) and of each
+    array in `others` times the phase that makes v[rows_j, j] real, where it is not
+    already (a no-op on LAPACK's own output, which is in that gauge)."""
+    if v.dtype.kind != "c":
+        return (v,) + others
+    x = np.take_along_axis(v, rows[..., None, :], axis=-2)
+    # (keeping the sign of the real part: the smallest rotation onto the real axis)
+    f = np.where(x.imag == 0, 1, np.abs(x) / np.where(x == 0, 1, x)
+                 * np.where(x.real < 0, -1, 1)).astype(v.dtype)      # (complex64 stays)
+    v = v * f
+    fixed = np.take_along_axis(v, rows[..., None, :], axis=-2)
+    np.put_along_axis(v, rows[..., None, :], fixed.real.astype(v.dtype), axis=-2)  # exactly
+    return (v,) + tuple(o * f for o in others)
+
+
+def _gauge_rows(V, row):
+    """(onehot, x): the mask (..., n, k) of each column's gauge row and the entries there,
+    (..., 1, k). `row` is an int (every column's) or None: each column's largest |V|."""
+    n = V.shape[-2]
+    if row is not None:
+        mask = np.zeros((n, 1))
+        mask[row] = 1
+        return _const(mask, V), V[..., row:row + 1 if row != -1 else None, :]
+    idx = tg.argmax(tg.abs(V.detach()), axis=-2)              # (..., k), a constant
+    onehot = (tg.expand_dims(idx, -2) == _const(np.arange(n)[:, None], idx)).astype(V.dtype)
+    return onehot, tg.sum(V * onehot, axis=-2, keepdims=True)
+
+
+def _refuse_zero_gauge(x, op, what):
+    if (x == 0).any():
+        raise np.linalg.LinAlgError(
+            f"{op}: a complex {what[:-1]} has a zero entry where its phase is fixed (NumPy's "
+            f"convention, see docs/linalg.md), so its derivative is not defined there")
+
+
+def _gauge_cotangent(gV, V, c, row, op, what):
+    """The cotangent of the vectors in the std gauge for the vectors' cotangent gV in the
+    fixed-phase gauge.
+
+    Note: [complex phase gauge]
+    A complex eigenvector (a pair of singular vectors) is defined up to a factor
+    e^(i phi). LAPACK fixes it: eigh makes the first (UPLO='L') or last ('U') component
+    of each eigenvector real, eig the component of largest modulus, svd the first row of
+    V (m >= n); tapegrad's kernels enforce the same rule (a no-op on LAPACK's output; for
+    svd with m < n the first row of U, which LAPACK's LQ path does not follow, so there
+    the phases may differ from NumPy's), so the vectors are a differentiable function of
+    the input and every loss of them has a gradient (PyTorch instead raises for a loss
+    that depends on the phases). The rules below are written in the gauge
+    Im(diag(V^H dV)) = 0; the fixed-phase gauge adds i V diag(theta') with
+    theta'_j = -Im(dV[r_j, j]) / V[r_j, j], whose transpose moves -i Im(c_j) / V[r_j, j]
+    into row r_j of the cotangent, c_j = diag(V^H gV)_j (svd: of U and V together). Then
+    Im(diag(V^H gV)) = 0, the condition under which the std-gauge formulas hold.
+    """
+    onehot, x = _gauge_rows(V, row)
+    check_values(lambda xv: _refuse_zero_gauge(xv, op, what), x)
+    c = tg.expand_dims(c, -2)
+    return gV - onehot * (0.5 * (c - tg.conj(c)) / x)
+
+
+def _gauge_tangent(dV, V, row, op, what, *also):
+    """dV (and each tangent in `also`, the partners of svd) moved from the std gauge to
+    the fixed-phase one (Note: [complex phase gauge])."""
+    onehot, x = _gauge_rows(V, row)
+    check_values(lambda xv: _refuse_zero_gauge(xv, op, what), x)
+    d = tg.sum(dV * onehot, axis=-2, keepdims=True)
+    theta = 0.5 * (d - tg.conj(d)) / x                     # i Im(dV[r_j, j]) / V[r_j, j]
+    return (dV - V * theta,) + tuple(t - w * theta for t, w in also)
 
 
 def _as_tensor(a):
@@ -123,8 +189,8 @@ def _inv_kernel(a):
 
 
 def _inv_vjp(g, ans, a):
-    ans_t = _mT(ans)
-    return (-(ans_t @ g @ ans_t),)
+    ans_h = _mH(ans)            # complex: -A^-H g A^-H
+    return (-(ans_h @ g @ ans_h),)
 
 
 def _inv_jvp(t, ans, a):
@@ -144,8 +210,9 @@ def _det_kernel(a):
 def _det_vjp(g, ans, a):
     # NOTE: d det(A) = det(A) tr(A^-1 dA). A singular A has no inverse: the backward then
     # raises LinAlgError (PyTorch goes through an SVD there; documented in docs/linalg.md).
-    scale = tg.expand_dims(tg.expand_dims(g * ans, -1), -1)
-    return (scale * _mT(tg.linalg_inv(a)),)
+    # (complex, det holomorphic: g conj(det) A^-H)
+    scale = tg.expand_dims(tg.expand_dims(g * _conj(ans), -1), -1)
+    return (scale * _mH(tg.linalg_inv(a)),)
 
 
 def _det_jvp(t, ans, a):
@@ -154,27 +221,37 @@ def _det_jvp(t, ans, a):
 
 def _slogdet_kernel(a):
     _square(a, "linalg_slogdet")
-    _real_input(a, "linalg_slogdet")
     sign, logabsdet = np.linalg.slogdet(a)
-    return np.stack([sign, logabsdet], axis=-1)
+    # (complex a: a complex sign of modulus 1 and a real logabsdet, packed as complex)
+    return np.stack([sign, logabsdet.astype(sign.dtype)], axis=-1)
 
 
 def _slogdet_vjp(g, ans, a):
-    # Only logabsdet (the last entry) has a gradient: sign is piecewise constant.
-    gl = tg.expand_dims(tg.expand_dims(g[..., 1], -1), -1)
-    return (gl * _mT(tg.linalg_inv(a)),)
+    # Real a: only logabsdet (the last entry) has a gradient: sign is piecewise constant.
+    # Complex a: with t = tr(A^-1 dA), d logabsdet = Re t and d sign = sign i Im t, so the
+    # gradient is (Re g_l - i Im(conj(g_s) sign)) A^-H (PyTorch's slogdet_backward).
+    coef = g[..., 1]
+    if _is_complex(a):
+        w = _conj(g[..., 0]) * ans[..., 0]
+        coef = _real_valued(coef) - 0.5 * (w - tg.conj(w))
+    coef = tg.expand_dims(tg.expand_dims(coef, -1), -1)
+    return (coef * _mH(tg.linalg_inv(a)),)
 
 
 def _slogdet_jvp(t, ans, a):
-    dl = _trace_of_solve(a, t[0])
-    return tg.stack([tg.zeros_like(dl), dl], axis=-1)
+    dt = _trace_of_solve(a, t[0])
+    if _is_complex(a):
+        return tg.stack([ans[..., 0] * 0.5 * (dt - tg.conj(dt)), _real_valued(dt)], axis=-1)
+    return tg.stack([tg.zeros_like(dt), dt], axis=-1)
 
 
 def slogdet(a):
     """Sign and natural log of the absolute determinant, as ``np.linalg.slogdet``.
 
     Returns ``SlogdetResult(sign, logabsdet)``; ``logabsdet`` is differentiable (its
-    gradient is ``inv(a).T``), ``sign`` is piecewise constant (zero gradient).
+    gradient is ``inv(a).T``), ``sign`` is piecewise constant (zero gradient) for a real a.
+    For a complex a, sign is complex of modulus 1 (differentiable) and logabsdet real, as
+    NumPy's.
 
     >>> import tapegrad as tg
     >>> sign, logdet = tg.linalg.slogdet(tg.tensor([[2., 0.], [0., -3.]]))
@@ -182,6 +259,8 @@ def slogdet(a):
     (-1.0, 1.791759)
     """
     packed = tg._linalg_slogdet(_as_tensor(a))
+    if _is_complex(packed):
+        return SlogdetResult(packed[..., 0], tg.real(packed[..., 1]))
     return SlogdetResult(packed[..., 0].detach(), packed[..., 1])
 
 
@@ -213,13 +292,13 @@ def _solve_kernel(a, b):
 
 
 def _solve_vjp(g, ans, a, b):
-    # x = A^-1 b: gb = A^-T g, gA = -gb x^T, with a solve (never an explicit inverse).
+    # x = A^-1 b: gb = A^-H g, gA = -gb x^H, with a solve (never an explicit inverse).
     if b.ndim == 1:
-        gb = tg.linalg_solve(_mT(a), tg.expand_dims(g, -1))[..., 0]
-        ga = -(tg.expand_dims(gb, -1) * tg.expand_dims(ans, -2))
+        gb = tg.linalg_solve(_mH(a), tg.expand_dims(g, -1))[..., 0]
+        ga = -(tg.expand_dims(gb, -1) * tg.expand_dims(_conj(ans), -2))
     else:
-        gb = tg.linalg_solve(_mT(a), g)
-        ga = -(gb @ _mT(ans))
+        gb = tg.linalg_solve(_mH(a), g)
+        ga = -(gb @ _mH(ans))
     return (ga if tg.needs_grad(a) else None), (gb if tg.needs_grad(b) else None)
 
 
@@ -247,13 +326,14 @@ def _cholesky_kernel(a, upper=False):
 
 
 def _cholesky_vjp(g, ans, a, upper=False):
-    # Murray 2016 / PyTorch: gA = L^-T Phi(L^T gL) L^-1, Phi = the lower triangle with its
-    # diagonal halved, symmetrized; then mapped to the triangle NumPy reads.
-    L, gL = (_mT(ans), _mT(g)) if upper else (ans, g)
-    P = _tril(_mT(L) @ gL)
-    P = 0.5 * (P + _mT(_tril(P, -1)))
-    X = tg.linalg_solve(_mT(L), P)                  # L^-T P
-    G = _mT(tg.linalg_solve(_mT(L), _mT(X)))        # (L^-T P) L^-1
+    # Murray 2016 / PyTorch: gA = L^-H Phi(L^H gL) L^-1, Phi = the lower triangle with its
+    # diagonal halved, symmetrized; then mapped to the triangle NumPy reads (^H = ^T for
+    # a real a).
+    L, gL = (_mH(ans), _mH(g)) if upper else (ans, g)
+    P = _tril(_mH(L) @ gL)
+    P = 0.5 * (P + _mH(_tril(P, -1)))
+    X = tg.linalg_solve(_mH(L), P)                  # L^-H P
+    G = _mH(tg.linalg_solve(_mH(L), _mH(X)))        # (L^-H P) L^-1
     return (_triangle_grad(G, lower=not upper),)
 
 
@@ -262,12 +342,12 @@ def _cholesky_jvp(t, ans, a, upper=False):
     # 2016), Phi the lower triangle with its diagonal halved.
     ta = t[0]
     if upper:
-        ta = _mT(ta)
-    S = _tril(ta) + _mT(_tril(ta, -1))
-    L = _mT(ans) if upper else ans
-    X = tg.linalg_solve(L, _mT(tg.linalg_solve(L, S)))
+        ta = _mH(ta)
+    S = _copyltu(ta)                                # (Hermitian for a complex a)
+    L = _mH(ans) if upper else ans
+    X = tg.linalg_solve(L, _mH(tg.linalg_solve(L, S)))
     dL = L @ (_tril(X) - 0.5 * X * _eye(X.shape[-1], X))
-    return _mT(dL) if upper else dL
+    return _mH(dL) if upper else dL
 
 
 # ---------------------------------------------------------------------------------------
@@ -281,7 +361,11 @@ def _qr_kernel(a, mode="reduced"):
 
 
 def _copyltu(M):
-    """The symmetric matrix with M's lower triangle."""
+    """The symmetric matrix with M's lower triangle; for a complex M the Hermitian one,
+    with the real part of M's diagonal (what LAPACK reads of a Hermitian matrix)."""
+    if _is_complex(M):
+        low = _tril(M, -1)
+        return low + _mH(low) + _real_valued(M) * _eye(M.shape[-1], M)
     return _tril(M) + _mT(_tril(M, -1))
 
 
@@ -293,18 +377,19 @@ def _qr_vjp(g, ans, a, mode="reduced"):
                          f"use mode='reduced'")
     Q, R = ans[..., :m, :], _mT(ans[..., m:, :])
     gQ, gR = g[..., :m, :], _mT(g[..., m:, :])
-    # Walter & Lehmann / PyTorch: gA = [gQ + Q copyltu(M)] R^-T, M = R gR^T - gQ^T Q; for
-    # m < n, A = [X | Y] with X = Q U square, Y = Q V: the same for X with gQ + Y gV^T, and
-    # gY = Q gV.
+    # Walter & Lehmann / PyTorch: gA = [gQ + Q copyltu(M)] R^-H, M = R gR^H - gQ^H Q; for
+    # m < n, A = [X | Y] with X = Q U square, Y = Q V: the same for X with gQ + Y gV^H, and
+    # gY = Q gV. (Complex: LAPACK's R has a real diagonal, so copyltu keeps the real part
+    # of M's; ^H = ^T for a real a.)
     if m >= n:
-        M = R @ _mT(gR) - _mT(gQ) @ Q
+        M = R @ _mH(gR) - _mH(gQ) @ Q
         B = gQ + Q @ _copyltu(M)
-        return (_mT(tg.linalg_solve(R, _mT(B))),)
+        return (_mH(tg.linalg_solve(R, _mH(B))),)
     U, gU, gV = R[..., :m], gR[..., :m], gR[..., m:]
     Y = a[..., m:]
-    gQ = gQ + Y @ _mT(gV)
-    M = U @ _mT(gU) - _mT(gQ) @ Q
-    gX = _mT(tg.linalg_solve(U, _mT(gQ + Q @ _copyltu(M))))
+    gQ = gQ + Y @ _mH(gV)
+    M = U @ _mH(gU) - _mH(gQ) @ Q
+    gX = _mH(tg.linalg_solve(U, _mH(gQ + Q @ _copyltu(M))))
     return (tg.concatenate([gX, Q @ gV], axis=-1),)
 
 
@@ -326,16 +411,21 @@ def _qr_jvp(t, ans, a, mode="reduced"):
         return tg.concatenate([dQ, _mT(dR)], axis=-2)
     U = R[..., :m]
     dQ, dU = _qr_square_jvp(Q, U, dA[..., :m])
-    dV = _mT(dQ) @ a[..., m:] + _mT(Q) @ dA[..., m:]
+    dV = _mH(dQ) @ a[..., m:] + _mH(Q) @ dA[..., m:]
     return tg.concatenate([dQ, _mT(tg.concatenate([dU, dV], axis=-1))], axis=-2)
 
 
 def _qr_square_jvp(Q, R, dA):
     """(dQ, dR) of A = Q R for an A with at least as many rows as columns."""
-    dA_Rinv = _mT(tg.linalg_solve(_mT(R), _mT(dA)))          # dA R^-1
-    C = _mT(Q) @ dA_Rinv
+    # (complex: Q^H dQ is skew-Hermitian and dR R^-1's diagonal real, so Omega also takes
+    # the imaginary part of C's diagonal)
+    dA_Rinv = _mH(tg.linalg_solve(_mH(R), _mH(dA)))          # dA R^-1
+    C = _mH(Q) @ dA_Rinv
     low = _tril(C, -1)
-    C_minus_omega = C - (low - _mT(low))                     # dR R^-1, upper triangular
+    C_minus_omega = C - (low - _mH(low))                     # dR R^-1, upper triangular
+    im = _imag_diag(C)
+    if im is not None:
+        C_minus_omega = C_minus_omega - im
     return dA_Rinv - Q @ C_minus_omega, C_minus_omega @ R
 
 
@@ -382,27 +472,32 @@ def _uplo(UPLO, op):
 def _eigh_kernel(a, UPLO="L"):
     _square(a, "linalg_eigh")
     _uplo(UPLO, "linalg_eigh")
-    _real_input(a, "linalg_eigh")
-    w, v = np.linalg.eigh(a, UPLO=UPLO)
+    w, v = np.linalg.eigh(a, UPLO=UPLO)        # (complex a: real w packed with complex v)
+    (v,) = _phase_fix(v, np.full(v.shape[:-2] + v.shape[-1:], 0 if UPLO == "L" else -1))
     return np.concatenate([w[..., None, :], v], axis=-2)          # (n + 1, n)
 
 
 def _eigh_vjp(g, ans, a, UPLO="L"):
     w, V = ans[..., 0, :], ans[..., 1:, :]
     gw, gV = g[..., 0, :], g[..., 1:, :]
-    # gA = V (diag(gw) + skew(V^T gV) / E) V^T, E_ij = w_j - w_i (PyTorch's
-    # linalg_eig_backward for Hermitian input); see Note: [degenerate spectra].
-    VtgV = _mT(V) @ gV
-    skew = 0.5 * (VtgV - _mT(VtgV))
+    # gA = V (diag(gw) + skew(V^H gV) / E) V^H, E_ij = w_j - w_i (PyTorch's
+    # linalg_eig_backward for Hermitian input); see Note: [degenerate spectra] and, for
+    # complex input, Note: [complex phase gauge].
+    if _is_complex(V):
+        gV = _gauge_cotangent(gV, V, _diagonal(_mH(V) @ gV), 0 if UPLO == "L" else -1,
+                              "linalg_eigh", "eigenvectors")
+        w, gw = _real(w), _real_valued(gw)
+    VtgV = _mH(V) @ gV
+    skew = 0.5 * (VtgV - _mH(VtgV))
     E = tg.expand_dims(w, -2) - tg.expand_dims(w, -1)
     inner = _safe_offdiag_divide(skew, E, "linalg_eigh", "eigenvectors") + _diag_embed(gw)
-    return (_triangle_grad(V @ inner @ _mT(V), lower=UPLO == "L"),)
+    return (_triangle_grad(V @ inner @ _mH(V), lower=UPLO == "L"),)
 
 
 def _read_triangle(ta, UPLO):
     """The symmetric matrix that a tangent of A stands for when only the UPLO triangle
     is read (Note: [one-triangle gradients]): the other triangle has no effect."""
-    return _copyltu(ta) if UPLO == "L" else _mT(_copyltu(_mT(ta)))
+    return _copyltu(ta) if UPLO == "L" else _mH(_copyltu(_mH(ta)))
 
 
 def _eigh_jvp(t, ans, a, UPLO="L"):
@@ -410,17 +505,23 @@ def _eigh_jvp(t, ans, a, UPLO="L"):
     # dw = diag(V^T dA V), dV = V (F o V^T dA V) with F_ij = 1 / (w_j - w_i) off the
     # diagonal, 0 on it (unit eigenvectors stay unit); a zero gap refuses as the VJP's
     # (Note: [degenerate spectra]).
-    VtdAV = _mT(V) @ _read_triangle(t[0], UPLO) @ V
+    # (complex: V^H dA V, and the phase gauge Im(diag(V^H dV)) = 0)
+    VtdAV = _mH(V) @ _read_triangle(t[0], UPLO) @ V
+    w = _real(w)
     E = tg.expand_dims(w, -2) - tg.expand_dims(w, -1)
     dV = V @ _safe_offdiag_divide(VtdAV, E, "linalg_eigh", "eigenvectors")
-    return tg.concatenate([tg.expand_dims(_diagonal(VtdAV), -2), dV], axis=-2)
+    if _is_complex(V):
+        (dV,) = _gauge_tangent(dV, V, 0 if UPLO == "L" else -1, "linalg_eigh", "eigenvectors")
+    return tg.concatenate([tg.expand_dims(_real_valued(_diagonal(VtdAV)), -2), dV], axis=-2)
 
 
 def eigh(a, UPLO="L"):
-    """Eigenvalues (ascending) and eigenvectors of symmetric matrices, as
-    ``np.linalg.eigh(a, UPLO)``: ``EighResult(eigenvalues, eigenvectors)``. Only the
-    triangle named by UPLO is read, and only it gets a gradient (docs/linalg.md). The
-    gradient through the eigenvectors needs distinct eigenvalues (else LinAlgError).
+    """Eigenvalues (ascending) and eigenvectors of symmetric (complex: Hermitian)
+    matrices, as ``np.linalg.eigh(a, UPLO)``: ``EighResult(eigenvalues, eigenvectors)``,
+    the eigenvalues real. Only the triangle named by UPLO is read, and only it gets a
+    gradient (docs/linalg.md). The gradient through the eigenvectors needs distinct
+    eigenvalues (else LinAlgError); complex eigenvectors have NumPy's phases (the first,
+    for UPLO='U' the last, component real), differentiated exactly (docs/linalg.md).
 
     >>> import tapegrad as tg
     >>> w, v = tg.linalg.eigh(tg.tensor([[2., 1.], [1., 2.]]))
@@ -430,7 +531,8 @@ def eigh(a, UPLO="L"):
     _uplo(UPLO, "linalg.eigh")
     a = _as_tensor(a)
     packed = tg._linalg_eigh(a, UPLO=UPLO)
-    return EighResult(packed[..., 0, :], packed[..., 1:, :])
+    w = packed[..., 0, :]
+    return EighResult(tg.real(w) if _is_complex(w) else w, packed[..., 1:, :])
 
 
 def _eigvalsh_kernel(a, UPLO="L"):
@@ -442,61 +544,72 @@ def _eigvalsh_kernel(a, UPLO="L"):
 def _eigvalsh_vjp(g, ans, a, UPLO="L"):
     # gA = V diag(g) V^T: defined even for repeated eigenvalues (not its derivative).
     V = tg._linalg_eigh(a, UPLO=UPLO)[..., 1:, :]
-    return (_triangle_grad((V * tg.expand_dims(g, -2)) @ _mT(V), lower=UPLO == "L"),)
+    return (_triangle_grad((V * tg.expand_dims(g, -2)) @ _mH(V), lower=UPLO == "L"),)
 
 
 def _eigvalsh_jvp(t, ans, a, UPLO="L"):
     # dw = diag(V^T dA V): the transpose of the VJP, with its convention for repeated
     # eigenvalues (there the eigenvalues are not differentiable; see the VJP's NOTE).
     V = tg._linalg_eigh(a, UPLO=UPLO)[..., 1:, :]
-    return _diagonal(_mT(V) @ _read_triangle(t[0], UPLO) @ V)
+    return _real(_diagonal(_mH(V) @ _read_triangle(t[0], UPLO) @ V))
 
 
 # ---------------------------------------------------------------------------------------
-# eig, eigvals (real spectra only)
+# eig, eigvals (complex results where NumPy's are)
 # ---------------------------------------------------------------------------------------
 
 def _eig_kernel(a):
     _square(a, "linalg_eig")
-    w, v = np.linalg.eig(a)
-    if np.iscomplexobj(w):
-        raise TypeError(f"linalg_eig: this matrix has complex eigenvalues; {_COMPLEX_ISSUE}")
+    w, v = np.linalg.eig(a)        # (complex where NumPy's are: a real a may give them)
+    (v,) = _phase_fix(v, np.argmax(np.abs(v), axis=-2))
     return np.concatenate([w[..., None, :], v], axis=-2)
 
 
 def _eig_vjp(g, ans, a):
     w, V = ans[..., 0, :], ans[..., 1:, :]
     gw, gV = g[..., 0, :], g[..., 1:, :]
-    # PyTorch's linalg_eig_backward, real case: NumPy normalizes each eigenvector to unit
-    # length, which the projection term accounts for;
-    # gA = V^-T (diag(gw) + (V^T gV - V^T V diag(V^T gV)) / E) V^T, E_ij = w_j - w_i.
-    VtgV = _mT(V) @ gV
-    VtgV = VtgV - (_mT(V) @ V) * tg.expand_dims(_diagonal(VtgV), -2)
-    E = tg.expand_dims(w, -2) - tg.expand_dims(w, -1)
+    # PyTorch's linalg_eig_backward: NumPy normalizes each eigenvector to unit length,
+    # which the projection term accounts for;
+    # gA = V^-H (diag(gw) + (V^H gV - V^H V Re diag(V^H gV)) / conj(E)) V^H,
+    # E_ij = w_j - w_i (^H = ^T for a real spectrum). Complex eigenvectors: their
+    # phases' part of gV first (Note: [complex phase gauge]).
+    if _is_complex(V):
+        gV = _gauge_cotangent(gV, V, _diagonal(_mH(V) @ gV), None, "linalg_eig", "eigenvectors")
+    VtgV = _mH(V) @ gV
+    d = _real_valued(_diagonal(VtgV))
+    VtgV = VtgV - (_mH(V) @ V) * tg.expand_dims(d, -2)
+    E = _conj(tg.expand_dims(w, -2) - tg.expand_dims(w, -1))
     inner = _safe_offdiag_divide(VtgV, E, "linalg_eig", "eigenvectors") + _diag_embed(gw)
-    return (tg.linalg_solve(_mT(V), inner @ _mT(V)),)
+    return (tg.linalg_solve(_mH(V), inner @ _mH(V)),)
 
 
 def _eig_jvp(t, ans, a):
     w, V = ans[..., 0, :], ans[..., 1:, :]
     # A = V diag(w) V^-1: with C = V^-1 dA V, dw = diag(C) and the eigenvectors move by
     # dV0 = V (F o C), F_ij = 1 / (w_j - w_i) off the diagonal; NumPy's unit length then
-    # removes each column's component along itself: dV = dV0 - V diag(V^T dV0).
+    # removes each column's component along itself: dV = dV0 - V Re diag(V^H dV0) (for
+    # complex eigenvectors, then moved to NumPy's phases: Note: [complex phase gauge]).
     C = tg.linalg_solve(V, t[0] @ V)
     E = tg.expand_dims(w, -2) - tg.expand_dims(w, -1)
     dV0 = V @ _safe_offdiag_divide(C, E, "linalg_eig", "eigenvectors")
-    dV = dV0 - V * tg.expand_dims(_diagonal(_mT(V) @ dV0), -2)
+    dV = dV0 - V * tg.expand_dims(_real_valued(_diagonal(_mH(V) @ dV0)), -2)
+    if _is_complex(V):
+        (dV,) = _gauge_tangent(dV, V, None, "linalg_eig", "eigenvectors")
     return tg.concatenate([tg.expand_dims(_diagonal(C), -2), dV], axis=-2)
 
 
 def eig(a):
-    """Eigenvalues and (unit-length) right eigenvectors of square matrices whose spectrum
-    is real, as ``np.linalg.eig``: ``EigResult(eigenvalues, eigenvectors)``. A matrix with
-    complex eigenvalues raises TypeError (complex dtypes are tapegrad issue 18).
+    """Eigenvalues and (unit-length) right eigenvectors of square matrices, as
+    ``np.linalg.eig``: ``EigResult(eigenvalues, eigenvectors)``, complex where NumPy's are
+    (a real matrix with complex eigenvalues gives complex results; its gradient is real).
+    Complex eigenvectors have NumPy's phases (the largest component real), differentiated
+    exactly (docs/linalg.md).
 
     >>> import tapegrad as tg
     >>> tg.linalg.eig(tg.tensor([[2., 1.], [0., 3.]])).eigenvalues.tolist()
     [2.0, 3.0]
+    >>> tg.linalg.eig(tg.tensor([[0., -1.], [1., 0.]])).eigenvalues.tolist()
+    [1j, -1j]
     """
     a = _as_tensor(a)
     packed = tg._linalg_eig(a)
@@ -508,15 +621,12 @@ def _eigvals_kernel(a):
     # NOTE: eig's eigenvalues, not np.linalg.eigvals': LAPACK's geev without eigenvectors
     # may round (or order) the eigenvalues differently, and the rule pairs them with eig's
     # eigenvectors.
-    w = np.linalg.eig(a)[0]
-    if np.iscomplexobj(w):
-        raise TypeError(f"linalg_eigvals: this matrix has complex eigenvalues; {_COMPLEX_ISSUE}")
-    return w
+    return np.linalg.eig(a)[0]
 
 
 def _eigvals_vjp(g, ans, a):
     V = tg._linalg_eig(a)[..., 1:, :]       # its columns in the kernel's eigenvalue order
-    return (tg.linalg_solve(_mT(V), _diag_embed(g) @ _mT(V)),)
+    return (tg.linalg_solve(_mH(V), _diag_embed(g) @ _mH(V)),)
 
 
 def _eigvals_jvp(t, ans, a):
@@ -530,14 +640,22 @@ def _eigvals_jvp(t, ans, a):
 
 def _svd_kernel(a, full_matrices=False):
     _at_least_2d(a, "linalg_svd")
-    _real_input(a, "linalg_svd")
     u, s, vh = np.linalg.svd(a, full_matrices=full_matrices)
     m, n = a.shape[-2:]
+    if u.dtype.kind == "c" and not full_matrices:
+        # Note: [complex phase gauge]: V's first row real (U's for m < n)
+        k = min(m, n)
+        rows = np.zeros(a.shape[:-2] + (k,), dtype=np.intp)
+        if m >= n:
+            v, u = _phase_fix(np.conj(np.swapaxes(vh, -1, -2)), rows, u)
+        else:
+            u, v = _phase_fix(u, rows, np.conj(np.swapaxes(vh, -1, -2)))
+        vh = np.conj(np.swapaxes(v, -1, -2))
     width = max(u.shape[-1], vh.shape[-2])
     out = np.zeros(a.shape[:-2] + (m + 1 + n, width), dtype=u.dtype)
     out[..., :m, :u.shape[-1]] = u
     out[..., m, :s.shape[-1]] = s
-    out[..., m + 1:, :vh.shape[-2]] = np.swapaxes(vh, -1, -2)
+    out[..., m + 1:, :vh.shape[-2]] = np.conj(np.swapaxes(vh, -1, -2))      # V = Vh^H
     return out
 
 
@@ -562,24 +680,38 @@ def _svd_factors(ans, a, full_matrices, what):
 def _svd_vjp(g, ans, a, full_matrices=False):
     m, n, k, U, S, V = _svd_factors(ans, a, full_matrices, "gradient")
     gU, gS, gV = _svd_unpack(g, m, n, full_matrices)
-    # PyTorch's svd_backward (real case), with skew(X) = X - X^T, E_ij = S_j^2 - S_i^2:
-    # gA = U [(skew(U^T gU) S + S skew(V^T gV)) / E + diag(gS)] V^T
-    #      + (I - U U^T) gU S^-1 V^T + U S^-1 gV^T (I - V V^T)
-    UtgU = _mT(U) @ gU
-    VtgV = _mT(V) @ gV
-    UtgU, VtgV = UtgU - _mT(UtgU), VtgV - _mT(VtgV)
+    # PyTorch's svd_backward, with skew(X) = X - X^H, E_ij = S_j^2 - S_i^2:
+    # gA = U [(skew(U^H gU) S + S skew(V^H gV)) / E + diag(gS)] V^H
+    #      + (I - U U^H) gU S^-1 V^H + U S^-1 gV^H (I - V V^H)
+    # and for complex a (Note: [complex phase gauge]) U diag(i Im(diag(U^H gU)) / S) V^H.
+    UtgU = _mH(U) @ gU
+    VtgV = _mH(V) @ gV
+    im = None
+    if _is_complex(UtgU):
+        c = _diagonal(UtgU) + _diagonal(VtgV)
+        if m >= n:
+            gV = _gauge_cotangent(gV, V, c, 0, "linalg_svd", "singular vectors")
+            VtgV = _mH(V) @ gV
+        else:
+            gU = _gauge_cotangent(gU, U, c, 0, "linalg_svd", "singular vectors")
+            UtgU = _mH(U) @ gU
+        S, gS = _real(S), _real_valued(gS)
+        im = _imag_diag(UtgU) / tg.expand_dims(S, -2)
+    UtgU, VtgV = UtgU - _mH(UtgU), VtgV - _mH(VtgV)
     S2 = S * S
     E = tg.expand_dims(S2, -2) - tg.expand_dims(S2, -1)
     num = UtgU * tg.expand_dims(S, -2) + tg.expand_dims(S, -1) * VtgV
     inner = _safe_offdiag_divide(num, E, "linalg_svd", "singular vectors") + _diag_embed(gS)
-    Vt = _mT(V)
+    if im is not None:
+        inner = inner + im
+    Vt = _mH(V)
     if m > k or n > k:
         check_values(lambda s: _refuse_zero_singular_value(s, m, n), S)
     if m > k:
         gUS = gU / tg.expand_dims(S, -2)
-        return ((U @ inner + gUS - U @ (_mT(U) @ gUS)) @ Vt,)
+        return ((U @ inner + gUS - U @ (_mH(U) @ gUS)) @ Vt,)
     if n > k:
-        SgV = _mT(gV) / tg.expand_dims(S, -1)
+        SgV = _mH(gV) / tg.expand_dims(S, -1)
         return (U @ (inner @ Vt + SgV - (SgV @ V) @ Vt),)
     return (U @ inner @ Vt,)
 
@@ -594,27 +726,37 @@ def _refuse_zero_singular_value(s, m, n):
 def _svd_jvp(t, ans, a, full_matrices=False):
     m, n, k, U, S, V = _svd_factors(ans, a, full_matrices, "derivative")
     dA = t[0]
-    # With dP = U^T dA V: dS = diag(dP), dU = U (F o (dP S + S dP^T)),
-    # dV = V (F o (S dP + dP^T S)), F_ij = 1 / (S_j^2 - S_i^2) off the diagonal; plus, for
-    # a non-square A, the parts outside U's (V's) columns: (I - U U^T) dA V S^-1
-    # ((I - V V^T) dA^T U S^-1). Zero gaps and zero singular values refuse as the VJP's.
-    dP = _mT(U) @ dA @ V
+    # With dP = U^H dA V: dS = Re diag(dP), dU = U (F o (dP S + S dP^H)),
+    # dV = V (F o (S dP + dP^H S)), F_ij = 1 / (S_j^2 - S_i^2) off the diagonal; plus, for
+    # a non-square A, the parts outside U's (V's) columns: (I - U U^H) dA V S^-1
+    # ((I - V V^H) dA^H U S^-1). Zero gaps and zero singular values refuse as the VJP's.
+    # Complex a: i Im(diag(dP)) / S goes to U's phases (the gauge Im(diag(V^H dV)) = 0).
+    dP = _mH(U) @ dA @ V
+    S = _real(S)
     S_row, S_col = tg.expand_dims(S, -2), tg.expand_dims(S, -1)
     S2 = S * S
     E = tg.expand_dims(S2, -2) - tg.expand_dims(S2, -1)
-    dU = U @ _safe_offdiag_divide(dP * S_row + S_col * _mT(dP), E, "linalg_svd",
+    dU = U @ _safe_offdiag_divide(dP * S_row + S_col * _mH(dP), E, "linalg_svd",
                                   "singular vectors")
-    dV = V @ _safe_offdiag_divide(S_col * dP + _mT(dP) * S_row, E, "linalg_svd",
+    dV = V @ _safe_offdiag_divide(S_col * dP + _mH(dP) * S_row, E, "linalg_svd",
                                   "singular vectors")
+    im = _imag_diag(dP)
+    if im is not None:
+        dU = dU + U @ (im / S_row)
     if m > k or n > k:
         check_values(lambda s: _refuse_zero_singular_value(s, m, n), S)
     if m > k:
         dAV = dA @ V
-        dU = dU + (dAV - U @ (_mT(U) @ dAV)) / S_row
+        dU = dU + (dAV - U @ (_mH(U) @ dAV)) / S_row
     if n > k:
-        dAtU = _mT(dA) @ U
-        dV = dV + (dAtU - V @ (_mT(V) @ dAtU)) / S_row
-    return tg.concatenate([dU, tg.expand_dims(_diagonal(dP), -2), dV], axis=-2)
+        dAtU = _mH(dA) @ U
+        dV = dV + (dAtU - V @ (_mH(V) @ dAtU)) / S_row
+    if _is_complex(dU):
+        if m >= n:
+            dV, dU = _gauge_tangent(dV, V, 0, "linalg_svd", "singular vectors", (dU, U))
+        else:
+            dU, dV = _gauge_tangent(dU, U, 0, "linalg_svd", "singular vectors", (dV, V))
+    return tg.concatenate([dU, tg.expand_dims(_real_valued(_diagonal(dP)), -2), dV], axis=-2)
 
 
 def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
@@ -645,7 +787,9 @@ def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
                          f"for a gradient)")
     packed = tg._linalg_svd(a, full_matrices=full)
     U, S, V = _svd_unpack(packed, m, n, full)
-    return SVDResult(U, S, _mT(V))
+    if _is_complex(packed):
+        S = tg.real(S)         # (real singular values, as NumPy's)
+    return SVDResult(U, S, _mH(V))
 
 
 def _svdvals_kernel(a):
@@ -657,14 +801,14 @@ def _svdvals_vjp(g, ans, a):
     # gA = U diag(g) V^T: defined even for repeated singular values.
     m, n = a.shape[-2:]
     U, _, V = _svd_unpack(tg._linalg_svd(a, full_matrices=False), m, n, False)
-    return ((U * tg.expand_dims(g, -2)) @ _mT(V),)
+    return ((U * tg.expand_dims(g, -2)) @ _mH(V),)
 
 
 def _svdvals_jvp(t, ans, a):
     # dS = diag(U^T dA V): the transpose of the VJP (its convention at repeated values).
     m, n = a.shape[-2:]
     U, _, V = _svd_unpack(tg._linalg_svd(a, full_matrices=False), m, n, False)
-    return _diagonal(_mT(U) @ t[0] @ V)
+    return _real(_diagonal(_mH(U) @ t[0] @ V))
 
 
 # ---------------------------------------------------------------------------------------
@@ -680,14 +824,14 @@ def _pinv_grad(G, P, A):
     """The gradient in A of <G, pinv(A)> where P = pinv(A) (PyTorch's pinv_backward, exact
     where the rank of A is locally constant)."""
     m, n = A.shape[-2:]
-    Pt, Gt = _mT(P), _mT(G)
+    Pt, Gt = _mH(P), _mH(G)                    # (^H: complex; ^T for real)
     if m <= n:
         K = Gt @ P
         KPt = K @ Pt
-        return -_mT(P @ K) + KPt - (A @ P) @ KPt + (Pt @ P) @ (Gt - K @ A)
+        return -_mH(P @ K) + KPt - (A @ P) @ KPt + (Pt @ P) @ (Gt - K @ A)
     K = P @ Gt
     PtK = Pt @ K
-    return -_mT(K @ P) + ((Gt - A @ K) @ P) @ Pt + PtK - (PtK @ P) @ A
+    return -_mH(K @ P) + ((Gt - A @ K) @ P) @ Pt + PtK - (PtK @ P) @ A
 
 
 def _pinv_vjp(g, ans, a, rcond=None, hermitian=False, rtol=_NoValue):
@@ -703,7 +847,7 @@ def _pinv_tangent(dA, P, A):
     """The derivative of P = pinv(A) along dA (Golub & Pereyra; exact where the rank of A
     is locally constant, as _pinv_grad, whose transpose it is):
     dP = -P dA P + P P^T dA^T (I - A P) + (I - P A) dA^T P^T P."""
-    Pt, dAt = _mT(P), _mT(dA)
+    Pt, dAt = _mH(P), _mH(dA)
     return (-(P @ dA @ P) + (P @ Pt) @ (dAt - dAt @ (A @ P))
             + (dAt - (P @ A) @ dAt) @ (Pt @ P))
 
@@ -725,11 +869,11 @@ def _lstsq_vjp(g, ans, a, b, rcond=None):
     P = tg.linalg_pinv(a)
     ga = gb = None
     if tg.needs_grad(b):
-        gb = _mT(P) @ g
+        gb = _mH(P) @ g
     if tg.needs_grad(a):
         gx = g if b.ndim == 2 else tg.expand_dims(g, -1)
         bb = b if b.ndim == 2 else tg.expand_dims(b, -1)
-        ga = _pinv_grad(gx @ _mT(bb), P, a)
+        ga = _pinv_grad(gx @ _mH(bb), P, a)
     return ga, gb
 
 
@@ -802,7 +946,9 @@ def lstsq(a, b, rcond=None):
             f"a and b detached -- tg.no_grad() for a gradient --, or regularize a)")
     x = tg._linalg_lstsq(a, b, rcond=rcond)
     if rank == n and m > n:
-        r = tg.sum((b - a @ x) ** 2, axis=0)
+        res = b - a @ x
+        # (complex: |res|^2, real, as NumPy's residuals)
+        r = tg.sum(tg.real(_conj(res) * res) if _is_complex(res) else res ** 2, axis=0)
         residuals = tg.reshape(r, (1,)) if b.ndim == 1 else r
     else:
         residuals = tg.zeros((0,), dtype=x.dtype, device=x.device)
@@ -888,9 +1034,9 @@ def eigvalsh(a, UPLO="L"):
 
 
 def eigvals(a):
-    """The eigenvalues of square matrices with a real spectrum, as np.linalg.eigvals
-    (tg.linalg.eigvals); a complex spectrum raises TypeError (complex dtypes: issue 18).
-    Gradient V^-T diag(g) V^T. Batched over leading axes, as NumPy.
+    """The eigenvalues of square matrices, as np.linalg.eigvals (tg.linalg.eigvals):
+    complex where NumPy's are (a real matrix may have complex eigenvalues). Gradient
+    V^-H diag(g) V^H. Batched over leading axes, as NumPy.
     """
     return tg.linalg_eigvals(a)
 
@@ -1000,29 +1146,33 @@ def _op_doc(fn):
 def register(registry):
     _doc_batched = " Batched over leading axes, as NumPy."
     registry.register_op(
-        "linalg_inv", kernels={"cpu": _inv_kernel}, vjp=_inv_vjp, jvp=_inv_jvp, method=False,
+        "linalg_inv", complex=True,
+        kernels={"cpu": _inv_kernel}, vjp=_inv_vjp, jvp=_inv_jvp, method=False,
         save_inputs=(False,), samples=_SQUARE,
         batch=_stacked_batch("linalg_inv"),
         doc=_op_doc(inv))
     registry.register_op(
-        "linalg_det", kernels={"cpu": _det_kernel}, vjp=_det_vjp, jvp=_det_jvp, method=False,
+        "linalg_det", complex=True,
+        kernels={"cpu": _det_kernel}, vjp=_det_vjp, jvp=_det_jvp, method=False,
         samples=_SQUARE,
         batch=_stacked_batch("linalg_det"),
         doc=_op_doc(det))
     registry.register_op(
-        "_linalg_slogdet", kernels={"cpu": _slogdet_kernel}, vjp=_slogdet_vjp, jvp=_slogdet_jvp, method=False,
-        save_ans=False, samples=_SQUARE + [(-_general(3, 3, seed=4),)],
+        "_linalg_slogdet", complex=True,
+        kernels={"cpu": _slogdet_kernel}, vjp=_slogdet_vjp, jvp=_slogdet_jvp, method=False,
+        samples=_SQUARE + [(-_general(3, 3, seed=4),)],
         batch=_stacked_batch("_linalg_slogdet"),
         doc="The op behind tg.linalg.slogdet: sign and log|det| stacked along a last axis "
             "of length 2. Only log|det| has a gradient (inv(a).T); sign's is 0." + _doc_batched)
     registry.register_function("linalg_slogdet", slogdet, method=False, samples=_SQUARE)
     registry.register_op(
-        "linalg_solve", kernels={"cpu": _solve_kernel}, vjp=_solve_vjp, jvp=_solve_jvp, method=False,
+        "linalg_solve", complex=True,
+        kernels={"cpu": _solve_kernel}, vjp=_solve_vjp, jvp=_solve_jvp, method=False,
         samples=_SOLVE_SAMPLES,
         batch=_solve_batch,
         doc=_op_doc(solve))
     registry.register_op(
-        "linalg_cholesky", kernels={"cpu": _cholesky_kernel}, vjp=_cholesky_vjp,
+        "linalg_cholesky", complex=True, kernels={"cpu": _cholesky_kernel}, vjp=_cholesky_vjp,
         jvp=_cholesky_jvp, method=False,
         save_inputs=(False,),
         samples=[tg.Sample(_spd(3, 3)), tg.Sample(_spd(2, 3, 3, seed=1)),
@@ -1030,7 +1180,8 @@ def register(registry):
         batch=_stacked_batch("linalg_cholesky"),
         doc=_op_doc(cholesky))
     registry.register_op(
-        "_linalg_qr", kernels={"cpu": _qr_kernel}, vjp=_qr_vjp, jvp=_qr_jvp, method=False,
+        "_linalg_qr", complex=True,
+        kernels={"cpu": _qr_kernel}, vjp=_qr_vjp, jvp=_qr_jvp, method=False,
         samples=_QR_SAMPLES,
         batch=_stacked_batch("_linalg_qr"),
         doc="The op behind tg.linalg.qr: Q (m, k) stacked on R^T (n, k), shape (m + n, k). "
@@ -1042,7 +1193,8 @@ def register(registry):
     eigh_samples = [tg.Sample(_sym(3, 3)), tg.Sample(_sym(2, 3, 3, seed=15)),
                     tg.Sample(_sym(4, 4, seed=3), UPLO="U")]
     registry.register_op(
-        "_linalg_eigh", kernels={"cpu": _eigh_kernel}, vjp=_eigh_vjp, jvp=_eigh_jvp, method=False,
+        "_linalg_eigh", complex=True,
+        kernels={"cpu": _eigh_kernel}, vjp=_eigh_vjp, jvp=_eigh_jvp, method=False,
         save_inputs=(False,), samples=eigh_samples,
         batch=_stacked_batch("_linalg_eigh"),
         doc="The op behind tg.linalg.eigh: the eigenvalues (one row) stacked on the "
@@ -1051,28 +1203,30 @@ def register(registry):
             "(PyTorch gives inf/nan)." + _doc_batched)
     registry.register_function("linalg_eigh", eigh, method=False, samples=eigh_samples)
     registry.register_op(
-        "linalg_eigvalsh", kernels={"cpu": _eigvalsh_kernel}, vjp=_eigvalsh_vjp,
+        "linalg_eigvalsh", complex=True, kernels={"cpu": _eigvalsh_kernel}, vjp=_eigvalsh_vjp,
         jvp=_eigvalsh_jvp, method=False,
         save_ans=False, samples=eigh_samples,
         batch=_stacked_batch("linalg_eigvalsh"),
         doc=_op_doc(eigvalsh))
     eig_samples = [(_real_spectrum(3, 3),), (_real_spectrum(2, 3, 3, seed=1),)]
     registry.register_op(
-        "_linalg_eig", kernels={"cpu": _eig_kernel}, vjp=_eig_vjp, jvp=_eig_jvp, method=False,
+        "_linalg_eig", complex=True,
+        kernels={"cpu": _eig_kernel}, vjp=_eig_vjp, jvp=_eig_jvp, method=False,
         save_inputs=(False,), samples=eig_samples,
         batch=_stacked_batch("_linalg_eig"),
-        doc="The op behind tg.linalg.eig, for matrices with a real spectrum: the "
-            "eigenvalues stacked on the unit eigenvectors, (n + 1, n). A complex spectrum "
-            "raises TypeError (complex dtypes: issue 18)." + _doc_batched)
+        doc="The op behind tg.linalg.eig: the eigenvalues stacked on the unit eigenvectors, "
+            "(n + 1, n), complex where NumPy's are (a real matrix may have complex "
+            "eigenvalues)." + _doc_batched)
     registry.register_function("linalg_eig", eig, method=False, samples=eig_samples)
     registry.register_op(
-        "linalg_eigvals", kernels={"cpu": _eigvals_kernel}, vjp=_eigvals_vjp,
+        "linalg_eigvals", complex=True, kernels={"cpu": _eigvals_kernel}, vjp=_eigvals_vjp,
         jvp=_eigvals_jvp, method=False,
         save_ans=False, samples=eig_samples,
         batch=_stacked_batch("linalg_eigvals"),
         doc=_op_doc(eigvals))
     registry.register_op(
-        "_linalg_svd", kernels={"cpu": _svd_kernel}, vjp=_svd_vjp, jvp=_svd_jvp, method=False,
+        "_linalg_svd", complex=True,
+        kernels={"cpu": _svd_kernel}, vjp=_svd_vjp, jvp=_svd_jvp, method=False,
         save_inputs=(False,), samples=_SVD_SAMPLES,
         batch=_stacked_batch("_linalg_svd"),
         doc="The op behind tg.linalg.svd: U (m rows), S (one row) and V = Vh^T (n rows) "
@@ -1086,13 +1240,14 @@ def register(registry):
     svdvals_samples = [(_distinct_sv(3, 3),), (_distinct_sv(4, 2, seed=1),),
                        (_distinct_sv(2, 2, 3, seed=2),)]
     registry.register_op(
-        "linalg_svdvals", kernels={"cpu": _svdvals_kernel}, vjp=_svdvals_vjp,
+        "linalg_svdvals", complex=True, kernels={"cpu": _svdvals_kernel}, vjp=_svdvals_vjp,
         jvp=_svdvals_jvp, method=False,
         save_ans=False, samples=svdvals_samples,
         batch=_stacked_batch("linalg_svdvals"),
         doc=_op_doc(svdvals))
     registry.register_op(
-        "linalg_pinv", kernels={"cpu": _pinv_kernel}, vjp=_pinv_vjp, jvp=_pinv_jvp, method=False,
+        "linalg_pinv", complex=True,
+        kernels={"cpu": _pinv_kernel}, vjp=_pinv_vjp, jvp=_pinv_jvp, method=False,
         samples=[tg.Sample(_distinct_sv(3, 3)), tg.Sample(_distinct_sv(4, 2, seed=1)),
                  tg.Sample(_distinct_sv(2, 2, 4, seed=2)), tg.Sample(_spd(3, 3), hermitian=True),
                  tg.Sample(_distinct_sv(3, 2, seed=3), rtol=1e-10)],
@@ -1102,7 +1257,8 @@ def register(registry):
                      (_general(3, 3, seed=4), _rand(3, seed=5)),
                      (_distinct_sv(2, 3, seed=6), _rand(2, seed=7))]
     registry.register_op(
-        "_linalg_lstsq", kernels={"cpu": _lstsq_kernel}, vjp=_lstsq_vjp, jvp=_lstsq_jvp,
+        "_linalg_lstsq", complex=True,
+        kernels={"cpu": _lstsq_kernel}, vjp=_lstsq_vjp, jvp=_lstsq_jvp,
         batch=_lstsq_batch,
         method=False, save_ans=False, samples=lstsq_samples,
         doc="The op behind tg.linalg.lstsq: its solution x. Gradient through x = pinv(a) b "

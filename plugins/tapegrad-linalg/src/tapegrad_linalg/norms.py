@@ -56,7 +56,18 @@ def _vector_norm_kernel(x, ord=2, axis=None, keepdims=False):
     return np.asarray(np.linalg.vector_norm(x, axis=axis, keepdims=keepdims, ord=ord))
 
 
+def _sign(x):
+    """sign(x) for real x; for complex x the phase x / |x| (0 at 0), NumPy 2's sign, written
+    with abs and where so that it has a (complex) derivative."""
+    if x.dtype.kind != "c":
+        return tg.sign(x)
+    ax = tg.abs(x)
+    return x / tg.where(ax == 0, 1.0, ax)
+
+
 def _vector_norm_vjp(g, ans, x, ord=2, axis=None, keepdims=False):
+    # Complex x: the norm of |x|; d|x| = Re(conj(sign(x)) dx), so every rule below holds
+    # with the phase sign(x) = x / |x| (docs/autograd.md's convention).
     if not keepdims:
         axes = _norm_axes(axis, x.ndim, "linalg_vector_norm")
         kept = tuple(1 if i in axes else d for i, d in enumerate(x.shape))
@@ -66,27 +77,29 @@ def _vector_norm_vjp(g, ans, x, ord=2, axis=None, keepdims=False):
     if ord == 2:
         return (x * tg.where(zero, 0.0, g / safe),)
     if ord == 1:
-        return (tg.sign(x) * g,)
+        return (_sign(x) * g,)
     if ord == 0:
         return (tg.zeros_like(x),)
     if math.isinf(ord):
         ties = (tg.abs(x) == ans).astype(x.dtype)     # (a float32 x keeps float32)
         red = None if axis is None else _norm_axes(axis, x.ndim, "linalg_vector_norm")
         count = tg.sum(ties, axis=red, keepdims=True)
-        return (tg.sign(x) * ties / count * g,)
+        return (_sign(x) * ties / count * g,)
     ax = tg.abs(x)
     nz = ax != 0
     # NOTE: |x|^(p-1) is inf at a zero entry for p < 1; the safe base keeps the masked
     # branch finite so that second derivatives do not pick up 0 * inf = nan.
-    scaled = tg.sign(x) * tg.where(nz, tg.where(nz, ax, 1.0) ** (ord - 1), 0.0)
+    scaled = _sign(x) * tg.where(nz, tg.where(nz, ax, 1.0) ** (ord - 1), 0.0)
     return (scaled * tg.where(zero, 0.0, g / safe ** (ord - 1)),)
 
 
 def _vector_norm_jvp(t, ans, x, ord=2, axis=None, keepdims=False):
-    # The norm is a reduction: its tangent is the sum of (gradient for g = 1) * tangent.
+    # The norm is a reduction: its tangent is the sum of (gradient for g = 1) * tangent
+    # (complex: Re(conj(gradient) * tangent), a real tangent).
     unit = _vector_norm_vjp(tg.ones_like(ans), ans, x, ord=ord, axis=axis, keepdims=keepdims)[0]
     red = None if axis is None else _norm_axes(axis, x.ndim, "linalg_vector_norm")
-    return tg.sum(unit * t[0], axis=red, keepdims=keepdims)
+    prod = tg.real(tg.conj(unit) * t[0]) if unit.dtype.kind == "c" else unit * t[0]
+    return tg.sum(prod, axis=red, keepdims=keepdims)
 
 
 def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
@@ -216,7 +229,8 @@ _X = _rand(3, 4) + 0.1 * np.arange(12).reshape(3, 4)     # no ties in |x| or in 
 def register(registry):
     v = _rand(5) + 0.05 * np.arange(5)
     registry.register_op(
-        "linalg_vector_norm", kernels={"cpu": _vector_norm_kernel}, vjp=_vector_norm_vjp,
+        "linalg_vector_norm", complex=True,
+        kernels={"cpu": _vector_norm_kernel}, vjp=_vector_norm_vjp,
         jvp=_vector_norm_jvp, batch="reduce",
         method=False, save_ans=True,
         samples=[tg.Sample(v), tg.Sample(v, ord=1), tg.Sample(v, ord=math.inf),

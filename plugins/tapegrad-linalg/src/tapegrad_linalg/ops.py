@@ -123,12 +123,32 @@ def _mT(t):
     return tg.swapaxes(t, -1, -2)
 
 
+def _conj(t):
+    """t's complex conjugate; t itself when it is real (no op recorded: the real rules
+    pay nothing for the complex ones)."""
+    dt = getattr(t, "dtype", None)
+    if dt is None:                    # a Python number (an einsum operand)
+        return t.conjugate() if isinstance(t, complex) else t
+    return tg.conj(t) if dt.kind == "c" else t
+
+
+def _mH(t):
+    """The conjugate transpose of every matrix in t (_mT for real t)."""
+    return _mT(_conj(t))
+
+
 def _matmul_vjp(g, ans, x, y):
+    # Complex (docs/autograd.md's convention): gx = g @ y^H, gy = x^H @ g; for real
+    # operands the conjugates are no-ops.
+    wx, wy = tg.needs_grad(x), tg.needs_grad(y)
+    if g.dtype.kind == "c":
+        # NOTE: one dtype test (g is complex iff the product is): ~1 us on the real path
+        x, y = _conj(x), _conj(y)
     if x.ndim == 2 and y.ndim == 2:
         # NOTE: the common case (a linear layer) without the promotions below, which are
         # all identities here: ~2 us of Python per call in a small MLP's backward.
-        return (tg.matmul(g, tg.transpose(y)) if tg.needs_grad(x) else None,
-                tg.matmul(tg.transpose(x), g) if tg.needs_grad(y) else None)
+        return (tg.matmul(g, tg.transpose(y)) if wx else None,
+                tg.matmul(tg.transpose(x), g) if wy else None)
     # Note: [matmul's 1-d operands]
     # NumPy promotes a 1-d x to (1, k) and a 1-d y to (k, 1), multiplies, and removes the
     # length-1 axis it added from the result. The rule does the same: it promotes x, y and
@@ -144,11 +164,11 @@ def _matmul_vjp(g, ans, x, y):
     g2 = g if g_shape == g.shape else tg.reshape(g, g_shape)
 
     gx = gy = None
-    if tg.needs_grad(x):
+    if wx:
         gx = _sum_batch(tg.matmul(g2, _mT(y2)), x2.shape)
         if x.ndim == 1:
             gx = tg.reshape(gx, x.shape)
-    if tg.needs_grad(y):
+    if wy:
         if y2.ndim == 2 and x2.ndim > 2:
             # NOTE: y is shared by every batch entry (a Linear layer on (batch, seq, in)):
             # fold the batch into the rows, one (k, B*n) @ (B*n, m) product instead of a
@@ -584,7 +604,7 @@ def _einsum_grad(g, xs, k, spec):
     for j, (term, x) in enumerate(zip(spec.inputs, xs)):
         if j != k:
             parts.append(term)
-            operands.append(x)
+            operands.append(_conj(x))     # complex: the adjoint conjugates the others
             for label, d in zip(term, _shape(x)):
                 if length.get(label, 1) == 1:
                     length[label] = d
@@ -660,7 +680,7 @@ def _einsum_samples(with_subscripts_first):
 @tg.hookimpl
 def tapegrad_register_ops(registry):
     registry.register_op(
-        "matmul", kernels={"cpu": _matmul_kernel}, vjp=_matmul_vjp, jvp=_matmul_jvp,
+        "matmul", complex=True, kernels={"cpu": _matmul_kernel}, vjp=_matmul_vjp, jvp=_matmul_jvp,
         batch=_matmul_batch,
         save_inputs=(True, True), save_ans=False, samples=_MATMUL_SAMPLES,
         doc="The matrix product x @ y, as np.matmul: vector . vector (a 0-d result), "
@@ -671,7 +691,8 @@ def tapegrad_register_ops(registry):
     # NOTE: einsum's rule reads every operand but the one it differentiates, so all are
     # saved (a one-operand einsum keeps its operand alive without needing it).
     registry.register_op(
-        "_einsum", kernels={"cpu": _einsum_kernel}, vjp=_einsum_vjp, jvp=_einsum_jvp, view=True,
+        "_einsum", complex=True,
+        kernels={"cpu": _einsum_kernel}, vjp=_einsum_vjp, jvp=_einsum_jvp, view=True,
         batch=_einsum_batch,
         save_ans=False, method=False, samples=_einsum_samples(False),
         doc="The op behind tg.einsum: einsum(subscripts, *xs) is "

@@ -20,6 +20,7 @@ import numpy as np
 import tapegrad as tg
 
 from ._helpers import _mT, _rand, _square
+from .ops import _conj
 from .decompositions import _as_tensor, _general
 
 
@@ -135,7 +136,7 @@ def outer(x1, x2, /):
 
 def vecdot(x1, x2, /, *, axis=-1):
     """The dot product of vectors along `axis` (other axes broadcast), as
-    ``np.linalg.vecdot``.
+    ``np.linalg.vecdot``: a complex x1 is conjugated, ``sum(conj(x1) * x2)``.
 
     >>> import tapegrad as tg
     >>> tg.linalg.vecdot(tg.ones((2, 3)), tg.tensor([1., 2., 3.])).tolist()
@@ -151,7 +152,7 @@ def vecdot(x1, x2, /, *, axis=-1):
     if x1.shape[axis] != x2.shape[axis]:
         raise ValueError(f"linalg.vecdot: x1 (shape {x1.shape}) and x2 (shape {x2.shape}) have "
                          f"different lengths along axis {axis}")
-    x1, x2 = tg.moveaxis(x1, axis, -1), tg.moveaxis(x2, axis, -1)
+    x1, x2 = tg.moveaxis(_conj(x1), axis, -1), tg.moveaxis(x2, axis, -1)
     return tg.sum(x1 * x2, axis=-1)
 
 

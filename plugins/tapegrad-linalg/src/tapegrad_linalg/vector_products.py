@@ -1,5 +1,5 @@
 """NumPy's vector products: ``vdot`` and NumPy 2's gufuncs ``vecdot``, ``matvec`` and
-``vecmat``, for real input, composed of ``tg.matmul`` and shape ops (so they run on every
+``vecmat``, composed of ``tg.matmul`` and shape ops (so they run on every
 device that has matmul, with matmul's dtypes: float32 stays float32, bool gives bool).
 
 The gufuncs' core dimensions must match exactly (they do not broadcast) and the batch
@@ -24,6 +24,7 @@ import tapegrad as tg
 
 from ._helpers import _rand
 from .decompositions import _as_tensor
+from .ops import _conj
 
 __all__ = ["vdot", "vecdot", "matvec", "vecmat", "register"]
 
@@ -42,9 +43,8 @@ def _core_mismatch(op, signature, operand, dim, got, want):
 
 
 def vdot(a, b, /):
-    """The dot product of a and b flattened, as ``np.vdot`` for real input (a 0-d
-    tensor; complex conjugation does not arise). Both must have the same number of
-    entries.
+    """The dot product of a and b flattened, as ``np.vdot`` (a 0-d tensor): a complex
+    a is conjugated, ``sum(conj(a) * b)``. Both must have the same number of entries.
 
     >>> import tapegrad as tg
     >>> tg.vdot(tg.tensor([1., 2.]), tg.tensor([3., 4.])).item()
@@ -54,13 +54,13 @@ def vdot(a, b, /):
     if a.size != b.size:
         raise ValueError(f"vdot: a (shape {a.shape}, {a.size} entries) and b (shape {b.shape}, "
                          f"{b.size} entries) must have the same number of entries")
-    return tg.matmul(tg.reshape(a, (-1,)), tg.reshape(b, (-1,)))
+    return tg.matmul(tg.reshape(_conj(a), (-1,)), tg.reshape(b, (-1,)))
 
 
 def vecdot(x1, x2, /, *, axis=-1, keepdims=False, **kwargs):
     """The dot product of the vectors along `axis` of x1 and x2, batch axes broadcast, as
-    NumPy 2's ``np.vecdot`` for real input (``keepdims=True`` keeps the reduced axis with
-    length one).
+    NumPy 2's ``np.vecdot``: a complex x1 is conjugated, ``sum(conj(x1) * x2)``
+    (``keepdims=True`` keeps the reduced axis with length one).
 
     >>> import tapegrad as tg
     >>> tg.vecdot(tg.ones((3, 2)), tg.tensor([[1.], [2.], [3.]]), axis=0).tolist()
@@ -75,7 +75,7 @@ def vecdot(x1, x2, /, *, axis=-1, keepdims=False, **kwargs):
                              f"0, gufunc core with signature (n),(n)->() requires 1)")
         if not -x.ndim <= axis < x.ndim:
             raise np.exceptions.AxisError(axis, x.ndim, "vecdot")
-    v1, v2 = tg.moveaxis(x1, axis, -1), tg.moveaxis(x2, axis, -1)
+    v1, v2 = tg.moveaxis(_conj(x1), axis, -1), tg.moveaxis(x2, axis, -1)
     if v1.shape[-1] != v2.shape[-1]:
         raise _core_mismatch("vecdot", "(n),(n)->()", 1, 0, v2.shape[-1], v1.shape[-1])
     _batch("vecdot", v1.shape[:-1], v2.shape[:-1])
@@ -95,7 +95,7 @@ def _batch(op, s1, s2):
 
 def matvec(x1, x2, /, **kwargs):
     """The matrix-vector product of the matrices in x1 (last two axes) and the vectors in
-    x2 (last axis), batch axes broadcast, as NumPy 2's ``np.matvec`` for real input.
+    x2 (last axis), batch axes broadcast, as NumPy 2's ``np.matvec`` (no conjugation).
 
     >>> import tapegrad as tg
     >>> tg.matvec(tg.ones((2, 3)), tg.tensor([1., 2., 3.])).tolist()
@@ -114,7 +114,8 @@ def matvec(x1, x2, /, **kwargs):
 
 def vecmat(x1, x2, /, **kwargs):
     """The vector-matrix product of the vectors in x1 (last axis) and the matrices in x2
-    (last two axes), batch axes broadcast, as NumPy 2's ``np.vecmat`` for real input.
+    (last two axes), batch axes broadcast, as NumPy 2's ``np.vecmat``: a complex vector
+    is conjugated, ``conj(x1) @ x2``.
 
     >>> import tapegrad as tg
     >>> tg.vecmat(tg.tensor([1., 2.]), tg.ones((2, 3))).tolist()
@@ -128,7 +129,7 @@ def vecmat(x1, x2, /, **kwargs):
     if x1.shape[-1] != x2.shape[-2]:
         raise _core_mismatch("vecmat", "(n),(n,m)->(m)", 1, 0, x2.shape[-2], x1.shape[-1])
     _batch("vecmat", x1.shape[:-1], x2.shape[:-2])
-    return tg.matmul(tg.expand_dims(x1, -2), x2)[..., 0, :]
+    return tg.matmul(tg.expand_dims(_conj(x1), -2), x2)[..., 0, :]
 
 
 def register(registry):

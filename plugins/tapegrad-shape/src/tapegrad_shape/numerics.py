@@ -33,7 +33,8 @@ import tapegrad as tg
 
 from tapegrad._batching import logical_axes
 
-from .ops import _as_tensor, _as_tensor_like, _axes, _constant_argument, _loop_fallback, _rand
+from .ops import (_as_tensor, _as_tensor_like, _axes, _conj, _constant_argument, _loop_fallback,
+                  _rand)
 
 __all__ = ["convolve", "correlate", "cov", "corrcoef", "ediff1d", "geomspace", "logspace",
            "interp", "ldexp", "modf", "trapezoid", "unwrap", "vander", "register"]
@@ -122,14 +123,15 @@ def _convolve_batch(inputs, batched, mode="full"):
 def _convolve_vjp(g, ans, a, v, mode="full"):
     # full[k] = sum_i a[i] v[k - i], so d/da[i] = sum_k g[k] v[k - i]: the 'valid'
     # convolution of g (zero-padded to the full output) with v flipped; likewise for v.
-    # Convolutions again, so the rule is differentiable to any order.
+    # Convolutions again, so the rule is differentiable to any order. (Complex: the
+    # adjoint convolves with conj(v), conj(a).)
     n, m = a.shape[0], v.shape[0]
     start = _full_start(n, m, _mode(mode, "convolve"))
     after = n + m - 1 - start - g.shape[0]
     if start or after:
         g = tg.pad(g, ((start, after),))
-    return (tg.convolve(g, tg.flip(v), "valid") if tg.needs_grad(a) else None,
-            tg.convolve(g, tg.flip(a), "valid") if tg.needs_grad(v) else None)
+    return (tg.convolve(g, tg.flip(_conj(v)), "valid") if tg.needs_grad(a) else None,
+            tg.convolve(g, tg.flip(_conj(a)), "valid") if tg.needs_grad(v) else None)
 
 
 def _convolve_jvp(t, ans, a, v, mode="full"):
@@ -144,10 +146,10 @@ def _convolve_jvp(t, ans, a, v, mode="full"):
 
 
 def correlate(a, v, mode="valid"):
-    """The cross-correlation of two 1-D sequences, as ``np.correlate`` for real inputs:
-    ``c[k] = sum_n a[n + k] * v[n]``, with `mode` 'valid' (the default), 'same' or 'full'.
-    It is ``tg.convolve`` with v reversed (and NumPy's window for 'same'), so it is
-    differentiable in both inputs to any order.
+    """The cross-correlation of two 1-D sequences, as ``np.correlate``:
+    ``c[k] = sum_n a[n + k] * conj(v[n])``, with `mode` 'valid' (the default), 'same' or
+    'full'. It is ``tg.convolve`` with v reversed and conjugated (and NumPy's window for
+    'same'), so it is differentiable in both inputs to any order.
 
     >>> import tapegrad as tg
     >>> tg.correlate(tg.tensor([1., 2., 3.]), tg.tensor([0., 1., 0.5])).tolist()
@@ -158,6 +160,7 @@ def correlate(a, v, mode="valid"):
     a, v = _tensors(a, v)
     _check_1d(a, v, "correlate")
     mode = _mode(mode, "correlate")
+    v = _conj(v)
     if mode != "same":
         return tg.convolve(a, tg.flip(v), mode)
     n, m = a.shape[0], v.shape[0]
@@ -176,8 +179,6 @@ def _observations(m, rowvar, op):
     x = _as_tensor(m) if not isinstance(m, tg.Tensor) else m
     if x.ndim > 2:
         raise ValueError(f"{op}: m has more than 2 dimensions (shape {x.shape})")
-    if x.dtype.kind == "c":
-        raise TypeError(f"{op}: complex input is not supported (dtype {x.dtype})")
     if x.ndim < 2:
         x = tg.reshape(x, (1,) + x.shape if x.ndim else (1, 1))
     if not rowvar and x.shape[0] != 1:
@@ -247,8 +248,9 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
         ddof = 0 if bias else 1
     n = x.shape[1]
     w = _weights(fweights, aweights, n, x)
-    if w is not None and w.dtype != dt:
-        w = w.astype(dt)
+    wt = np.empty(0, dt).real.dtype            # (complex data: real weights, as NumPy's)
+    if w is not None and w.dtype != wt:
+        w = w.astype(wt)
     if w is None:
         avg = tg.mean(x, axis=1, keepdims=True)
         fact = n - ddof
@@ -260,13 +262,14 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
         elif aweights is None:
             fact = w_sum - ddof
         else:
-            fact = w_sum - ddof * tg.sum(w * _as_tensor_like(aweights, x).astype(dt)) / w_sum
+            fact = w_sum - ddof * tg.sum(w * _as_tensor_like(aweights, x).astype(wt)) / w_sum
     if (fact if isinstance(fact, numbers.Number) else fact.item()) <= 0:
         warnings.warn("cov: degrees of freedom <= 0 for slice", RuntimeWarning, stacklevel=2)
         fact = 0.0
     d = x - avg
     dw = d if w is None else d * w
-    c = tg.tensordot(d, tg.transpose(dw), 1)
+    # (complex: X X^H, as NumPy's cov conjugates the second factor)
+    c = tg.tensordot(d, tg.transpose(tg.conj(dw) if dw.dtype.kind == "c" else dw), 1)
     # NOTE: fact == 0 gives inf/nan as NumPy's (c * np.true_divide(1, 0.0)).
     c = c * (math.inf if isinstance(fact, numbers.Number) and fact == 0 else 1 / fact)
     return tg.reshape(c, tuple(s for s in c.shape if s != 1))
@@ -288,8 +291,14 @@ def corrcoef(x, y=None, rowvar=True, bias=_NOVALUE, ddof=_NOVALUE, *, dtype=None
     c = cov(x, y, rowvar, dtype=dtype)
     if c.ndim == 0:
         return c / c
-    std = tg.sqrt(tg.diagonal(c))
+    d = tg.diagonal(c)
+    complex_ = c.dtype.kind == "c"
+    std = tg.sqrt(tg.real(d) if complex_ else d)
     c = c / tg.reshape(std, (-1, 1)) / tg.reshape(std, (1, -1))
+    if complex_:
+        # NumPy clips the real and imaginary parts separately (np.clip of a complex array
+        # would order it lexicographically)
+        return tg.complex(tg.clip(tg.real(c), -1, 1), tg.clip(tg.imag(c), -1, 1))
     return tg.clip(c, -1, 1)
 
 
@@ -688,7 +697,8 @@ def register(registry):
     """Register this module's ops and functions with `registry` (called from the shape
     plugin's ``tapegrad_register_ops`` hook in :mod:`tapegrad_shape.ops`)."""
     fn, op = registry.register_function, registry.register_op
-    op("convolve", kernels={"cpu": _convolve_kernel}, vjp=_convolve_vjp, jvp=_convolve_jvp,
+    op("convolve", complex=True,
+    kernels={"cpu": _convolve_kernel}, vjp=_convolve_vjp, jvp=_convolve_jvp,
        batch=_convolve_batch,
        method=False, save_ans=False, samples=[
            tg.Sample(_rand(5), _rand(3, seed=1)), tg.Sample(_rand(3), _rand(5, seed=1)),

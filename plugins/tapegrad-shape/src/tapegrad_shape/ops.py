@@ -287,7 +287,7 @@ def _arg_extremum_batch(name):
 
 def var(x, axis=None, *, ddof=0, keepdims=False):
     """Variance over `axis` (NumPy's ``np.var``): mean of squared deviations, divided by
-    ``n - ddof``.
+    ``n - ddof``; for complex x the real mean of ``|x - mean|^2``, as NumPy's.
 
     >>> import tapegrad as tg
     >>> x = tg.tensor([[1., 2.], [3., 5.]])
@@ -302,7 +302,21 @@ def var(x, axis=None, *, ddof=0, keepdims=False):
 def _var(x, axis, ddof, keepdims, op):
     n = max(_count(x.shape, axis, op) - ddof, 0)      # checks axis, naming the caller
     d = x - tg.mean(x, axis, keepdims=True)
-    return tg.sum(d * d, axis, keepdims=keepdims) / n
+    return tg.sum(_abs2(d), axis, keepdims=keepdims) / n
+
+
+def _conj(t):
+    """t's complex conjugate, t itself when real (no op recorded for real rules)."""
+    dt = getattr(t, "dtype", None)
+    if dt is None:                    # a Python number
+        return t.conjugate() if isinstance(t, complex) else t
+    return tg.conj(t) if dt.kind == "c" else t
+
+
+def _abs2(d):
+    """|d|^2: d * d, or for complex d the real Re(conj(d) d) (NumPy's var and std of
+    complex data are real: the mean of |x - mean|^2)."""
+    return tg.real(tg.conj(d) * d) if d.dtype.kind == "c" else d * d
 
 
 def std(x, axis=None, *, ddof=0, keepdims=False):
@@ -875,19 +889,22 @@ _EXTREMUM_SAMPLES = [
 def tapegrad_register_ops(registry):
     # -- reductions --------------------------------------------------------------------
     registry.register_op(
-        "sum", kernels={"cpu": _sum_kernel}, vjp=_sum_vjp, jvp=_sum_jvp, params=("axis",),
+        "sum", complex=True,
+        kernels={"cpu": _sum_kernel}, vjp=_sum_vjp, jvp=_sum_jvp, params=("axis",),
         batch="reduce",
         save_inputs=(False,), save_ans=False, samples=_REDUCE_SAMPLES,
         doc="Sum of x over `axis` (None: all; an int or a tuple; negatives count from the "
             "end), as np.sum(x, axis, dtype=None, keepdims=False).")
     registry.register_op(
-        "mean", kernels={"cpu": _mean_kernel}, vjp=_mean_vjp, jvp=_mean_jvp, params=("axis",),
+        "mean", complex=True,
+        kernels={"cpu": _mean_kernel}, vjp=_mean_vjp, jvp=_mean_jvp, params=("axis",),
         batch="reduce",
         save_inputs=(False,), save_ans=False, samples=_REDUCE_SAMPLES,
         doc="Mean of x over `axis`, as np.mean(x, axis, dtype=None, keepdims=False).")
     for name, kernel in (("max", _max_kernel), ("min", _min_kernel)):
         registry.register_op(
-            name, kernels={"cpu": kernel}, vjp=_extremum_vjp, jvp=_extremum_jvp, params=("axis",),
+            name,
+            kernels={"cpu": kernel}, vjp=_extremum_vjp, jvp=_extremum_jvp, params=("axis",),
             batch="reduce",
             samples=_EXTREMUM_SAMPLES,
             doc=f"{name.capitalize()}imum of x over `axis`, as np.{name}(x, axis, "
@@ -915,7 +932,8 @@ def tapegrad_register_ops(registry):
 
     # -- shapes ------------------------------------------------------------------------
     registry.register_op(
-        "reshape", kernels={"cpu": _reshape_kernel}, vjp=_reshape_vjp, jvp=_reshape_jvp, view=True,
+        "reshape", complex=True,
+        kernels={"cpu": _reshape_kernel}, vjp=_reshape_vjp, jvp=_reshape_jvp, view=True,
         batch=_reshape_batch,
         save_inputs=(False,), save_ans=False, method=_reshape_method,
         samples=[tg.Sample(_rand(2, 3), shape=(3, 2)), tg.Sample(_rand(2, 3, 4), (4, -1)),
@@ -923,7 +941,8 @@ def tapegrad_register_ops(registry):
         doc="x with a new shape holding the same elements (-1 infers one length), as "
             "np.reshape(x, shape); t.reshape(2, 3) and t.reshape((2, 3)) both work.")
     registry.register_op(
-        "transpose", kernels={"cpu": _transpose_kernel}, vjp=_transpose_vjp, jvp=_transpose_jvp,
+        "transpose", complex=True,
+        kernels={"cpu": _transpose_kernel}, vjp=_transpose_vjp, jvp=_transpose_jvp,
         batch=_transpose_batch,
         view=True, save_inputs=(False,), save_ans=False, method=_transpose_method,
         samples=[tg.Sample(_rand(2, 3)), tg.Sample(_rand(2, 3, 4), axes=(1, 0, 2)),
@@ -950,7 +969,8 @@ def tapegrad_register_ops(registry):
 
     # -- indexing ------------------------------------------------------------------------
     registry.register_op(
-        "getitem", kernels={"cpu": _getitem_kernel}, vjp=_getitem_vjp, jvp="linear", view=True,
+        "getitem", complex=True,
+        kernels={"cpu": _getitem_kernel}, vjp=_getitem_vjp, jvp="linear", view=True,
         batch=_getitem_batch,
         save_inputs=(False,), save_ans=False, method=False,
         samples=[
@@ -966,7 +986,8 @@ def tapegrad_register_ops(registry):
         doc="x[index] (the op behind t[index]): basic indexing (ints, slices, None, ...) and "
             "advanced indexing (int arrays, bool masks, mixed), as in NumPy.")
     registry.register_op(
-        "_getitem_grad", kernels={"cpu": _getitem_grad_kernel}, vjp=_getitem_grad_vjp, jvp="linear",
+        "_getitem_grad", complex=True,
+        kernels={"cpu": _getitem_grad_kernel}, vjp=_getitem_grad_vjp, jvp="linear",
         batch=_getitem_grad_batch,
         save_inputs=(False,), save_ans=False, method=False,
         samples=[
@@ -977,7 +998,8 @@ def tapegrad_register_ops(registry):
         doc="The gradient of getitem: zeros of `shape` with g added at `index` (np.add.at, "
             "so repeated indices accumulate). Its own gradient is getitem.")
     registry.register_op(
-        "setitem", kernels={"cpu": _setitem_kernel}, vjp=_setitem_vjp, jvp=_setitem_jvp,
+        "setitem", complex=True,
+        kernels={"cpu": _setitem_kernel}, vjp=_setitem_vjp, jvp=_setitem_jvp,
         batch=_setitem_batch,
         save_inputs=(False, False), save_ans=False, method=False,
         samples=[
@@ -994,7 +1016,7 @@ def tapegrad_register_ops(registry):
 
     # -- joining -------------------------------------------------------------------------
     registry.register_op(
-        "concatenate", kernels={"cpu": _concatenate_kernel}, vjp=_concatenate_vjp,
+        "concatenate", complex=True, kernels={"cpu": _concatenate_kernel}, vjp=_concatenate_vjp,
         jvp=_concatenate_jvp, batch=_concatenate_batch, seq_input=True, save_ans=False,
         method=False,
         samples=[tg.Sample([_rand(2, 3), _rand(1, 3)]),
@@ -1004,7 +1026,7 @@ def tapegrad_register_ops(registry):
         doc="The tensors joined along an existing `axis` (None: flattened first), as "
             "np.concatenate(xs, axis=0).")
     registry.register_op(
-        "stack", kernels={"cpu": _stack_kernel}, vjp=_stack_vjp, jvp=_stack_jvp,
+        "stack", complex=True, kernels={"cpu": _stack_kernel}, vjp=_stack_vjp, jvp=_stack_jvp,
         batch=_stack_batch, seq_input=True, save_ans=False, method=False,
         samples=[tg.Sample([_rand(2, 3), _rand(2, 3, seed=1)]),
                  tg.Sample([_rand(2, 3), _rand(2, 3, seed=1), _rand(2, 3, seed=2)], axis=-1),
@@ -1017,7 +1039,7 @@ def tapegrad_register_ops(registry):
 
     # -- copies --------------------------------------------------------------------------
     copy = registry.register_op(
-        "copy", kernels={"cpu": np.copy}, vjp=lambda g, ans, x: (g,), jvp="linear",
+        "copy", complex=True, kernels={"cpu": np.copy}, vjp=lambda g, ans, x: (g,), jvp="linear",
         batch="elementwise",
         save_inputs=(False,), save_ans=False, samples=[(_rand(3, 4),)],
         doc="A copy of x that shares no storage with it (np.copy); t.copy() and t.clone().")

@@ -389,6 +389,8 @@ def _cumprod_vjp(g, ans, a, axis=None, *, dtype=None):
     ax = 0 if axis is None else axis % a.ndim
     xm, gm = _ops.moveaxis(x, ax, -1), _ops.moveaxis(g, ax, -1)
     later, products = _running_products(xm)
+    if products.dtype.kind == "c":
+        products = tg.conj(products)      # complex (holomorphic): g conj(d ans / d a)
     terms = tg.where(later, products * gm[..., None, :], 0)
     grad = _ops.moveaxis(tg.sum(terms, axis=-1), -1, ax)
     return (tg.reshape(grad, a.shape) if axis is None else grad,)
@@ -833,11 +835,12 @@ def _tensordot_vjp(g, ans, a, b, axes=2):
     if _needs_grad(a):
         # g . b over b's free axes leaves a's free axes, then b's contracted axes in b's
         # order, each standing for the a axis it was paired with.
-        ga = tg.tensordot(g, b, axes=(list(range(na, g.ndim)), free_b))
+        # (complex: the adjoint contracts with conj(b), and gb with conj(a))
+        ga = tg.tensordot(g, _ops._conj(b), axes=(list(range(na, g.ndim)), free_b))
         order = free_a + [axes_a[axes_b.index(j)] for j in sorted(axes_b)]
         ga = _unpermute(ga, order)
     if _needs_grad(b):
-        gb = tg.tensordot(a, g, axes=(free_a, list(range(na))))
+        gb = tg.tensordot(_ops._conj(a), g, axes=(free_a, list(range(na))))
         order = [axes_b[axes_a.index(i)] for i in sorted(axes_a)] + free_b
         gb = _unpermute(gb, order)
     return ga, gb
@@ -1031,7 +1034,7 @@ def register(registry):
 
 def _register_scans(registry):
     registry.register_op(
-        "cumsum", kernels={"cpu": _cumsum_kernel}, vjp=_cumsum_vjp, jvp=_cumsum_jvp,
+        "cumsum", complex=True, kernels={"cpu": _cumsum_kernel}, vjp=_cumsum_vjp, jvp=_cumsum_jvp,
         batch=_one_axis_batch("cumsum", None),
         save_inputs=(False,), save_ans=False,
         samples=[tg.Sample(_rand(5)), tg.Sample(_rand(3, 4), axis=0),
@@ -1040,7 +1043,8 @@ def _register_scans(registry):
         doc="Running sum of a along `axis` (None: of a flattened), as np.cumsum(a, axis=None, "
             "dtype=None); t.cumsum(). The gradient is the running sum of g from the other end.")
     registry.register_op(
-        "cumprod", kernels={"cpu": _cumprod_kernel}, vjp=_cumprod_vjp, jvp=_cumprod_jvp,
+        "cumprod", complex=True,
+        kernels={"cpu": _cumprod_kernel}, vjp=_cumprod_vjp, jvp=_cumprod_jvp,
         batch=_one_axis_batch("cumprod", None),
         save_ans=False,
         samples=[tg.Sample(np.array([1.5, 0.0, 2.0, -0.7, 1.2])),
@@ -1066,7 +1070,8 @@ def _register_sorting(registry):
             "stable sort put at that position (as torch.sort). No method form: "
             "ndarray.sort sorts in place.")
     registry.register_op(
-        "argsort", kernels={"cpu": _argsort_kernel}, nin=1, params=("axis", "kind", "order"),
+        "argsort",
+        kernels={"cpu": _argsort_kernel}, nin=1, params=("axis", "kind", "order"),
         batch=_one_axis_batch("argsort", -1),
         samples=[tg.Sample(_distinct(3, 4)), tg.Sample(_distinct(3, 4), axis=0),
                  tg.Sample(_distinct(2, 3), axis=None)],
@@ -1076,7 +1081,8 @@ def _register_sorting(registry):
 
 def _register_gathers(registry):
     registry.register_op(
-        "take_along_axis", kernels={"cpu": _take_along_axis_kernel}, vjp=_take_along_axis_vjp,
+        "take_along_axis", complex=True,
+        kernels={"cpu": _take_along_axis_kernel}, vjp=_take_along_axis_vjp,
         batch=_take_along_axis_batch,
         jvp=_take_along_axis_jvp, differentiable=(0,), save_inputs=(False, True),
         save_ans=False, method=False,
@@ -1089,7 +1095,7 @@ def _register_gathers(registry):
             "np.take_along_axis(arr, indices, axis=-1). Repeated indices accumulate in the "
             "gradient.")
     registry.register_op(
-        "_take_along_axis_grad", kernels={"cpu": _take_along_axis_grad_kernel},
+        "_take_along_axis_grad", complex=True, kernels={"cpu": _take_along_axis_grad_kernel},
         batch=_take_along_axis_grad_batch,
         vjp=_take_along_axis_grad_vjp, jvp="linear", differentiable=(0,), save_inputs=(False, True),
         save_ans=False, method=False,
@@ -1100,7 +1106,8 @@ def _register_gathers(registry):
             "the positions take_along_axis(., indices, axis) reads. Its gradient is "
             "take_along_axis.")
     registry.register_op(
-        "_put_along_axis", kernels={"cpu": _put_along_axis_kernel}, vjp=_put_along_axis_vjp,
+        "_put_along_axis", complex=True,
+        kernels={"cpu": _put_along_axis_kernel}, vjp=_put_along_axis_vjp,
         batch=_put_along_axis_batch,
         jvp="linear",
         differentiable=(0, 2), save_inputs=(False, True, False), save_ans=False,
@@ -1116,7 +1123,7 @@ def _register_gathers(registry):
                  tg.Sample(_rand(3, 4), np.array([[1], [0], [3]]), _rand(1), axis=-1),
                  tg.Sample(_rand(2, 3), np.array([4, 0]), 0.5, None)])
     registry.register_op(
-        "take", kernels={"cpu": _take_kernel}, vjp=_take_vjp, jvp=_take_jvp,
+        "take", complex=True, kernels={"cpu": _take_kernel}, vjp=_take_vjp, jvp=_take_jvp,
         batch=_take_batch,
         differentiable=(0,), save_inputs=(False, True), save_ans=False,
         samples=[tg.Sample(_rand(3, 4), np.array([0, 2, 2, 11])),
@@ -1128,7 +1135,8 @@ def _register_gathers(registry):
             "indices, axis=None, mode='raise'; 'wrap' and 'clip' too); t.take(). Repeated "
             "indices accumulate in the gradient.")
     registry.register_op(
-        "_take_grad", kernels={"cpu": _take_grad_kernel}, vjp=_take_grad_vjp, jvp="linear",
+        "_take_grad", complex=True,
+        kernels={"cpu": _take_grad_kernel}, vjp=_take_grad_vjp, jvp="linear",
         batch=_take_grad_batch,
         differentiable=(0,), save_inputs=(False, True), save_ans=False, method=False,
         samples=[tg.Sample(_rand(3), np.array([0, 2, 2]), shape=(3, 4)),
@@ -1140,7 +1148,7 @@ def _register_gathers(registry):
 
 def _register_moves(registry):
     registry.register_op(
-        "roll", kernels={"cpu": _roll_kernel}, vjp=_roll_vjp, jvp=_roll_jvp,
+        "roll", complex=True, kernels={"cpu": _roll_kernel}, vjp=_roll_vjp, jvp=_roll_jvp,
         batch=_roll_batch,
         save_inputs=(False,), save_ans=False, method=False,
         samples=[tg.Sample(_rand(5), 2), tg.Sample(_rand(3, 4), shift=-1, axis=0),
@@ -1157,7 +1165,7 @@ def _register_moves(registry):
     registry.register_function("flipud", flipud, method=False,
                                samples=[(_rand(3, 4),), (_rand(3),)])
     registry.register_op(
-        "repeat", kernels={"cpu": _repeat_kernel}, vjp=_repeat_vjp, jvp=_repeat_jvp,
+        "repeat", complex=True, kernels={"cpu": _repeat_kernel}, vjp=_repeat_vjp, jvp=_repeat_jvp,
         batch=_repeat_batch,
         save_inputs=(False,), save_ans=False,
         samples=[tg.Sample(_rand(3), 2), tg.Sample(_rand(2, 3), repeats=[1, 0, 2], axis=1),
@@ -1168,7 +1176,7 @@ def _register_moves(registry):
             "`axis` (None: a flattened), as np.repeat(a, repeats, axis=None); t.repeat() is "
             "NumPy's (torch's Tensor.repeat is tile).")
     registry.register_op(
-        "tile", kernels={"cpu": _tile_kernel}, vjp=_tile_vjp, jvp=_tile_jvp,
+        "tile", complex=True, kernels={"cpu": _tile_kernel}, vjp=_tile_vjp, jvp=_tile_jvp,
         batch=_tile_batch,
         save_inputs=(False,), save_ans=False, method=False,
         samples=[tg.Sample(_rand(3), 2), tg.Sample(_rand(2, 3), reps=(2, 1)),
@@ -1177,7 +1185,7 @@ def _register_moves(registry):
         doc="A repeated `reps` times along each axis (reps shorter than A.ndim gets leading "
             "ones, longer gives A leading axes), as np.tile(A, reps).")
     registry.register_op(
-        "pad", kernels={"cpu": _pad_kernel}, vjp=_pad_vjp, jvp=_pad_jvp,
+        "pad", complex=True, kernels={"cpu": _pad_kernel}, vjp=_pad_vjp, jvp=_pad_jvp,
         batch=_pad_batch,
         params=("pad_width", "mode"), save_inputs=(False,), save_ans=False, method=False,
         samples=[tg.Sample(_rand(3), 2),
@@ -1195,7 +1203,7 @@ def _register_moves(registry):
 
 def _register_products(registry):
     registry.register_op(
-        "tensordot", kernels={"cpu": _tensordot_kernel}, vjp=_tensordot_vjp,
+        "tensordot", complex=True, kernels={"cpu": _tensordot_kernel}, vjp=_tensordot_vjp,
         batch=_tensordot_batch,
         jvp=_tensordot_jvp, method=False, save_ans=False,
         samples=[tg.Sample(_rand(2, 3, 4), _rand(3, 4, 2)),

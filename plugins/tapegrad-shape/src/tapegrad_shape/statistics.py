@@ -31,7 +31,7 @@ import numpy as np
 import tapegrad as tg
 from tapegrad._compile import compile_check, run_eagerly
 
-from .ops import _batch_size, _shape_of, _with_batch_axis
+from .ops import _abs2, _batch_size, _shape_of, _with_batch_axis
 from .ops import (_EXTREMUM_SAMPLES, _as_tensor, _as_tensor_like, _axes, _constant_argument,
                   _distinct, _kept_shape, _mask, _rand, _sqrt_of_var, derivative_reason)
 
@@ -375,7 +375,7 @@ def nanvar(a, axis=None, *, ddof=0, keepdims=False):
     d = tg.where(mask, 0, x - mean)
     dof = count - ddof
     good = dof > 0
-    out = tg.where(good, tg.sum(d * d, axis, keepdims=True) / tg.where(good, dof, 1), math.nan)
+    out = tg.where(good, tg.sum(_abs2(d), axis, keepdims=True) / tg.where(good, dof, 1), math.nan)
     return out if keepdims else _drop_axes(out, axis)
 
 
@@ -795,13 +795,15 @@ def register(registry):
            "of the upper of the two neighbours it interpolates, in `dtype`; NaN where the "
            "quantile is NaN. Depends on x only through which entries are NaN; not "
            "differentiable.")
-    op("_take_last", kernels={"cpu": _take_last_kernel}, vjp=_take_last_vjp, jvp="linear",
+    op("_take_last", complex=True,
+    kernels={"cpu": _take_last_kernel}, vjp=_take_last_vjp, jvp="linear",
        batch=_take_last_batch,
        differentiable=(0,), save_inputs=(False, True), save_ans=False, method=False,
        samples=[tg.Sample(_rand(3, 4), np.array([[0, 3, 0], [1, 1, 2], [3, 2, 1]]))],
        doc="np.take_along_axis(x, idx, axis=-1) with idx an integer tensor: the values "
            "the order statistics read. Its gradient scatters g back (_take_last_grad).")
-    op("_take_last_grad", kernels={"cpu": _take_last_grad_kernel}, vjp=_take_last_grad_vjp,
+    op("_take_last_grad", complex=True,
+    kernels={"cpu": _take_last_grad_kernel}, vjp=_take_last_grad_vjp,
        jvp="linear", batch=_take_last_grad_batch,
        differentiable=(0,), save_inputs=(False, True), save_ans=False, method=False,
        samples=[tg.Sample(_rand(2, 3), np.array([[0, 3, 0], [1, 1, 2]]), n=4),
