@@ -242,7 +242,8 @@ def rfft2(a, s=None, axes=(-2, -1), norm=None, out=None):
     >>> tg.fft.rfft2(tg.ones((2, 2))).shape
     (2, 2)
     """
-    return rfftn(a, s, axes, norm, out)
+    _no_out("rfft2", out)
+    return rfftn(a, s, axes, norm)
 
 
 def irfft2(a, s=None, axes=(-2, -1), norm=None, out=None):
@@ -253,7 +254,8 @@ def irfft2(a, s=None, axes=(-2, -1), norm=None, out=None):
     tensor([[1., 1.],
             [1., 1.]])
     """
-    return irfftn(a, s, axes, norm, out)
+    _no_out("irfft2", out)
+    return irfftn(a, s, axes, norm)
 
 
 # ---------------------------------------------------------------------------------------
