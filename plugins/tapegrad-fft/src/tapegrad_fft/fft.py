@@ -114,10 +114,14 @@ def ihfft(a, n=None, axis=-1, norm=None, out=None):
 # is the 1-d rules' composition. Repeated axes transform again, as in NumPy.
 # ---------------------------------------------------------------------------------------
 
-def _cook_nd_args(a, s, axes, invreal=False):
+def _cook_nd_args(name, a, s, axes, invreal=False):
     """np.fft's _cook_nd_args (numpy 2): the sizes and axes of an n-d transform, with its
-    deprecation warnings."""
+    deprecation warnings; its errors (IndexError, ValueError) name the function."""
     shape = _shape(a)
+    for ax in () if axes is None else axes:
+        if not -len(shape) <= ax < len(shape):
+            raise IndexError(f"fft.{name}: axis {ax} is out of bounds for an input of shape "
+                             f"{shape} (axes={tuple(axes)})")
     if s is None:
         shapeless = True
         s = [shape[ax] for ax in (range(len(shape)) if axes is None else axes)]
@@ -135,7 +139,8 @@ def _cook_nd_args(a, s, axes, invreal=False):
         axes = list(range(-len(s), 0))
     axes = list(axes)
     if len(s) != len(axes):
-        raise ValueError("Shape and axes have different lengths.")
+        raise ValueError(f"fft.{name}: shape and axes have different lengths (s={tuple(s)}, "
+                         f"axes={tuple(axes)})")
     if invreal and shapeless:
         s[-1] = (shape[axes[-1]] - 1) * 2
     if None in s:
@@ -149,8 +154,8 @@ def _cook_nd_args(a, s, axes, invreal=False):
     return s, axes
 
 
-def _raw_fftnd(a, s, axes, op, norm):
-    s, axes = _cook_nd_args(a, s, axes)
+def _raw_fftnd(name, a, s, axes, op, norm):
+    s, axes = _cook_nd_args(name, a, s, axes)
     for ii in reversed(range(len(axes))):
         a = op(a, n=s[ii], axis=axes[ii], norm=norm)
     return a
@@ -165,7 +170,7 @@ def fftn(a, s=None, axes=None, norm=None, out=None):
             [0.+0.j, 0.+0.j]])
     """
     _no_out("fftn", out)
-    return _raw_fftnd(a, s, axes, tg.fft_fft, norm)
+    return _raw_fftnd("fftn", a, s, axes, tg.fft_fft, norm)
 
 
 def ifftn(a, s=None, axes=None, norm=None, out=None):
@@ -177,7 +182,7 @@ def ifftn(a, s=None, axes=None, norm=None, out=None):
             [1.+0.j, 1.+0.j]])
     """
     _no_out("ifftn", out)
-    return _raw_fftnd(a, s, axes, tg.fft_ifft, norm)
+    return _raw_fftnd("ifftn", a, s, axes, tg.fft_ifft, norm)
 
 
 def fft2(a, s=None, axes=(-2, -1), norm=None, out=None):
@@ -189,7 +194,7 @@ def fft2(a, s=None, axes=(-2, -1), norm=None, out=None):
             [0., 0.]])
     """
     _no_out("fft2", out)
-    return _raw_fftnd(a, s, axes, tg.fft_fft, norm)
+    return _raw_fftnd("fft2", a, s, axes, tg.fft_fft, norm)
 
 
 def ifft2(a, s=None, axes=(-2, -1), norm=None, out=None):
@@ -201,7 +206,7 @@ def ifft2(a, s=None, axes=(-2, -1), norm=None, out=None):
             [1., 1.]])
     """
     _no_out("ifft2", out)
-    return _raw_fftnd(a, s, axes, tg.fft_ifft, norm)
+    return _raw_fftnd("ifft2", a, s, axes, tg.fft_ifft, norm)
 
 
 def rfftn(a, s=None, axes=None, norm=None, out=None):
@@ -212,8 +217,12 @@ def rfftn(a, s=None, axes=None, norm=None, out=None):
     tensor([[4.+0.j, 0.+0.j],
             [0.+0.j, 0.+0.j]])
     """
-    _no_out("rfftn", out)
-    s, axes = _cook_nd_args(a, s, axes)
+    return _rfftn("rfftn", a, s, axes, norm, out)
+
+
+def _rfftn(name, a, s, axes, norm, out):
+    _no_out(name, out)
+    s, axes = _cook_nd_args(name, a, s, axes)
     a = tg.fft_rfft(a, n=s[-1], axis=axes[-1], norm=norm)
     for ii in range(len(axes) - 2, -1, -1):
         a = tg.fft_fft(a, n=s[ii], axis=axes[ii], norm=norm)
@@ -228,8 +237,12 @@ def irfftn(a, s=None, axes=None, norm=None, out=None):
     tensor([[1., 1.],
             [1., 1.]])
     """
-    _no_out("irfftn", out)
-    s, axes = _cook_nd_args(a, s, axes, invreal=True)
+    return _irfftn("irfftn", a, s, axes, norm, out)
+
+
+def _irfftn(name, a, s, axes, norm, out):
+    _no_out(name, out)
+    s, axes = _cook_nd_args(name, a, s, axes, invreal=True)
     for ii in range(len(axes) - 1):
         a = tg.fft_ifft(a, n=s[ii], axis=axes[ii], norm=norm)
     return tg.fft_irfft(a, n=s[-1], axis=axes[-1], norm=norm)
@@ -242,8 +255,7 @@ def rfft2(a, s=None, axes=(-2, -1), norm=None, out=None):
     >>> tg.fft.rfft2(tg.ones((2, 2))).shape
     (2, 2)
     """
-    _no_out("rfft2", out)
-    return rfftn(a, s, axes, norm)
+    return _rfftn("rfft2", a, s, axes, norm, out)
 
 
 def irfft2(a, s=None, axes=(-2, -1), norm=None, out=None):
@@ -254,8 +266,7 @@ def irfft2(a, s=None, axes=(-2, -1), norm=None, out=None):
     tensor([[1., 1.],
             [1., 1.]])
     """
-    _no_out("irfft2", out)
-    return irfftn(a, s, axes, norm)
+    return _irfftn("irfft2", a, s, axes, norm, out)
 
 
 # ---------------------------------------------------------------------------------------
