@@ -2,9 +2,10 @@
 
 >>> import tapegrad as tg
 >>> z = tg.tensor([1.0 + 1.0j, 2.0, 0.0], requires_grad=True)
->>> (tg.fft.fft(z).abs() ** 2).sum().backward()    # |F z|^2 = n |z|^2: gradient 2 n z
->>> z.grad
-tensor([ 6.+6.j, 12.+0.j,  0.+0.j])
+>>> y = tg.fft.fft(z)
+>>> y.backward(gradient=y.detach())    # L = sum |y|^2 / 2 = n |z|^2 / 2 (Parseval): n z
+>>> z.grad.numpy().round(12)
+array([3.+3.j, 6.+0.j, 0.+0.j])
 """
 
 # NOTE: import tapegrad first: it loads its plugins on its first import, and that must not
