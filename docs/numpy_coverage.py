@@ -74,7 +74,7 @@ GROUPS = [
      "They answer a question about dtypes, shapes, storage or evaluation order (a Python "
      "value, or `einsum_path`'s contraction plan), not compute an array. A Tensor has "
      "`.shape`, `.ndim`, `.size` and `.dtype`.",
-     {"numpy": """broadcast_shapes can_cast common_type einsum_path isdtype iscomplexobj
+     {"numpy": """broadcast_shapes can_cast common_type einsum_path isdtype
                   isfortran isrealobj isscalar issubdtype iterable may_share_memory
                   min_scalar_type mintypecode ndim promote_types result_type shape
                   shares_memory size typename""".split()}),
@@ -93,11 +93,10 @@ GROUPS = [
 
     # -- not supported yet --------------------------------------------------------------
     ("not supported yet", "Complex numbers (issue 18)",
-     "Complex arguments or results: tapegrad is real-only until issue 18 (complex tensors "
-     "and `tg.fft`), which adds `real`, `imag`, `conj`/`conjugate`, `angle` and "
-     "`real_if_close`. `sort_complex` returns complex values; roots of a real polynomial are "
+     "`sort_complex` returns complex values sorted lexicographically (an ordering op: "
+     "tapegrad refuses gradients through those on complex); roots of a real polynomial are "
      "complex in general (eigenvalues of the companion matrix).",
-     {"numpy": "angle conj conjugate imag real real_if_close roots sort_complex".split()}),
+     {"numpy": "roots sort_complex".split()}),
 
     # -- out of scope -------------------------------------------------------------------
     ("out of scope", "Input and output",

@@ -69,8 +69,8 @@ def test_an_op_without_complex_rules_refuses_a_complex_input_that_requires_grad(
         np.testing.assert_array_equal(op(z.detach()).numpy(), Z * 2.0)
         # a real input whose result is complex is refused too (the kernel promotes)
         x = tg.tensor([1.0, 2.0], requires_grad=True)
-        with pytest.raises(TypeError, match="multiply: the op has no complex gradient rule"):
-            tg.multiply(x, tg.tensor([1j, 2.0])) * x.astype(np.complex128)
+        with pytest.raises(TypeError, match="maximum: the op has no complex gradient rule"):
+            tg.maximum(x, tg.tensor([1j, 2.0]))
     finally:
         _engine.uninstall_op("_test_cx_refused")
 
@@ -97,7 +97,7 @@ def test_a_complex_input_given_a_real_gradient_gets_it_as_complex():
     z = tg.tensor(Z, requires_grad=True)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        tg.real(z * 1.0 if False else z + 0.0).sum().backward()
+        tg.real(z + 0.0).sum().backward()
     assert z.grad.dtype == np.complex128
     np.testing.assert_array_equal(z.grad.numpy(), np.ones(3, complex))
     from tapegrad import _engine

@@ -119,6 +119,24 @@ class Tensor(TensorBase):
     # example in words; docs/coming-from-pytorch.md runs them all.
 
     @property
+    def real(self):
+        """The real part (``tg.real``: for a complex tensor a view of its real parts, as
+        NumPy's and PyTorch's ``.real``; a real tensor itself).
+
+        >>> import numpy as np, tapegrad as tg
+        >>> tg.tensor(np.array([1 + 2j])).real
+        tensor([1.])
+        """
+        return _engine.lookup("real")(self)
+
+    @property
+    def imag(self):
+        """The imaginary part (``tg.imag``: for a complex tensor a view of its imaginary
+        parts; zeros for a real one, as NumPy's ``.imag``). With tapegrad-elementwise
+        (``Tensor.imag`` in docs/ops.md)."""
+        return _engine.lookup("imag")(self)
+
+    @property
     def size(self):
         """The number of elements, an int as NumPy's ``ndarray.size`` (``x.size == 6``),
         which can also be called as PyTorch's ``size()``: ``x.size()`` is the shape,

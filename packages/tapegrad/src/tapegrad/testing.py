@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import _engine
+from . import _complex_kit, _engine
 from ._engine import Op, TensorBase, new_tensor, run_backward
 from ._grad_mode import enable_grad, no_grad
 from ._plugins import LOADER, FunctionDef, Sample, register_plugin
@@ -326,7 +326,12 @@ def check_op(op, *, atol=1e-5, rtol=1e-3, eps=1e-6) -> Report:
     reverse over forward); inputs that are not differentiable get no gradient; in float32
     it returns float32 results, gradients and JVP tangents; under vmap (its inputs
     batched) it equals one call per example, and its VJP inside vmap the per-example VJPs
-    (or it refuses with an error naming vmap). The report lists the checks that ran and
+    (or it refuses with an error naming vmap). An op registered with ``complex=True`` is
+    also checked on complex samples (its explicit ones and ones derived from its float
+    samples, see tapegrad/_complex_kit.py): its VJP against central differences of
+    ``L = Re(sum(conj(w) * f(z)))`` perturbing real and imaginary parts separately, its
+    second derivatives the same way, its JVP rule against finite differences and as the
+    transpose of the VJP, complex64 kept, and vmap. The report lists the checks that ran and
     the op's ``capabilities``. Raises ContractError (or GradcheckError) on the first
     failure.
 
@@ -349,6 +354,8 @@ def check_op(op, *, atol=1e-5, rtol=1e-3, eps=1e-6) -> Report:
     # values; this check is about its graph.
     broadcasting = _first_broadcasting_sample(entry.samples)
     for s, sample in enumerate(entry.samples):
+        if _complex_kit.is_complex_sample(sample):
+            continue                # checked by the complex checks below
         where = f"'{entry.name}' sample {s} {sample!r}"
         positions = _positions(entry, sample)
         if isinstance(entry, Op):
@@ -364,6 +371,9 @@ def check_op(op, *, atol=1e-5, rtol=1e-3, eps=1e-6) -> Report:
         _check_nondifferentiable(entry, sample, positions, where, report)
         _check_float32(entry, sample, positions, where, report)
         _check_batching(entry, sample, where, report)
+    if getattr(entry, "supports_complex", False):
+        _complex_kit.check_complex(entry, report, atol, rtol, eps, check_forward=_check_forward,
+                                   check_batching=_check_batching)
     return report
 
 
@@ -754,7 +764,7 @@ def _check_float32(entry, sample, positions, where, report):
     if had_float32 and out64.dtype == np.float64 and "dtype" not in sample.kwargs:
         if out.dtype != np.float32:
             raise ContractError(f"{where}: float32 inputs gave a {out.dtype} result")
-    if not np.allclose(_host(out).astype(np.float64), _host(out64), rtol=1e-3, atol=1e-4, equal_nan=True):
+    if not np.allclose(_host(out), _host(out64), rtol=1e-3, atol=1e-4, equal_nan=True):
         raise ContractError(f"{where}: float32 result differs from float64 beyond float32 precision")
     if out.requires_grad:
         out.backward(_with_value(out, np.ones(out.shape, out.dtype)))
@@ -804,7 +814,7 @@ def _examples(args, batched, rng):
     perturbed differently per example (a relative 1% with a fixed random pattern, which
     keeps a positive or a positive-definite input so); any other value is the same."""
     def vary(a, k):
-        if isinstance(a, np.ndarray) and a.dtype.kind == "f" and k:
+        if isinstance(a, np.ndarray) and a.dtype.kind in "fc" and k:
             return np.asarray(a * (1.0 + 0.01 * k * rng.uniform(-1.0, 1.0, a.shape)), a.dtype)
         return a
     out = []

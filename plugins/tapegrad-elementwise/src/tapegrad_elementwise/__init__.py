@@ -15,7 +15,8 @@ copysign, heaviside, nan_to_num; the aliases absolute, true_divide, mod, around 
 ``divmod``; and (module ``aliases``) acos, acosh, asin, asinh, atan, atan2, atanh, pow,
 positive, fabs, fix, float_power. Not differentiable (bool results): equal, not_equal,
 less, less_equal, greater, greater_equal, logical_and, logical_or, logical_not, isnan,
-isinf, isfinite, signbit. The gradients of relu, tanh, sigmoid, sqrt, abs, square, sin
+isinf, isfinite, signbit. Complex numbers (module ``complex_ops``): conj/conjugate, imag,
+angle, complex, real_if_close, iscomplexobj (``real`` is tapegrad's own). The gradients of relu, tanh, sigmoid, sqrt, abs, square, sin
 and cos are also ops (relu_backward, ..., cos_backward: one call each in backward).
 (``add`` is tapegrad's own.)
 
@@ -55,12 +56,16 @@ OPS = (
     "square_backward",
     "sin_backward",
     "cos_backward",
+    # complex numbers (module ``complex_ops``)
+    "conj", "imag", "angle", "complex",
 )
 """The ops this plugin registers, in the order of the list above."""
 
 FUNCTIONS = ("around", "mod", "divmod", "absolute", "true_divide",
              # aliases (module ``aliases``)
              "acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "pow", "positive",
-             "fabs", "fix", "float_power")
+             "fabs", "fix", "float_power",
+             # complex numbers (module ``complex_ops``)
+             "conjugate", "real_if_close", "iscomplexobj")
 """Its functions: NumPy's aliases (the same op under a second name: ``tg.mod is
 tg.remainder``) and ``divmod``."""

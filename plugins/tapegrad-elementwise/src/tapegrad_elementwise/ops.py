@@ -37,7 +37,8 @@ import tapegrad as tg
 from tapegrad._batching import pad_batched as _pad_batched
 from tapegrad._engine import get_tracer as _get_tracer
 
-from . import _backward_kernels, aliases, ufuncs
+from . import _backward_kernels, aliases, complex_ops, ufuncs
+from .ufuncs import holomorphic as _holomorphic
 from ._samples import Draw as _Draw
 from ._samples import binary_samples as _binary_samples
 from ._samples import unary_samples as _unary_samples
@@ -63,6 +64,10 @@ def _sigmoid_kernel(x):
     # NOTE: 1 / (1 + exp(-x)) overflows, with a warning, for x << 0. exp(-|x|) lies in
     # (0, 1], so both branches are finite; it underflows silently to 0 only where the
     # result is 0 or 1 to working precision anyway.
+    if np.iscomplexobj(x):
+        # the trick above is for real x (|z| is not the real part): the definition, as
+        # torch.sigmoid on complex
+        return 1 / (1 + np.exp(-x))
     e = np.exp(-np.abs(x))
     s = 1 / (1 + e)
     return np.where(x >= 0, s, e * s)
@@ -137,7 +142,7 @@ def _power_exponent_grad(g, x, y):
     # `x ** 2` output alive for a rule that almost never runs (exponents rarely require
     # grad) and make `y = x ** 2; y += 1` fail backward as "modified in place".
     ans = x ** y
-    if _is_number(x) and x > 0:
+    if _is_number(x) and np.isrealobj(x) and x > 0:
         return g * ans * math.log(x)
     at_zero = tg.logical_and(x == 0, y >= 0)
     # NOTE: "safe where": take the log of 1 where the mask holds. log(0) would warn, and
@@ -179,6 +184,20 @@ def _where_vjp(g, ans, cond, x, y):
     return (None,
             tg.where(cond, g, 0) if _needs_grad(x) else None,
             tg.where(cond, 0, g) if _needs_grad(y) else None)
+
+
+# Note: [complex rules]
+# An op registered with complex=True gets and returns cotangents in PyTorch's convention
+# (docs/autograd.md, "Complex numbers"): for a holomorphic f the VJP is g * conj(f'(z)),
+# the JVP t * f'(z). The real rules here are all of the form g * f'(x) (bilinear in g and
+# the derivative), so for a complex g the VJP is conj(rule(conj(g))) = g * conj(f'(z)):
+# _holomorphic (ufuncs.py) wraps a real rule so; the JVP rules (t * f'(z)) need nothing. The branch is
+# on the dtype, never on values, so a tg.compile replay runs the same kernels. A real
+# input of a complex op (x * z) gets the complex gradient's real part from the engine.
+
+def _real_only(g):
+    """Whether the single-op backward kernels (C loops over real arrays) apply to g."""
+    return g.dtype.kind != "c"
 
 
 # ---------------------------------------------------------------------------------------
@@ -315,49 +334,68 @@ def _relu_vjp(g, ans, x):
 
 def _tanh_vjp(g, ans, x):
     op = _BACKWARD_OPS["tanh_backward"]
-    if g.device.name in op.kernels and _get_tracer() is None:
+    if g.device.name in op.kernels and _get_tracer() is None and _real_only(g):
         return (op(g, ans),)
     return (g * (1 - ans * ans),)
 
 
 def _sigmoid_vjp(g, ans, x):
     op = _BACKWARD_OPS["sigmoid_backward"]
-    if g.device.name in op.kernels and _get_tracer() is None:
+    if g.device.name in op.kernels and _get_tracer() is None and _real_only(g):
         return (op(g, ans),)
     return (g * ans * (1 - ans),)
 
 
 def _sqrt_vjp(g, ans, x):
     op = _BACKWARD_OPS["sqrt_backward"]
-    if g.device.name in op.kernels and _get_tracer() is None:
+    if g.device.name in op.kernels and _get_tracer() is None and _real_only(g):
         return (op(g, ans),)
     return (g / (2 * ans),)
 
 
 def _abs_vjp(g, ans, x):
+    if x.dtype.kind == "c":
+        # |z| is not holomorphic: grad = g z / |z| (g real), 0 at 0 (PyTorch's)
+        return (g * _unit(x, ans),)
     op = _BACKWARD_OPS["abs_backward"]
     if g.device.name in op.kernels and _get_tracer() is None:
         return (op(g, x),)
     return (g * tg.sign(x),)
 
 
+def _unit(x, ans):
+    """z / |z| for a complex x with ans = |z| (recomputed when not saved), 0 at 0 ("safe
+    where": divide by 1 there)."""
+    r = tg.abs(x) if ans is None or not isinstance(ans, tg.Tensor) else ans
+    return x / tg.where(r == 0, 1, r)
+
+
+def _abs_jvp(t, ans, x):
+    if t[0] is None:
+        return tg.zeros_like(ans)
+    if x.dtype.kind == "c":
+        # d|z| = Re(conj(z) dz) / |z|, 0 at 0
+        return tg.real(tg.conj(_unit(x, None)) * t[0])
+    return _abs_vjp(t[0], ans, x)[0]
+
+
 def _square_vjp(g, ans, x):
     op = _BACKWARD_OPS["square_backward"]
-    if g.device.name in op.kernels and _get_tracer() is None:
+    if g.device.name in op.kernels and _get_tracer() is None and _real_only(g):
         return (op(g, x),)
     return (g * (2 * x),)
 
 
 def _sin_vjp(g, ans, x):
     op = _BACKWARD_OPS["sin_backward"]
-    if g.device.name in op.kernels and _get_tracer() is None:
+    if g.device.name in op.kernels and _get_tracer() is None and _real_only(g):
         return (op(g, x),)
     return (g * tg.cos(x),)
 
 
 def _cos_vjp(g, ans, x):
     op = _BACKWARD_OPS["cos_backward"]
-    if g.device.name in op.kernels and _get_tracer() is None:
+    if g.device.name in op.kernels and _get_tracer() is None and _real_only(g):
         return (op(g, x),)
     return (-g * tg.sin(x),)
 
@@ -541,47 +579,49 @@ def tapegrad_register_ops(registry):
     reg = registry.register_op
 
     # -- arithmetic -----------------------------------------------------------------------
-    reg("subtract", kernels={"cpu": np.subtract}, batch="elementwise",
+    reg("subtract", kernels={"cpu": np.subtract}, batch="elementwise", complex=True,
         vjp=lambda g, ans, x, y: (g, -g if _needs_grad(y) else None), jvp=_subtract_jvp,
         save_inputs=(False, False), save_ans=False,
         samples=_binary_samples(draw.normal, draw.normal),
         doc="x - y, elementwise with NumPy broadcasting.")
-    reg("multiply", kernels={"cpu": np.multiply}, batch="elementwise",
-        vjp=_multiply_vjp, jvp=_multiply_jvp,
+    reg("multiply", kernels={"cpu": np.multiply}, batch="elementwise", complex=True,
+        vjp=_holomorphic(_multiply_vjp), jvp=_multiply_jvp,
         save_ans=False,
         samples=_binary_samples(draw.normal, draw.normal),
         doc="x * y, elementwise with NumPy broadcasting.")
-    reg("divide", kernels={"cpu": np.divide}, batch="elementwise",
-        vjp=_divide_vjp, jvp=_divide_jvp,
+    reg("divide", kernels={"cpu": np.divide}, batch="elementwise", complex=True,
+        vjp=_holomorphic(_divide_vjp), jvp=_divide_jvp,
         save_ans=False,
         samples=_binary_samples(draw.normal, draw.nonzero),
         doc="x / y (true division), elementwise with NumPy broadcasting.")
-    reg("negative", kernels={"cpu": np.negative}, batch="elementwise",
+    reg("negative", kernels={"cpu": np.negative}, batch="elementwise", complex=True,
         vjp=lambda g, ans, x: (-g,), jvp="linear",
         save_inputs=(False,), save_ans=False,
         samples=_unary_samples(draw.normal),
         doc="-x, elementwise.")
-    reg("power", kernels={"cpu": np.power}, batch="elementwise", vjp=_power_vjp, jvp=_power_jvp,
+    reg("power", kernels={"cpu": np.power}, batch="elementwise", vjp=_holomorphic(_power_vjp),
+        jvp=_power_jvp, complex=True,
         save_ans=False,
         samples=_binary_samples(draw.positive, draw.exponent)
         + [(draw.normal(3, 4), 3), (draw.normal(3), 2.0), (draw.normal(2, 2), 0)],
         doc="x ** y, elementwise with NumPy broadcasting. The gradient for y is "
             "x**y log(x), taken as 0 where x == 0 and y >= 0.")
-    reg("square", kernels={"cpu": np.square}, batch="elementwise",
-        vjp=_square_vjp, jvp=_unary_jvp(_square_vjp),
+    reg("square", kernels={"cpu": np.square}, batch="elementwise", complex=True,
+        vjp=_holomorphic(_square_vjp), jvp=_unary_jvp(_square_vjp),
         save_ans=False,
         samples=_unary_samples(draw.normal),
         doc="x * x, elementwise.")
-    reg("sqrt", kernels={"cpu": np.sqrt}, batch="elementwise",
-        vjp=_sqrt_vjp, jvp=_unary_jvp(_sqrt_vjp),
+    reg("sqrt", kernels={"cpu": np.sqrt}, batch="elementwise", complex=True,
+        vjp=_holomorphic(_sqrt_vjp), jvp=_unary_jvp(_sqrt_vjp),
         save_inputs=(False,),
         samples=_unary_samples(draw.positive),
         doc="The non-negative square root, elementwise (nan for x < 0, as NumPy).")
-    reg("abs", kernels={"cpu": np.abs}, batch="elementwise",
-        vjp=_abs_vjp, jvp=_unary_jvp(_abs_vjp),
+    reg("abs", kernels={"cpu": np.abs}, batch="elementwise", complex=True,
+        vjp=_abs_vjp, jvp=_abs_jvp,
         save_ans=False,
         samples=_unary_samples(draw.nonzero),
-        doc="|x|, elementwise. The gradient at x == 0 is 0.")
+        doc="|x|, elementwise (for complex x the modulus, a real result, as NumPy). The "
+            "gradient at x == 0 is 0. For complex z it is g * z / |z| (PyTorch's).")
     reg("sign", kernels={"cpu": np.sign}, batch="elementwise",
         vjp=lambda g, ans, x: (tg.zeros_like(g),),
         jvp=lambda t, ans, x: tg.zeros_like(ans),
@@ -600,34 +640,34 @@ def tapegrad_register_ops(registry):
 
     # -- exponentials and trigonometry ------------------------------------------------
     reg("exp", kernels={"cpu": np.exp}, batch="elementwise",
-        vjp=_exp_vjp, jvp=_unary_jvp(_exp_vjp),
+        complex=True, vjp=_holomorphic(_exp_vjp), jvp=_unary_jvp(_exp_vjp),
         save_inputs=(False,),
         samples=_unary_samples(draw.normal),
         doc="e**x, elementwise.")
     reg("log", kernels={"cpu": np.log}, batch="elementwise",
-        vjp=_log_vjp, jvp=_unary_jvp(_log_vjp),
+        complex=True, vjp=_holomorphic(_log_vjp), jvp=_unary_jvp(_log_vjp),
         save_ans=False,
         samples=_unary_samples(draw.positive),
         doc="The natural logarithm, elementwise (-inf at 0, nan below, as NumPy).")
     reg("sin", kernels={"cpu": np.sin}, batch="elementwise",
-        vjp=_sin_vjp, jvp=_unary_jvp(_sin_vjp),
+        complex=True, vjp=_holomorphic(_sin_vjp), jvp=_unary_jvp(_sin_vjp),
         save_ans=False,
         samples=_unary_samples(draw.normal),
         doc="The sine of x (radians), elementwise.")
     reg("cos", kernels={"cpu": np.cos}, batch="elementwise",
-        vjp=_cos_vjp, jvp=_unary_jvp(_cos_vjp),
+        complex=True, vjp=_holomorphic(_cos_vjp), jvp=_unary_jvp(_cos_vjp),
         save_ans=False,
         samples=_unary_samples(draw.normal),
         doc="The cosine of x (radians), elementwise.")
     reg("tanh", kernels={"cpu": np.tanh}, batch="elementwise",
-        vjp=_tanh_vjp, jvp=_unary_jvp(_tanh_vjp),
+        complex=True, vjp=_holomorphic(_tanh_vjp), jvp=_unary_jvp(_tanh_vjp),
         save_inputs=(False,),
         samples=_unary_samples(draw.normal),
         doc="The hyperbolic tangent, elementwise.")
 
     # -- activations ----------------------------------------------------------------------
     reg("sigmoid", kernels={"cpu": _sigmoid_kernel}, batch="elementwise",
-        vjp=_sigmoid_vjp, jvp=_unary_jvp(_sigmoid_vjp),
+        complex=True, vjp=_holomorphic(_sigmoid_vjp), jvp=_unary_jvp(_sigmoid_vjp),
         save_inputs=(False,),
         samples=_unary_samples(draw.normal) + [(3 * draw.normal(6),)],
         doc="1 / (1 + exp(-x)), elementwise, computed without overflow for any x.")
@@ -656,6 +696,7 @@ def tapegrad_register_ops(registry):
         doc="The smaller of x and y, elementwise (nan if either is nan). At ties each "
             "input gets half the gradient.")
     reg("where", kernels={"cpu": np.where}, batch="elementwise", vjp=_where_vjp, jvp=_where_jvp,
+        complex=True,
         differentiable=(1, 2), method=False,
         save_inputs=(True, False, False), save_ans=False,
         samples=[(draw.bools(3, 4), draw.normal(3, 4), draw.normal(3, 4)),
@@ -683,3 +724,5 @@ def tapegrad_register_ops(registry):
     # -- the rest of NumPy's elementwise functions (trig, log/exp variants, rounding, ...)
     ufuncs.register(registry, draw)
     aliases.register(registry, draw)     # acos, pow, fabs, fix, float_power, ... (aliases.py)
+    # conj, imag, angle, complex, real_if_close, ... (complex_ops.py); its own draw
+    complex_ops.register(registry, _Draw(seed=18))

@@ -69,6 +69,18 @@ def _rules(name, partials):
     return vjp, jvp
 
 
+def holomorphic(vjp):
+    """The complex-correct VJP of an op whose real rule `vjp` is g * f'(inputs) (see
+    Note: [complex rules] in ops.py): conj(vjp(conj(g))) = g * conj(f'(z)) for complex g."""
+    def rule(g, ans, *inputs, **params):
+        if g.dtype.kind != "c":
+            return vjp(g, ans, *inputs, **params)
+        return tuple(None if gi is None else tg.conj(gi)
+                     for gi in vjp(tg.conj(g), ans, *inputs, **params))
+    rule.__qualname__ = rule.__name__ = vjp.__name__
+    return rule
+
+
 def _zero(v, ans, *inputs, **params):
     """The partial of a piecewise-constant op (floor, round, floor_divide, ...): 0."""
     return tg.zeros_like(v)
@@ -303,6 +315,17 @@ _FLOAT_TESTS = (
 )
 
 
+# The ops here that NumPy defines on complex input and that are holomorphic there: they
+# are registered complex=True, with the VJP conj(partial(conj(g))) (Note: [complex rules]
+# in ops.py). The others are refused on complex values that need a gradient: NumPy has no
+# complex loop (deg2rad, cbrt, logaddexp, arctan2, hypot, floor, remainder, copysign,
+# ...), or they order values (fmax, fmin), or they are not holomorphic and would need a
+# rule of their own (nan_to_num replaces each part separately).
+HOLOMORPHIC = frozenset(("tan", "sinh", "cosh", "arcsin", "arccos", "arctan", "arcsinh",
+                         "arccosh", "arctanh", "sinc", "log1p", "expm1", "log2", "log10",
+                         "exp2", "reciprocal"))
+
+
 def register(registry, draw):
     """Register this module's ops; called by ``ops.tapegrad_register_ops``."""
 
@@ -310,6 +333,9 @@ def register(registry, draw):
         # Every op here is a NumPy ufunc (or applies one per element with scalar
         # parameters): vmap's rule is "elementwise" (broadcast, one call).
         vjp, jvp = _rules(name, partials)
+        if name in HOLOMORPHIC:
+            vjp = holomorphic(vjp)      # the partials are v * f'(z) (Note: [complex rules])
+            options["complex"] = True
         return registry.register_op(name, kernels={"cpu": kernel}, vjp=vjp, jvp=jvp,
                                     batch="elementwise", **options)
 

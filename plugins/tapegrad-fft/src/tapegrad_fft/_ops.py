@@ -218,6 +218,9 @@ def _transform_samples(make, seed):
             ((4, 3), {"n": 5, "axis": -2, "norm": "backward"}), ((5, 2), {"n": 3, "axis": 0}),
     ]):
         out.append(tg.Sample(make(*shape, seed=seed + k), **kw))
+        if make is _cplx and k % 2 == 0:
+            # a real input too: the kit's real checks and the engine's real-part projection
+            out.append(tg.Sample(_real(*shape, seed=seed + k), **kw))
     return out
 
 

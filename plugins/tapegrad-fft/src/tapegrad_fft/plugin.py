@@ -18,9 +18,14 @@ def _nd_samples(kind):
     else:
         def make(shape):
             return r.standard_normal(shape) + 1j * r.standard_normal(shape)
+    real = r.standard_normal
+    # NOTE: the kit's complex checks are for ops; a function's complex samples are skipped
+    # by its real checks, so each function has real samples as well. Their gradients, real
+    # and complex, are checked against finite differences in tests/test_fft_gradients.py.
     return [tg.Sample(make((3, 4))), tg.Sample(make((2, 3, 4)), axes=(0, 2), norm="ortho"),
             tg.Sample(make((3, 5)), s=(4, 4), axes=(0, 1), norm="forward"),
-            tg.Sample(make((2, 3)), axes=(1, 1))]
+            tg.Sample(make((2, 3)), axes=(1, 1)), tg.Sample(real((3, 4))),
+            tg.Sample(real((2, 5)), s=(3, 4), axes=(-1, 0), norm="ortho")]
 
 
 @tg.hookimpl

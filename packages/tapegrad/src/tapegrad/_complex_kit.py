@@ -1,0 +1,358 @@
+"""The contract kit's complex checks (issue 18), run by ``tapegrad.testing.check_op`` for
+an op registered with ``complex=True``.
+
+The convention (docs/autograd.md, "Complex numbers"): for a real loss L of z = x + iy,
+``z.grad = dL/dx + i dL/dy``, and a rule gets its output's cotangent in that form. A
+cotangent w of output s is the gradient of ``L = Re(sum(conj(w) * s))`` (for a real s,
+w is real), so the VJP is checked against central differences of that real L, taken
+along the real and the imaginary part of each input element separately: nothing here
+trusts a complex derivative formula, so a rule that misses a conjugate fails.
+
+Samples: the op's explicit complex samples (a sample with a complex array among its
+arguments) and ones derived from its float samples: each differentiable float array
+becomes ``x + 1j*y`` (y random normal / 2, complex128), and, where it has several, one
+with only the first made complex (a real input meeting a complex one: the engine's
+real-part projection). A float sample whose result is already complex (tg.complex) is
+checked as it is.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import _engine
+from ._engine import TensorBase, new_tensor, run_backward
+from ._grad_mode import enable_grad, no_grad
+from ._plugins import Sample
+
+_CHECKS = ("complex forward", "complex128 gradient vs finite differences (real and "
+           "imaginary parts)", "complex128 second derivatives vs finite differences",
+           "complex128 JVP rule vs finite differences", "complex JVP rule is the transpose "
+           "of the VJP rule", "complex64 preserved")
+
+
+class _Failure(AssertionError):
+    pass
+
+
+def is_complex_sample(sample) -> bool:
+    """Whether a sample has a complex array among its arguments (an explicit complex
+    sample: the real checks skip it, the complex ones use it)."""
+    for a in sample.args:
+        arrays = a if isinstance(a, (list, tuple)) else (a,)
+        if any(isinstance(x, np.ndarray) and x.dtype.kind == "c" for x in arrays):
+            return True
+    return False
+
+
+def complex_samples(op) -> list:
+    """The complex samples the kit checks `op` with (see the module docstring)."""
+    out = []
+    for s, sample in enumerate(op.samples):
+        if is_complex_sample(sample):
+            out.append(sample)
+            continue
+        positions = [i for i, a in enumerate(sample.args) if op.is_differentiable(i) and (
+            (isinstance(a, np.ndarray) and a.dtype.kind == "f") or (
+                isinstance(a, list) and a and all(isinstance(x, np.ndarray)
+                                                  and x.dtype.kind == "f" for x in a)))]
+        if not positions:
+            continue
+        if _complex_result(op, sample):
+            # real inputs, a complex result (tg.complex): the sample checks the complex
+            # cotangent as it is; its inputs must stay real
+            out.append(sample)
+            continue
+        rng = np.random.default_rng(100 + s)
+
+        def cx(a):
+            if isinstance(a, list):
+                return [cx(x) for x in a]
+            return np.asarray(a.astype(np.float64) + 0.5j * rng.standard_normal(a.shape))
+
+        out.append(Sample(*[cx(a) if i in positions else a for i, a in enumerate(sample.args)],
+                          **sample.kwargs))
+        if len(positions) > 1:
+            first = positions[0]
+            out.append(Sample(*[cx(a) if i == first else a for i, a in enumerate(sample.args)],
+                              **sample.kwargs))
+    return out
+
+
+def _complex_result(op, sample):
+    with no_grad():
+        out = op(*_tensors(op, sample), **sample.kwargs)
+    return isinstance(out, TensorBase) and out.dtype.kind == "c"
+
+
+def _tensors(op, sample, cast=None):
+    """The sample as tensors that require grad where the op differentiates them."""
+    dev = _engine.default_device()
+
+    def one(a, grad):
+        arr = np.array(a if cast is None else cast(a))
+        return new_tensor(dev.asarray(arr), dev, grad and arr.dtype.kind in "fc")
+
+    args = []
+    for i, a in enumerate(sample.args):
+        if isinstance(a, np.ndarray):
+            args.append(one(a, op.is_differentiable(i)))
+        elif isinstance(a, list) and a and isinstance(a[0], np.ndarray):
+            args.append([one(x, op.is_differentiable(i)) for x in a])
+        else:
+            args.append(a)
+    return args
+
+
+def _flat(op, args):
+    """(f, flat inputs): f takes the inputs flat (a sequence argument spread out)."""
+    if op.seq_input:
+        nseq = len(args[0])
+        return (lambda *xs: op([list(xs[:nseq])] + list(xs[nseq:]), **{})), \
+            list(args[0]) + list(args[1:])
+    return (lambda *xs: op(*xs)), list(args)
+
+
+def _outputs(result):
+    outs = result if isinstance(result, (tuple, list)) else (result,)
+    return [o for o in outs if isinstance(o, TensorBase) and o.dtype.kind in "fc"]
+
+
+def _host(t):
+    return np.array(t.device.to_numpy(t._data), copy=True)
+
+
+def _value(like, host):
+    return new_tensor(like.device.asarray(host), like.device, False)
+
+
+def _random_like(shape, dtype, rng):
+    v = rng.standard_normal(shape)
+    if np.dtype(dtype).kind == "c":
+        v = v + 1j * rng.standard_normal(shape)
+    return v.astype(dtype)
+
+
+def _loss(outs, ws):
+    """L = sum_r Re(sum(conj(w_r) * out_r)) in float64 (the cotangents' real objective)."""
+    return float(sum(np.sum(np.real(np.conj(w) * _host(o).astype(np.complex128)))
+                     for o, w in zip(outs, ws)))
+
+
+def _numeric_gradient(f, flat, wrt, ws, eps):
+    """dL/dx + i dL/dy per input in wrt (dL/dx for a real one), central differences."""
+    grads = []
+    for i in wrt:
+        base = _host(flat[i])
+        g = np.zeros(base.shape, np.complex128 if base.dtype.kind == "c" else np.float64)
+        parts = (1.0, 1j) if base.dtype.kind == "c" else (1.0,)
+        for k in range(base.size):
+            for part in parts:
+                vals = []
+                for sign in (1.0, -1.0):
+                    pert = base.copy()
+                    pert.reshape(-1)[k] += sign * eps * part
+                    args = list(flat)
+                    args[i] = _value(flat[i], pert)
+                    with no_grad():
+                        vals.append(_loss(_outputs(f(*args)), ws))
+                g.reshape(-1)[k] += part * (vals[0] - vals[1]) / (2.0 * eps)
+        grads.append(g)
+    return grads
+
+
+def _compare(got, want, atol, rtol, where, what, i):
+    got = np.asarray(got, np.complex128)
+    want = np.asarray(want, np.complex128)
+    excess = np.abs(got - want) - (atol + rtol * np.abs(want))
+    if excess.size and excess.max() > 0:
+        k = int(np.argmax(excess))
+        index = tuple(int(v) for v in np.unravel_index(k, want.shape)) if want.ndim else ()
+        raise _Failure(f"{where}: {what} failed for input {i} at index {index}: analytic "
+                       f"{got.reshape(-1)[k]:.10g} vs numeric {want.reshape(-1)[k]:.10g}")
+
+
+def _check_vjp(f, flat, where, what, atol, rtol, eps, seed):
+    """f's gradients (one backward with random cotangents) against _numeric_gradient.
+    Returns (ws, analytic gradients)."""
+    wrt = [i for i, x in enumerate(flat) if isinstance(x, TensorBase) and x.requires_grad]
+    with enable_grad():
+        outs = [o for o in _outputs(f(*flat)) if o.requires_grad]
+    if not outs or not wrt:
+        return None
+    rng = np.random.default_rng(seed)
+    ws = [_random_like(o.shape, o.dtype, rng) for o in outs]
+    grads = run_backward(tuple(outs), tuple(_value(o, w) for o, w in zip(outs, ws)), True,
+                         False, tuple(flat[i] for i in wrt), True)
+    numeric = _numeric_gradient(f, flat, wrt, ws, eps)
+    for i, g, n in zip(wrt, grads, numeric):
+        got = np.zeros(n.shape) if g is None else _host(g)
+        if g is not None and (g.dtype != flat[i].dtype or g.shape != flat[i].shape):
+            raise _Failure(f"{where}: {what}: the gradient of input {i} is {g.shape} "
+                           f"{g.dtype}, the input {flat[i].shape} {flat[i].dtype}")
+        _compare(got, n, atol, rtol, where, what, i)
+    return ws
+
+
+def _gradient_function(f, n, wrt):
+    """(x..., w...) -> the gradients of f at x for cotangents w, recorded (create_graph)
+    when called with grad-requiring inputs; fresh leaves for the finite differences."""
+    def gradient(*args):
+        xs = list(args[:n])
+        for i in wrt:
+            if not xs[i].requires_grad:
+                xs[i] = new_tensor(xs[i]._data, xs[i].device, True)
+        with enable_grad():
+            outs = [o for o in _outputs(f(*xs)) if o.requires_grad]
+            grads = run_backward(tuple(outs), tuple(args[n:]), True, True,
+                                 tuple(xs[i] for i in wrt), True)
+        return tuple(new_tensor(xs[i].device.zeros(xs[i].shape, xs[i].dtype), xs[i].device)
+                     if g is None else g for i, g in zip(wrt, grads))
+    return gradient
+
+
+def _check_jvp(op, f, flat, kwargs, where, atol, rtol, eps):
+    wrt = [i for i, x in enumerate(flat) if isinstance(x, TensorBase) and x.requires_grad]
+    rng = np.random.default_rng(3)
+    tangents = [None] * len(flat)
+    for i in wrt:
+        tangents[i] = _value(flat[i], _random_like(flat[i].shape, flat[i].dtype, rng))
+    with no_grad():
+        ans = f(*flat)
+        got = op.jvp(tuple(tangents), ans, *flat, **kwargs)
+        if not isinstance(got, TensorBase):
+            raise _Failure(f"{where}: the JVP rule returned {type(got).__name__}")
+        got = np.broadcast_to(_host(got), ans.shape)
+        vals = []
+        for sign in (1.0, -1.0):
+            args = list(flat)
+            for i in wrt:
+                args[i] = _value(flat[i], _host(flat[i]) + sign * eps * _host(tangents[i]))
+            vals.append(_host(f(*args)).astype(np.complex128))
+    numeric = (vals[0] - vals[1]) / (2.0 * eps)
+    if ans.dtype.kind != "c":
+        numeric = numeric.real
+        if np.asarray(got).dtype.kind == "c":
+            raise _Failure(f"{where}: the JVP rule returned a complex tangent for a real "
+                           f"({ans.dtype}) output")
+    _compare(got, numeric, atol, rtol, where, "complex JVP check", "(all)")
+    # <u, J v> = <J^T u, v> in the real inner product Re(sum(conj(a) * b))
+    u = _random_like(ans.shape, ans.dtype, rng)
+    with enable_grad():
+        out = f(*flat)
+        grads = run_backward((out,), (_value(out, u),), True, False,
+                             tuple(flat[i] for i in wrt), True)
+    lhs = float(np.sum(np.real(np.conj(u) * got)))
+    rhs = sum(float(np.sum(np.real(np.conj(_host(g)) * _host(tangents[i]))))
+              for i, g in zip(wrt, grads) if g is not None)
+    if abs(lhs - rhs) > atol * 10 + rtol * max(abs(lhs), abs(rhs)):
+        raise _Failure(f"{where}: the complex JVP and VJP rules are not transposes: "
+                       f"Re<u, J v> = {lhs:.10g} but Re<J^T u, v> = {rhs:.10g}")
+
+
+def _single(x):
+    if isinstance(x, np.ndarray) and x.dtype == np.complex128:
+        return x.astype(np.complex64)
+    if isinstance(x, np.ndarray) and x.dtype == np.float64:
+        return x.astype(np.float32)
+    return x
+
+
+def _check_complex64(op, sample, where):
+    args64 = _tensors(op, sample)
+    with no_grad():
+        out64 = op(*args64, **sample.kwargs)
+    args = _tensors(op, sample, _single)
+    out = op(*args, **sample.kwargs)
+    if not isinstance(out, TensorBase):
+        return
+    if out64.dtype == np.complex128 and "dtype" not in sample.kwargs \
+            and out.dtype != np.complex64:
+        raise _Failure(f"{where}: complex64 inputs gave a {out.dtype} result")
+    if out64.dtype == np.float64 and "dtype" not in sample.kwargs and out.dtype != np.float32:
+        raise _Failure(f"{where}: complex64 inputs gave a {out.dtype} result (float32 "
+                       f"expected, as NumPy's)")
+    if not np.allclose(_host(out).astype(np.complex128), _host(out64), rtol=1e-3, atol=1e-4,
+                       equal_nan=True):
+        raise _Failure(f"{where}: the complex64 result differs from complex128's beyond "
+                       f"single precision")
+    f, flat = _flat(op, args)
+    if out.requires_grad:
+        rng = np.random.default_rng(4)
+        out.backward(_value(out, _random_like(out.shape, out.dtype, rng)))
+        for i, x in enumerate(flat):
+            if isinstance(x, TensorBase) and x.grad is not None and x.grad.dtype != x.dtype:
+                raise _Failure(f"{where}: input {i} is {x.dtype} but its gradient is "
+                               f"{x.grad.dtype}")
+    if op.jvp is not None and op.vjp is not None:
+        rng = np.random.default_rng(5)
+        tangents = [_value(x, _random_like(x.shape, x.dtype, rng))
+                    if isinstance(x, TensorBase) and x.requires_grad else None for x in flat]
+        if any(t is not None for t in tangents):
+            with no_grad():
+                ans = op(*args, **sample.kwargs)
+                got = op.jvp(tuple(tangents), ans, *flat, **sample.kwargs)
+            if not isinstance(got, TensorBase) or got.dtype != ans.dtype:
+                raise _Failure(f"{where}: on complex64 inputs the JVP rule returned "
+                               f"{getattr(got, 'dtype', type(got).__name__)}, the output is "
+                               f"{ans.dtype}")
+
+
+def check_complex(op, report, atol, rtol, eps, *, check_forward, check_batching):
+    """Run the complex checks over op's complex samples, appending to report.checks;
+    raises GradcheckError / ContractError (through the caller's types) on a failure."""
+    import warnings
+
+    with warnings.catch_warnings():
+        # NumPy's complex -> real casts (astype(float) of a complex sample) warn that they
+        # drop the imaginary part: that is the semantics checked, not a failure
+        warnings.simplefilter("ignore", np.exceptions.ComplexWarning)
+        _check_all(op, report, atol, rtol, eps, check_forward, check_batching)
+
+
+def _check_all(op, report, atol, rtol, eps, check_forward, check_batching):
+    from .testing import ContractError, GradcheckError
+
+    samples = complex_samples(op)
+    if not samples:
+        raise ContractError(f"'{op.name}' is registered with complex=True but has no sample "
+                            f"to check it on complex inputs (a float sample in a "
+                            f"differentiable position, or an explicit complex sample)")
+    for s, sample in enumerate(samples):
+        where = f"'{op.name}' complex sample {s} {_describe(sample)}"
+        check_forward(op, sample, where, report)
+        if op.vjp is None:
+            continue
+        args = _tensors(op, sample)
+        f, flat = _flat(op, args)
+        kw = sample.kwargs
+        g = (lambda *xs, f=f, kw=kw: op([list(xs[:len(args[0])])] + list(xs[len(args[0]):]),
+                                        **kw)) if op.seq_input else (
+            lambda *xs, kw=kw: op(*xs, **kw))
+        try:
+            ws = _check_vjp(g, flat, where, "complex gradient check", atol, rtol, eps, seed=s)
+            if ws is None:
+                continue
+            report.checks.append(_CHECKS[1])
+            if op.twice_differentiable:
+                n = len(flat)
+                wrt = [i for i, x in enumerate(flat) if isinstance(x, TensorBase)
+                       and x.requires_grad]
+                dev = _engine.default_device()
+                wt = [new_tensor(dev.asarray(w), dev, True) for w in ws]
+                _check_vjp(_gradient_function(g, n, wrt), flat + wt, where,
+                           "complex second-order gradient check", atol, rtol, eps, seed=50 + s)
+                report.checks.append(_CHECKS[2])
+            if op.jvp is not None:
+                _check_jvp(op, g, flat, kw, where, atol, rtol, eps)
+                report.checks.append(_CHECKS[3])
+                report.checks.append(_CHECKS[4])
+            _check_complex64(op, sample, where)
+            report.checks.append(_CHECKS[5])
+        except _Failure as exc:
+            raise GradcheckError(str(exc)) from None
+        check_batching(op, sample, where, report)
+
+
+def _describe(sample):
+    return f"Sample({[(getattr(a, 'shape', a), getattr(a, 'dtype', None)) for a in sample.args]}, {sample.kwargs})"

@@ -1,0 +1,247 @@
+"""Complex numbers through the elementwise ops (issue 18): gradients of a few complex
+programs against PyTorch's, the contract kit over every complex=True op, every other
+differentiable elementwise op refusing complex values that need a gradient, and the new
+ops (real, imag, conj, angle, abs, complex, real_if_close, iscomplexobj) against NumPy."""
+
+import warnings
+
+import numpy as np
+import pytest
+import tapegrad as tg
+import tapegrad_elementwise
+from tapegrad._engine import ops_table
+from tapegrad.testing import check_op
+
+torch = pytest.importorskip("torch")
+
+RNG = np.random.default_rng(7)
+Z = RNG.standard_normal((3, 4)) + 1j * RNG.standard_normal((3, 4))
+W = RNG.standard_normal((3, 4)) + 1j * RNG.standard_normal((3, 4))
+X = RNG.uniform(0.5, 2.0, (3, 4))
+
+
+def _pair(*arrays):
+    """(tapegrad leaves, torch leaves) of the same values, all requiring grad."""
+    return ([tg.tensor(a, requires_grad=True) for a in arrays],
+            [torch.tensor(a, requires_grad=True) for a in arrays])
+
+
+# Each program is written once, with the module (tg or torch) as a parameter.
+PROGRAMS = {
+    "abs2": lambda m, z, w, x: (m.abs(z) ** 2).sum(),
+    "product": lambda m, z, w, x: m.real(z * m.conj(w) * x).sum() + m.imag(z * w).sum(),
+    "holomorphic chain": lambda m, z, w, x: m.abs(m.exp(m.sin(z) / (w + 3.0)) * m.log(z)).sum(),
+    "angle and sqrt": lambda m, z, w, x: (m.angle(m.sqrt(z)) * x).sum() + m.real(m.tanh(w)).sum(),
+    "complex from reals": lambda m, z, w, x: m.abs(m.complex(x, x * x) * z - w).sum(),
+    "power and division": lambda m, z, w, x: m.real((z ** 2.5) / (m.square(w) + 1j)).sum()
+                                             + m.imag(m.reciprocal(z) ** w).sum(),
+    "inverse trig": lambda m, z, w, x: m.abs(m.arcsin(z * 0.3) + m.arctan(w) * m.arccosh(z + 2))
+                                       .sum(),
+    "sigmoid and expm1": lambda m, z, w, x: m.real(m.sigmoid(z) * m.expm1(w * 0.5)).sum(),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_complex_gradients_equal_pytorchs(name):
+    f = PROGRAMS[name]
+    (z, w, x), (zt, wt, xt) = _pair(Z, W, X)
+    f(tg, z, w, x).backward()
+    f(torch, zt, wt, xt).backward()
+    for got, want in ((z, zt), (w, wt), (x, xt)):
+        if want.grad is None:           # an input the program does not use
+            assert got.grad is None
+            continue
+        assert got.grad.dtype == got.dtype
+        np.testing.assert_allclose(got.grad.numpy(), want.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_second_order_gradients_equal_pytorchs():
+    (z, w), (zt, wt) = _pair(Z, W)
+    (gz,) = tg.grad((tg.abs(tg.exp(z) * w) ** 2).sum(), [z], create_graph=True)
+    (gzt,) = torch.autograd.grad((torch.abs(torch.exp(zt) * wt) ** 2).sum(), [zt],
+                                 create_graph=True)
+    np.testing.assert_allclose(gz.numpy(), gzt.detach().numpy(), rtol=1e-10)
+    tg.real(gz * tg.conj(w)).sum().backward()
+    torch.real(gzt * torch.conj(wt)).sum().backward()
+    np.testing.assert_allclose(z.grad.numpy(), zt.grad.numpy(), rtol=1e-10)
+    np.testing.assert_allclose(w.grad.numpy(), wt.grad.numpy(), rtol=1e-10)
+
+
+def test_gradient_descent_on_a_complex_parameter_decreases_a_real_loss():
+    # the convention's point: z - lr * z.grad descends L (here |z - c|^2, minimum at c)
+    c = np.array([1 - 2j, 0.5j])
+    z = tg.tensor(np.zeros(2, complex), requires_grad=True)
+    for _ in range(50):
+        loss = (tg.abs(z - c) ** 2).sum()
+        z.grad = None
+        loss.backward()
+        with tg.no_grad():
+            z -= 0.1 * z.grad
+    np.testing.assert_allclose(z.numpy(), c, atol=1e-4)
+
+
+_COMPLEX_OPS = sorted(n for n, op in ops_table().items() if op.supports_complex)
+
+
+def test_the_complex_ops_are_the_ones_documented():
+    assert set(_COMPLEX_OPS) >= {"real", "imag", "conj", "angle", "abs", "complex", "multiply",
+                                 "divide", "subtract", "exp", "log", "sqrt", "power", "where"}
+    assert set(_COMPLEX_OPS) >= tapegrad_elementwise.ufuncs.HOLOMORPHIC
+
+
+@pytest.mark.parametrize("name", _COMPLEX_OPS)
+def test_the_contract_kit_checks_every_complex_op_on_complex_samples(name):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        checks = check_op(name).checks
+    assert "complex128 gradient vs finite differences (real and imaginary parts)" in checks
+    assert "complex64 preserved" in checks
+
+
+def _call_on_complex(op, z):
+    """op called with complex z (requiring grad) at every tensor position."""
+    nin = 3 if op.name == "where" else (op.nin if op.nin > 0 else 1)
+    args = [z] * nin
+    if op.name == "where":
+        args[0] = tg.tensor(np.ones(Z.shape, bool))
+    if op.name.endswith("_backward"):
+        args = [z, z]
+    return op(*args)
+
+
+@pytest.mark.parametrize("name", sorted(tapegrad_elementwise.OPS))
+def test_every_elementwise_op_is_complex_or_refuses_complex_values_that_need_a_gradient(name):
+    op = ops_table()[name]
+    z = tg.tensor(Z, requires_grad=True)
+    if op.supports_complex or op.vjp is None:
+        return          # checked by the kit above / not differentiable (bool results)
+    try:
+        _call_on_complex(op, z)
+    except TypeError as exc:
+        # the engine's refusal, or NumPy's own (no complex loop: floor, arctan2, ...)
+        assert name in str(exc) or "not supported" in str(exc), str(exc)
+        return
+    raise AssertionError(f"{name} took a complex input that requires grad without being "
+                         f"complex=True")
+
+
+@pytest.mark.parametrize("name", ["maximum", "minimum", "clip", "sign", "relu", "fmax",
+                                  "nan_to_num"])
+def test_ordering_and_piecewise_ops_compute_as_numpy_without_grad_and_refuse_with(name):
+    op = ops_table()[name]
+    kwargs = {"a_min": -0.5, "a_max": 0.5} if name == "clip" else {}
+    args = [Z] * (2 if op.nin == 2 else 1)
+    with tg.no_grad():
+        got = op(*[tg.tensor(a) for a in args], **kwargs).numpy()
+    want = op.kernels["cpu"](*args, **kwargs)
+    np.testing.assert_array_equal(got, want)
+    with pytest.raises(TypeError, match=f"{name}: the op has no complex gradient rule"):
+        op(*[tg.tensor(a, requires_grad=True) for a in args], **kwargs)
+
+
+def test_comparisons_on_complex_compute_as_numpy():
+    # NumPy orders complex values lexicographically; no gradient flows through a bool
+    a, b = tg.tensor(Z), tg.tensor(W)
+    for name in ("less", "greater_equal", "equal"):
+        np.testing.assert_array_equal(ops_table()[name](a, b).numpy(),
+                                      getattr(np, name)(Z, W))
+
+
+def test_the_new_ops_equal_numpy():
+    z = tg.tensor(Z)
+    np.testing.assert_array_equal(tg.real(z).numpy(), np.real(Z))
+    np.testing.assert_array_equal(tg.imag(z).numpy(), np.imag(Z))
+    np.testing.assert_array_equal(z.real.numpy(), Z.real)
+    np.testing.assert_array_equal(z.imag.numpy(), Z.imag)
+    np.testing.assert_array_equal(tg.conj(z).numpy(), np.conj(Z))
+    np.testing.assert_array_equal(z.conj().numpy(), Z.conj())
+    np.testing.assert_array_equal(tg.conjugate(z).numpy(), np.conjugate(Z))
+    np.testing.assert_array_equal(tg.angle(z).numpy(), np.angle(Z))
+    np.testing.assert_array_equal(tg.angle(z, deg=True).numpy(), np.angle(Z, deg=True))
+    np.testing.assert_array_equal(tg.abs(z).numpy(), np.abs(Z))
+    assert tg.abs(z).dtype == np.float64 and tg.abs(tg.tensor(Z.astype(np.complex64))).dtype \
+        == np.float32
+    x = tg.tensor(X)
+    np.testing.assert_array_equal(tg.imag(x).numpy(), np.zeros_like(X))
+    np.testing.assert_array_equal(tg.real(x).numpy(), X)
+    c = tg.complex(x, x * 2)
+    assert c.dtype == np.complex128
+    np.testing.assert_array_equal(c.numpy(), X + 2j * X)
+    assert tg.complex(tg.tensor(X.astype(np.float32)), tg.tensor(X.astype(np.float32))).dtype \
+        == np.complex64
+    close = Z.real + 1e-15j
+    np.testing.assert_array_equal(tg.real_if_close(tg.tensor(close)).numpy(),
+                                  np.real_if_close(close))
+    assert tg.real_if_close(tg.tensor(close)).dtype == np.real_if_close(close).dtype
+    assert tg.real_if_close(z).dtype == np.complex128
+    assert tg.iscomplexobj(z) and not tg.iscomplexobj(x) and tg.iscomplexobj(Z)
+
+
+def test_complex_refuses_parts_of_different_or_integer_dtypes_as_torch():
+    with pytest.raises(TypeError, match="complex: expected real and imag to be both float32 "
+                                        "or both float64"):
+        tg.complex(tg.tensor(X), tg.tensor(X.astype(np.float32)))
+    with pytest.raises(TypeError, match="both float32 or both float64"):
+        tg.complex(tg.tensor(np.arange(3)), tg.tensor(np.arange(3)))
+
+
+def test_abs_and_angle_gradients_at_zero_are_zero_as_pytorch():
+    z = tg.tensor(np.array([0j, 1 + 1j]), requires_grad=True)
+    (tg.abs(z) + tg.angle(z)).sum().backward()
+    zt = torch.tensor(np.array([0j, 1 + 1j]), requires_grad=True)
+    (torch.abs(zt) + torch.angle(zt)).sum().backward()
+    np.testing.assert_allclose(z.grad.numpy(), zt.grad.numpy())
+    assert np.isfinite(z.grad.numpy()).all()
+
+
+def test_a_real_input_meeting_complex_values_gets_a_real_gradient():
+    (x,), (xt,) = _pair(X)
+    tg.abs(x * tg.tensor(Z) + 1j).sum().backward()
+    torch.abs(xt * torch.tensor(Z) + 1j).sum().backward()
+    assert x.grad.dtype == np.float64
+    np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-12)
+
+
+def test_forward_mode_through_complex_ops_matches_finite_differences():
+    from tapegrad import _forward
+    t = RNG.standard_normal(Z.shape) + 1j * RNG.standard_normal(Z.shape)
+
+    def f(a):
+        return tg.exp(a) * tg.conj(a) + tg.abs(a)
+
+    level = _forward.enter_level()
+    try:
+        d = _forward.detached_dual(tg.tensor(Z))
+        _forward.set_tangent(d, level, tg.tensor(t))
+        tangent = _forward.tangent_of(f(d), level).numpy()
+    finally:
+        _forward.exit_level(level)
+    eps = 1e-6
+    with tg.no_grad():
+        fd = (f(tg.tensor(Z + eps * t)).numpy() - f(tg.tensor(Z - eps * t)).numpy()) / (2 * eps)
+    np.testing.assert_allclose(tangent, fd, rtol=1e-6, atol=1e-8)
+
+
+def test_vmap_of_a_complex_function_equals_a_loop():
+    f = lambda a: tg.abs(tg.exp(a) * tg.conj(a))      # noqa: E731
+    got = tg.vmap(f)(tg.tensor(Z)).numpy()
+    want = np.stack([f(tg.tensor(row)).numpy() for row in Z])
+    np.testing.assert_array_equal(got, want)
+
+
+def test_compile_of_a_complex_step_replays_bit_identically():
+    def step(z, w):
+        loss = (tg.abs(tg.exp(z) * w) ** 2).sum()
+        (g,) = tg.grad(loss, [z])
+        return loss, g
+
+    fast = tg.compile(step)
+    for k in range(3):
+        z = tg.tensor(Z + k, requires_grad=True)
+        w = tg.tensor(W)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")       # a CompileWarning if it runs eagerly
+            got = fast(z, w)
+        want = step(tg.tensor(Z + k, requires_grad=True), w)
+        for a, b in zip(got, want):
+            np.testing.assert_array_equal(a.numpy(), b.numpy())
