@@ -13,8 +13,8 @@ its adjoint, written as another transform of this plugin (no dense DFT matrix):
 - ``n`` crops or zero-pads the input before the transform; the adjoint crops or pads the
   gradient back to the input's length (``fft__fit``).
 - rfft keeps bins 0..n//2 of a real input's DFT: its adjoint pads those bins to n, takes
-  the inverse (dual norm) and keeps the real part (the engine projects a complex gradient
-  of a real input onto its real part).
+  the inverse (dual norm) and keeps the real part, which is irfft of those bins with the
+  middle ones halved (a real result, half the work of a complex inverse).
 - irfft reads bins 1..ceil(n/2)-1 twice (each stands for itself and its conjugate) and
   ignores the imaginary part of bin 0 (and of bin n/2, n even): its adjoint is rfft of the
   gradient (dual norm) with those bins doubled, which gives 0 imaginary gradient at bin 0
@@ -48,10 +48,11 @@ def _axis_length(x, axis):
 # fft__fit: crop or zero-pad along an axis, optionally doubling the bins irfft reads twice
 # ---------------------------------------------------------------------------------------
 
-def _fit_kernel(x, axis=-1, size=1, double=None):
+def _fit_kernel(x, axis=-1, size=1, double=None, scale=2.0):
     """x cropped (the first `size` entries) or zero-padded to `size` along `axis`, then
-    entries 1..ceil(double/2)-1 along it multiplied by 2 when `double` (an irfft length)
-    is given. A new array (never a view)."""
+    entries 1..ceil(double/2)-1 along it multiplied by `scale` (2: irfft's adjoint; 0.5:
+    rfft's, computed with irfft) when `double` (an irfft length) is given. A new array
+    (never a view)."""
     x = np.asarray(x)
     axis = axis % x.ndim
     m = x.shape[axis]
@@ -63,14 +64,23 @@ def _fit_kernel(x, axis=-1, size=1, double=None):
     if double is not None:
         hi = min((double + 1) // 2, size)       # bins 1..ceil(n/2)-1: not DC, not Nyquist
         if hi > 1:
-            out[(slice(None),) * axis + (slice(1, hi),)] *= 2
+            # NOTE: a Python float keeps float32/complex64 (NEP 50: weak scalars)
+            out[(slice(None),) * axis + (slice(1, hi),)] *= scale
     return out
 
 
-def _fit_vjp(g, ans, x, axis=-1, size=1, double=None):
-    # The doubling is diagonal and commutes with cropping/padding, so the adjoint is the
-    # same op back to x's length.
-    return (tg.fft__fit(g, axis=axis, size=_axis_length(x, axis), double=double),)
+def _fit_vjp(g, ans, x, axis=-1, size=1, double=None, scale=2.0):
+    # The scaling is diagonal and real and commutes with cropping/padding, so the adjoint
+    # is the same op back to x's length.
+    return (tg.fft__fit(g, axis=axis, size=_axis_length(x, axis), double=double,
+                        scale=scale),)
+
+
+def _fit(x, axis, size, double=None, scale=2.0):
+    """fft__fit, skipped when it would copy x unchanged (the common case: no n=)."""
+    if double is None and x.shape[axis] == size:
+        return x
+    return tg.fft__fit(x, axis=axis, size=size, double=double, scale=scale)
 
 
 def _shift_axis(axis, nd, name):
@@ -80,10 +90,10 @@ def _shift_axis(axis, nd, name):
     return axis % nd + 1
 
 
-def _fit_batch(inputs, batched, axis=-1, size=1, double=None):
+def _fit_batch(inputs, batched, axis=-1, size=1, double=None, scale=2.0):
     x = inputs[0]
     return tg.fft__fit(x, axis=_shift_axis(axis, x.ndim - 1, "fft__fit"), size=size,
-                       double=double)
+                       double=double, scale=scale)
 
 
 # ---------------------------------------------------------------------------------------
@@ -96,26 +106,30 @@ def _length(x, n, axis):
 
 
 def _fft_vjp(g, ans, x, n=None, axis=-1, norm=None):
-    return (tg.fft__fit(tg.fft_ifft(g, axis=axis, norm=_dual(norm)), axis=axis,
-                        size=_axis_length(x, axis)),)
+    return (_fit(tg.fft_ifft(g, axis=axis, norm=_dual(norm)), axis, _axis_length(x, axis)),)
 
 
 def _ifft_vjp(g, ans, x, n=None, axis=-1, norm=None):
-    return (tg.fft__fit(tg.fft_fft(g, axis=axis, norm=_dual(norm)), axis=axis,
-                        size=_axis_length(x, axis)),)
+    return (_fit(tg.fft_fft(g, axis=axis, norm=_dual(norm)), axis, _axis_length(x, axis)),)
 
 
 def _rfft_vjp(g, ans, x, n=None, axis=-1, norm=None):
-    # Complex for a real x: the engine keeps its real part.
-    full = tg.fft__fit(g, axis=axis, size=_length(x, n, axis))
-    return (tg.fft__fit(tg.fft_ifft(full, axis=axis, norm=_dual(norm)), axis=axis,
-                        size=_axis_length(x, axis)),)
+    # Re(ifft(g zero-padded to n)) with the dual norm, computed as irfft of g with its
+    # middle bins halved (irfft counts each twice): a real result at half the cost of a
+    # complex inverse. irfft ignores Im(g[0]) (and Im of the Nyquist bin), as Re() does.
+    nn = _length(x, n, axis)
+    half = tg.fft__fit(g, axis=axis, size=g.shape[axis], double=nn, scale=0.5)
+    return (_fit(tg.fft_irfft(half, n=nn, axis=axis, norm=_dual(norm)), axis,
+                 _axis_length(x, axis)),)
 
 
 def _ihfft_vjp(g, ans, x, n=None, axis=-1, norm=None):
-    full = tg.fft__fit(g, axis=axis, size=_length(x, n, axis))
-    return (tg.fft__fit(tg.fft_fft(full, axis=axis, norm=_dual(norm)), axis=axis,
-                        size=_axis_length(x, axis)),)
+    # ihfft(x) = conj(rfft(x)) (swapped norm): the adjoint is Re(fft(g padded)), which is
+    # hfft of g with its middle bins halved.
+    nn = _length(x, n, axis)
+    half = tg.fft__fit(g, axis=axis, size=g.shape[axis], double=nn, scale=0.5)
+    return (_fit(tg.fft_hfft(half, n=nn, axis=axis, norm=_dual(norm)), axis,
+                 _axis_length(x, axis)),)
 
 
 def _irfft_length(x, n, axis):
@@ -242,10 +256,11 @@ def register(registry):
                  tg.Sample(_real(5, 2, seed=2), axis=0, size=3),
                  tg.Sample(_real(2, 6, seed=3), axis=-1, size=4, double=6),
                  tg.Sample(_real(2, 4, seed=4), axis=-1, size=6, double=9),
-                 tg.Sample(_cplx(5, seed=5), axis=0, size=5, double=8)],
+                 tg.Sample(_cplx(5, seed=5), axis=0, size=5, double=8),
+                 tg.Sample(_real(3, 5, seed=6), axis=1, size=5, double=9, scale=0.5)],
         doc="Internal to tg.fft's gradients: x cropped or zero-padded to `size` along "
-            "`axis`, then entries 1..ceil(double/2)-1 doubled when `double` (an irfft "
-            "length) is given.")
+            "`axis`, then entries 1..ceil(double/2)-1 multiplied by `scale` (default 2) "
+            "when `double` (an irfft length) is given.")
     _register_transform(
         registry, "fft", np.fft.fft, _fft_vjp, _cplx, 10,
         "np.fft.fft: the 1-d discrete Fourier transform along `axis`, of length `n`.")
