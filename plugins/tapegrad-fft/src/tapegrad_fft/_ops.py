@@ -11,7 +11,7 @@ its adjoint, written as another transform of this plugin (no dense DFT matrix):
   "backward" <-> "forward", "ortho" <-> "ortho" (the unnormalized DFT's adjoint is n times
   the normalized inverse).
 - ``n`` crops or zero-pads the input before the transform; the adjoint crops or pads the
-  gradient back to the input's length (``fft__fit``).
+  gradient back to the input's length (``_fft_fit``).
 - rfft keeps bins 0..n//2 of a real input's DFT: its adjoint pads those bins to n, takes
   the inverse (dual norm) and keeps the real part, which is irfft of those bins with the
   middle ones halved (a real result, half the work of a complex inverse).
@@ -45,7 +45,7 @@ def _axis_length(x, axis):
 
 
 # ---------------------------------------------------------------------------------------
-# fft__fit: crop or zero-pad along an axis, optionally doubling the bins irfft reads twice
+# _fft_fit: crop or zero-pad along an axis, optionally doubling the bins irfft reads twice
 # ---------------------------------------------------------------------------------------
 
 def _fit_kernel(x, axis=-1, size=1, double=None, scale=2.0):
@@ -72,15 +72,15 @@ def _fit_kernel(x, axis=-1, size=1, double=None, scale=2.0):
 def _fit_vjp(g, ans, x, axis=-1, size=1, double=None, scale=2.0):
     # The scaling is diagonal and real and commutes with cropping/padding, so the adjoint
     # is the same op back to x's length.
-    return (tg.fft__fit(g, axis=axis, size=_axis_length(x, axis), double=double,
+    return (tg._fft_fit(g, axis=axis, size=_axis_length(x, axis), double=double,
                         scale=scale),)
 
 
 def _fit(x, axis, size, double=None, scale=2.0):
-    """fft__fit, skipped when it would copy x unchanged (the common case: no n=)."""
+    """_fft_fit, skipped when it would copy x unchanged (the common case: no n=)."""
     if double is None and x.shape[axis] == size:
         return x
-    return tg.fft__fit(x, axis=axis, size=size, double=double, scale=scale)
+    return tg._fft_fit(x, axis=axis, size=size, double=double, scale=scale)
 
 
 def _shift_axis(axis, nd, name):
@@ -92,7 +92,7 @@ def _shift_axis(axis, nd, name):
 
 def _fit_batch(inputs, batched, axis=-1, size=1, double=None, scale=2.0):
     x = inputs[0]
-    return tg.fft__fit(x, axis=_shift_axis(axis, x.ndim - 1, "fft__fit"), size=size,
+    return tg._fft_fit(x, axis=_shift_axis(axis, x.ndim - 1, "_fft_fit"), size=size,
                        double=double, scale=scale)
 
 
@@ -118,7 +118,7 @@ def _rfft_vjp(g, ans, x, n=None, axis=-1, norm=None):
     # middle bins halved (irfft counts each twice): a real result at half the cost of a
     # complex inverse. irfft ignores Im(g[0]) (and Im of the Nyquist bin), as Re() does.
     nn = _length(x, n, axis)
-    half = tg.fft__fit(g, axis=axis, size=g.shape[axis], double=nn, scale=0.5)
+    half = tg._fft_fit(g, axis=axis, size=g.shape[axis], double=nn, scale=0.5)
     return (_fit(tg.fft_irfft(half, n=nn, axis=axis, norm=_dual(norm)), axis,
                  _axis_length(x, axis)),)
 
@@ -127,7 +127,7 @@ def _ihfft_vjp(g, ans, x, n=None, axis=-1, norm=None):
     # ihfft(x) = conj(rfft(x)) (swapped norm): the adjoint is Re(fft(g padded)), which is
     # hfft of g with its middle bins halved.
     nn = _length(x, n, axis)
-    half = tg.fft__fit(g, axis=axis, size=g.shape[axis], double=nn, scale=0.5)
+    half = tg._fft_fit(g, axis=axis, size=g.shape[axis], double=nn, scale=0.5)
     return (_fit(tg.fft_hfft(half, n=nn, axis=axis, norm=_dual(norm)), axis,
                  _axis_length(x, axis)),)
 
@@ -138,13 +138,13 @@ def _irfft_length(x, n, axis):
 
 def _irfft_vjp(g, ans, x, n=None, axis=-1, norm=None):
     nn = _irfft_length(x, n, axis)
-    return (tg.fft__fit(tg.fft_rfft(g, axis=axis, norm=_dual(norm)), axis=axis,
+    return (tg._fft_fit(tg.fft_rfft(g, axis=axis, norm=_dual(norm)), axis=axis,
                         size=_axis_length(x, axis), double=nn),)
 
 
 def _hfft_vjp(g, ans, x, n=None, axis=-1, norm=None):
     nn = _irfft_length(x, n, axis)
-    return (tg.fft__fit(tg.fft_ihfft(g, axis=axis, norm=_dual(norm)), axis=axis,
+    return (tg._fft_fit(tg.fft_ihfft(g, axis=axis, norm=_dual(norm)), axis=axis,
                         size=_axis_length(x, axis), double=nn),)
 
 
@@ -250,7 +250,7 @@ def _register_transform(registry, name, fn, vjp, make, seed, doc, complex_input=
 
 def register(registry):
     registry.register_op(
-        "fft__fit", kernels={"cpu": _fit_kernel}, vjp=_fit_vjp, jvp="linear",
+        "_fft_fit", kernels={"cpu": _fit_kernel}, vjp=_fit_vjp, jvp="linear",
         batch=_fit_batch, save_ans=False, method=False, complex=True,
         samples=[tg.Sample(_real(3, 4, seed=1), axis=1, size=6),
                  tg.Sample(_real(5, 2, seed=2), axis=0, size=3),
