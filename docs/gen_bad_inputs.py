@@ -27,6 +27,7 @@ AREAS = {
     "tapegrad-linalg": "tapegrad-linalg",
     "tapegrad-nn": "tapegrad-nn",
     "tapegrad-scipy": "tapegrad-scipy",
+    "tapegrad-fft": "tapegrad-fft",
     "tapegrad-checkpoint": "tapegrad-checkpoint",
     "tapegrad-higher": "tapegrad-higher",
 }

@@ -732,6 +732,24 @@ CASES = [
     C("tapegrad-scipy", "scipy.stats.multivariate_normal.logpdf", "a covariance that is not positive definite",
       "tg.scipy.stats.multivariate_normal.logpdf(tg.ones(2), cov=np.array([[1.0, 2.0], [2.0, 1.0]]))",
       np.linalg.LinAlgError, r"^linalg_cholesky: Matrix is not positive definite.*shape \(2, 2\)"),
+    # -- issue 18: tapegrad-fft -------------------------------------------------------------
+    C("tapegrad-fft", "fft.rfft", "a complex input (NumPy refuses it too)",
+      "tg.fft.rfft(tg.tensor(np.array([1.0, 2j, 0.5])))", TypeError,
+      r"^fft_rfft: fft.rfft: the input must be real, got complex128 \(shape \(3,\)\)"),
+    C("tapegrad-fft", "fft.fft", "n < 1", "tg.fft.fft(tg.ones(4), n=0)", ValueError,
+      r"^fft_fft: Invalid number of FFT data points \(0\) specified.*shape \(4,\) float64"),
+    C("tapegrad-fft", "fft.ifft", "an unknown norm", "tg.fft.ifft(tg.ones(4), norm='unit')",
+      ValueError, r"^fft_ifft: Invalid norm value unit; should be \"backward\", \"ortho\" or"),
+    C("tapegrad-fft", "fft.fftn", "out=", "tg.fft.fftn(tg.ones(4), out=np.empty(4, complex))",
+      TypeError, r"^fft.fftn: out= is not supported \(tensors are not written into"),
+    C("tapegrad-fft", "fft.fft2", "a 1-d input (axes (-2, -1))", "tg.fft.fft2(tg.ones(4))",
+      IndexError, r"^fft.fft2: axis -2 is out of bounds for an input of shape \(4,\)"),
+    C("tapegrad-fft", "fft.irfftn", "s and axes of different lengths",
+      "tg.fft.irfftn(tg.ones((2, 3)), s=(2, 3), axes=(0,))", ValueError,
+      r"^fft.irfftn: shape and axes have different lengths \(s=\(2, 3\), axes=\(0,\)\)"),
+    C("tapegrad-fft", "fft.fftfreq", "a spacing d that requires grad",
+      "tg.fft.fftfreq(4, tg.tensor(0.5, requires_grad=True))", TypeError,
+      r"^fft.fftfreq: the sample spacing d must be a number"),
 ]
 
 
