@@ -105,6 +105,7 @@ _FIRST_PARTY = {
     "tapegrad-cuda": "cuda",
     "tapegrad-distributed": "distributed",
     "tapegrad-viz": "viz",
+    "tapegrad-fft": "fft",
     "tapegrad-scipy": (
         "scipy gammaln digamma polygamma gamma beta betaln erf erfc erfinv erfcinv expit "
         "logit xlogy xlog1py log_ndtr ndtr ndtri i0 i1 i0e i1e iv jn yn entr rel_entr kl_div "
