@@ -98,12 +98,27 @@ def _as_tuple(value):
     return (value,), False
 
 
+# The transforms whose result is defined for complex inputs by the engine's convention
+# (docs/autograd.md, "Complex numbers"): a VJP (v^H J, the .grad of a real loss), a JVP
+# (J t) and a real loss's gradient. A Jacobian or Hessian of a complex function is not one
+# complex matrix unless the function is holomorphic (and PyTorch's and JAX's differ there),
+# so those refuse complex inputs instead of picking a convention silently.
+_COMPLEX_TRANSFORMS = frozenset({"vjp", "jvp", "grad", "linearize"})
+
+
 def _float_input(x, i, who):
     """Input `i` as a tensor (arrays and numbers converted); refused unless it is
-    floating-point (only those can be differentiated)."""
+    floating-point (only those can be differentiated), or complex for the transforms of
+    _COMPLEX_TRANSFORMS."""
     if not isinstance(x, _engine.TensorBase):
         x = tg.asarray(x)
-    if x.dtype.kind != "f":
+    kind = x.dtype.kind
+    if kind == "c" and who not in _COMPLEX_TRANSFORMS:
+        raise TypeError(f"{who}: input {i} is {x.dtype}; a {who} of a function of complex "
+                        f"inputs is not supported (it is one complex matrix only for "
+                        f"holomorphic functions): use tg.vjp / tg.jvp (or tg.func.grad of a "
+                        f"real loss), or pass real and imaginary parts as real inputs")
+    if kind != "f" and kind != "c":
         raise TypeError(f"{who}: input {i} has dtype {x.dtype}; only floating-point inputs "
                         f"can be differentiated (convert it with .astype(np.float64))")
     return x
