@@ -383,8 +383,9 @@ def _check_all(op, report, atol, rtol, eps, check_forward, check_batching):
         args = _tensors(op, sample)
         f, flat = _flat(op, args)
         kw = sample.kwargs
-        g = (lambda *xs, f=f, kw=kw: op([list(xs[:len(args[0])])] + list(xs[len(args[0]):]),
-                                        **kw)) if op.seq_input else (
+        # (a seq_input op takes its sequence as the first argument: op([a, b], *rest))
+        g = (lambda *xs, kw=kw, k=len(args[0]): op(list(xs[:k]), *xs[k:], **kw)
+             ) if op.seq_input else (
             lambda *xs, kw=kw: op(*xs, **kw))
         try:
             ws = _check_vjp(g, flat, where, "complex gradient check", atol, rtol, eps, seed=s)

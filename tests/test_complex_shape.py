@@ -7,7 +7,18 @@ tests cover the composed functions and NumPy's complex semantics.)"""
 import numpy as np
 import pytest
 import tapegrad as tg
-import torch
+
+try:        # the comparisons with PyTorch run where it is installed (ci/bench installs it);
+    import torch    # the finite-difference checks always run
+    HAVE_TORCH = True
+except ImportError:
+    class _NoTorch:
+        """Stands for torch where it is not installed: `torch.linalg.inv` and the like
+        name a function check() then does not call."""
+        def __getattr__(self, name):
+            return self
+    torch = _NoTorch()
+    HAVE_TORCH = False
 
 RNG = np.random.default_rng(180)
 
@@ -46,7 +57,7 @@ def check(f, z, f_torch=None, f_np=None):
     w = crand(*out.shape) if out.dtype.kind == "c" else RNG.standard_normal(out.shape)
     g = grad_of(f, z, w)
     np.testing.assert_allclose(g, fd_grad(f, z, w), rtol=1e-6, atol=1e-6)
-    if f_torch is not None:
+    if f_torch is not None and HAVE_TORCH:
         t = torch.tensor(z, requires_grad=True)
         (tgrad,) = torch.autograd.grad(f_torch(t), [t], torch.tensor(w))
         np.testing.assert_allclose(g, tgrad.numpy(), rtol=1e-9, atol=1e-12)
