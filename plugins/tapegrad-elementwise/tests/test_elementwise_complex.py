@@ -142,7 +142,7 @@ def test_every_elementwise_op_is_complex_or_refuses_complex_values_that_need_a_g
                          f"complex=True")
 
 
-@pytest.mark.parametrize("name", ["maximum", "minimum", "clip", "sign", "relu", "fmax",
+@pytest.mark.parametrize("name", ["maximum", "minimum", "clip", "relu", "fmax",
                                   "nan_to_num"])
 def test_ordering_and_piecewise_ops_compute_as_numpy_without_grad_and_refuse_with(name):
     op = ops_table()[name]
@@ -266,3 +266,50 @@ def test_compile_of_a_complex_step_replays_bit_identically():
         want = step(tg.tensor(Z + k, requires_grad=True), w)
         for a, b in zip(got, want):
             np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def test_complex_sign_is_z_over_abs_z_with_pytorchs_sgn_gradient():
+    # sign(z) = z/|z| moves only along the unit circle: its gradient for
+    # L = Re sum(conj(w) sign(z)), by central differences on the real and imaginary parts
+    z0 = np.array([0.3 + 0.4j, -1.5 + 0.2j, 0.7 - 2.1j])
+    w = np.array([1.0 - 0.5j, 0.25j, -2.0 + 1.0j])
+
+    def loss(z):
+        return float(np.real(np.sum(np.conj(w) * np.sign(z))))
+    eps = 1e-7
+    want = np.array([(loss(z0 + eps * e) - loss(z0 - eps * e)) / (2 * eps)
+                     + 1j * (loss(z0 + 1j * eps * e) - loss(z0 - 1j * eps * e)) / (2 * eps)
+                     for e in np.eye(3)])
+    z = tg.tensor(z0, requires_grad=True)
+    s = tg.sign(z)
+    np.testing.assert_array_equal(s.numpy(), np.sign(z0))
+    s.backward(tg.tensor(w))
+    np.testing.assert_allclose(z.grad.numpy(), want, rtol=1e-6)
+    # the closed form, and 0 at 0 (PyTorch's sgn)
+    u = z0 / np.abs(z0)
+    np.testing.assert_allclose(z.grad.numpy(), 1j * u * np.imag(np.conj(u) * w) / np.abs(z0),
+                               rtol=1e-13)
+    z = tg.tensor(np.array([0j, 1 + 1j]), requires_grad=True)
+    tg.sign(z).backward(tg.tensor(np.array([1 + 1j, 0j])))
+    np.testing.assert_array_equal(z.grad.numpy(), np.zeros(2, complex))
+
+
+@pytest.mark.needs_torch
+def test_complex_sign_matches_torch_sgn():
+    torch = _torch()
+    z0 = np.array([0.3 + 0.4j, -1.5 + 0.2j, 0.0j, 0.7 - 2.1j])
+    w = np.array([1.0 - 0.5j, 0.25j, 3.0 + 1.0j, -2.0 + 1.0j])
+    z = tg.tensor(z0, requires_grad=True)
+    tg.sign(z).backward(tg.tensor(w))
+    t = torch.tensor(z0, requires_grad=True)
+    torch.sgn(t).backward(torch.tensor(w))
+    np.testing.assert_allclose(z.grad.numpy(), t.grad.numpy(), rtol=1e-13, atol=1e-15)
+
+
+def test_rint_and_round_of_complex_round_each_part_with_a_zero_gradient():
+    z0 = np.array([0.3 + 1.6j, -1.5 + 0.24j, 2.71 - 2.1j])
+    z = tg.tensor(z0, requires_grad=True)
+    r = tg.rint(z) + tg.round(z, 1)
+    np.testing.assert_array_equal(r.numpy(), np.rint(z0) + np.round(z0, 1))
+    r.backward(tg.tensor(np.ones(3, complex)))
+    np.testing.assert_array_equal(z.grad.numpy(), np.zeros(3, complex))

@@ -379,6 +379,28 @@ def _abs_jvp(t, ans, x):
     return _abs_vjp(t[0], ans, x)[0]
 
 
+def _sign_derivative(v, x):
+    """The derivative of sign(z) = z / |z| (NumPy 2's complex sign; PyTorch's sgn) applied
+    to v, for the VJP (v = g) and the JVP (v = dz) alike: i s Im(conj(s) v) / |z| with
+    s = z / |z|, and 0 at z = 0. (It moves s along the unit circle only: the radial part
+    of v drops out.)"""
+    s = _unit(x, None)
+    r = tg.abs(x)
+    return 1j * s * tg.imag(tg.conj(s) * v) / tg.where(r == 0, 1, r)
+
+
+def _sign_vjp(g, ans, x):
+    if x.dtype.kind == "c":
+        return (_sign_derivative(g, x),)
+    return (tg.zeros_like(g),)      # piecewise constant (as PyTorch and JAX)
+
+
+def _sign_jvp(t, ans, x):
+    if t[0] is None or x.dtype.kind != "c":
+        return tg.zeros_like(ans)
+    return _sign_derivative(t[0], x)
+
+
 def _square_vjp(g, ans, x):
     op = _BACKWARD_OPS["square_backward"]
     if _real_only(g) and _eager_kernel(op, g):
@@ -626,13 +648,15 @@ def tapegrad_register_ops(registry):
         samples=_unary_samples(draw.nonzero),
         doc="|x|, elementwise (for complex x the modulus, a real result, as NumPy). The "
             "gradient at x == 0 is 0. For complex z it is g * z / |z| (PyTorch's).")
-    reg("sign", kernels={"cpu": np.sign}, batch="elementwise",
-        vjp=lambda g, ans, x: (tg.zeros_like(g),),
-        jvp=lambda t, ans, x: tg.zeros_like(ans),
-        save_inputs=(False,), save_ans=False,
+    # NOTE: x is saved for the complex rule only, but saving is decided per op: a real
+    # sign keeps its input alive (and version-checked) too
+    reg("sign", kernels={"cpu": np.sign}, batch="elementwise", complex=True,
+        vjp=_sign_vjp, jvp=_sign_jvp, save_ans=False,
         samples=_unary_samples(draw.nonzero),
         doc="-1, 0 or 1 by the sign of x, elementwise. Its gradient is 0 everywhere "
-            "(as PyTorch and JAX), so sign(x) can sit in a differentiable expression.")
+            "(as PyTorch and JAX), so sign(x) can sit in a differentiable expression. "
+            "For complex z it is z / |z| (0 at 0, NumPy 2's), differentiable as "
+            "PyTorch's sgn: the gradient i s Im(conj(s) g) / |z|, 0 at 0.")
     reg("clip", kernels={"cpu": _clip_kernel}, vjp=_clip_vjp, jvp=_unary_jvp(_clip_vjp),
         batch=_clip_batch, save_ans=False,
         samples=[tg.Sample(draw.away_from((-0.5, 0.5), 3, 4), a_min=-0.5, a_max=0.5),

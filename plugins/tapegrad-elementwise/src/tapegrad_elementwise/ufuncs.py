@@ -443,11 +443,15 @@ def register(registry, draw):
                               ("trunc", np.trunc, "x rounded towards zero"),
                               ("rint", np.rint, "x rounded to the nearest integer (halves "
                                                 "to even)")):
+        # (np.rint rounds complex values part by part; floor/ceil/trunc have no complex
+        # loop in NumPy)
         op(name, ufunc, _zero, **unary_none, samples=unary_samples(draw.off_grid),
+           **({"complex": True} if name == "rint" else {}),
            doc=f"{what}, elementwise (NumPy's dtype: integer and bool inputs keep theirs). "
                f"Piecewise constant: its gradient is 0 everywhere, the jumps included "
                f"(PyTorch's rule).")
     round_op = op("round", _round_kernel, _zero, **unary_none, params=("decimals",),
+                  complex=True,
                   samples=[tg.Sample(draw.off_grid(3, 4, step=0.1), decimals=1),
                            (draw.off_grid(5),),
                            (draw.off_grid(2, 3, step=10.0), -1),
