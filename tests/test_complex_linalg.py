@@ -372,3 +372,39 @@ def test_svd_of_short_wide_complex_matrices_is_numpys_up_to_rounding():
         np.testing.assert_allclose(u.numpy(), nu, rtol=0, atol=1e-14)
         np.testing.assert_allclose(vh.numpy(), nvh, rtol=0, atol=1e-14)
         assert np.all(u.numpy()[0].imag == 0)
+
+
+# ---------------------------------------------------------------------------------------
+# polynomials (compositions of complex-correct ops)
+# ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name, args, kwargs", [
+    ("polyval", [(4,), (3,)], {}),
+    ("polyadd", [(3,), (5,)], {}),
+    ("polysub", [(4,), (2,)], {}),
+    ("polymul", [(3,), (4,)], {}),
+    ("polyder", [(5,)], {"m": 2}),
+    ("polyint", [(4,)], {"m": 2, "k": [1.0 + 2.0j, -0.5j]}),
+])
+def test_polynomials_of_complex_coefficients_are_numpys_and_differentiable(name, args, kwargs):
+    arrays = [crand(*shape) for shape in args]
+    f_tg, f_np = getattr(tg, name), getattr(np, name)
+    got = f_tg(*[tg.tensor(a) for a in arrays], **kwargs)
+    np.testing.assert_allclose(got.numpy(), f_np(*arrays, **kwargs), rtol=1e-14, atol=1e-14)
+    assert got.dtype == f_np(*arrays, **kwargs).dtype
+    check(lambda *xs: f_tg(*xs, **kwargs), arrays)
+
+
+def test_polyval_of_real_coefficients_at_complex_points_gives_real_coefficients_a_real_gradient():
+    p, x = RNG.standard_normal(4), crand(3)
+    check(tg.polyval, [p, x])
+
+
+@pytest.mark.parametrize("call", [
+    lambda: tg.polydiv(crand(4), crand(2)),
+    lambda: tg.poly(crand(3)),
+    lambda: tg.polyfit(RNG.standard_normal(5), crand(5), 2),
+])
+def test_polydiv_poly_and_polyfit_refuse_complex_values(call):
+    with pytest.raises(TypeError, match="complex"):
+        call()

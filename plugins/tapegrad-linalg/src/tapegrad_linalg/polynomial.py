@@ -5,7 +5,9 @@ A polynomial is the 1-D array of its coefficients, highest power first, as in Nu
 Each function is a composition of shape, elementwise and linalg ops (``polymul`` is
 ``tg.convolve``, ``polyfit`` a least-squares solve through ``tg.linalg.lstsq``), so each
 is differentiable to any order. ``np.poly1d`` objects are not supported (pass
-``p.coeffs``); complex coefficients and roots are not either.
+``p.coeffs``). Complex coefficients and points work in polyval, polyadd, polysub, polymul,
+polyder and polyint (the compositions of complex-correct ops); polydiv, poly and polyfit
+refuse them (TypeError).
 
 >>> import tapegrad as tg
 >>> p = tg.tensor([1., -3., 2.], requires_grad=True)     # x**2 - 3x + 2
@@ -43,13 +45,14 @@ def _tensors(*xs):
     return [x if isinstance(x, tg.Tensor) else tg.asarray(x, device=dev) for x in xs]
 
 
-def _coefficients(p, op, name="p"):
-    """p as a 1-D tensor of coefficients (a scalar is a constant polynomial)."""
+def _coefficients(p, op, name="p", allow_complex=False):
+    """p as a 1-D tensor of coefficients (a scalar is a constant polynomial); complex ones
+    only where `allow_complex` (a function composed of complex-correct ops only)."""
     if isinstance(p, np.poly1d):
         raise TypeError(f"{op}: np.poly1d is not supported; pass its coefficients "
                         f"({name}.coeffs)")
     p = p if isinstance(p, tg.Tensor) else tg.asarray(p)
-    if p.dtype.kind == "c":
+    if p.dtype.kind == "c" and not allow_complex:
         raise TypeError(f"{op}: complex coefficients are not supported (dtype {p.dtype})")
     if p.ndim == 0:
         p = tg.reshape(p, (1,))
@@ -66,8 +69,11 @@ def _count_down(n, p):
     return tg.asarray(np.arange(n, 0, -1, dtype=dtype), device=p.device)
 
 
-def _float(x):
-    """``x + 0.0`` as NumPy writes it: floats keep their dtype, integers become float64."""
+def _float(x, op, name):
+    """``x + 0.0`` as NumPy writes it: floats keep their dtype, integers become float64.
+    Complex values are refused (a cast to float64 would drop the imaginary part)."""
+    if x.dtype.kind == "c":
+        raise TypeError(f"{op}: complex {name} is not supported (dtype {x.dtype})")
     return x if x.dtype.kind == "f" else x.astype(np.float64)
 
 
@@ -85,7 +91,7 @@ def polyval(p, x):
     [4.0, 13.0]
     """
     p, x = _tensors(p, x)
-    p = _coefficients(p, "polyval")
+    p = _coefficients(p, "polyval", allow_complex=True)
     y = tg.zeros_like(x)
     for i in range(p.shape[0]):
         y = y * x + p[i]
@@ -111,7 +117,8 @@ def polyadd(a1, a2):
     [9.0, 6.0, 6.0]
     """
     a1, a2 = _tensors(a1, a2)
-    a1, a2 = _padded(_coefficients(a1, "polyadd", "a1"), _coefficients(a2, "polyadd", "a2"))
+    a1, a2 = _padded(_coefficients(a1, "polyadd", "a1", allow_complex=True),
+                     _coefficients(a2, "polyadd", "a2", allow_complex=True))
     return a1 + a2
 
 
@@ -123,7 +130,8 @@ def polysub(a1, a2):
     [-1.0, 0.0, 2.0]
     """
     a1, a2 = _tensors(a1, a2)
-    a1, a2 = _padded(_coefficients(a1, "polysub", "a1"), _coefficients(a2, "polysub", "a2"))
+    a1, a2 = _padded(_coefficients(a1, "polysub", "a1", allow_complex=True),
+                     _coefficients(a2, "polysub", "a2", allow_complex=True))
     return a1 - a2
 
 
@@ -145,8 +153,9 @@ def polymul(a1, a2):
     [9.0, 23.0, 38.0, 17.0, 3.0]
     """
     a1, a2 = _tensors(a1, a2)
-    return tg.convolve(_trim_leading_zeros(_coefficients(a1, "polymul", "a1")),
-                       _trim_leading_zeros(_coefficients(a2, "polymul", "a2")))
+    a1 = _coefficients(a1, "polymul", "a1", allow_complex=True)
+    a2 = _coefficients(a2, "polymul", "a2", allow_complex=True)
+    return tg.convolve(_trim_leading_zeros(a1), _trim_leading_zeros(a2))
 
 
 # ---------------------------------------------------------------------------------------
@@ -173,7 +182,7 @@ def polyder(p, m=1):
     [6.0, 2.0]
     """
     m = _order(m, "polyder")
-    p = _coefficients(p, "polyder")
+    p = _coefficients(p, "polyder", allow_complex=True)
     for _ in range(m):
         n = p.shape[0] - 1
         p = p[:-1] * _count_down(n, p)
@@ -190,7 +199,7 @@ def polyint(p, m=1, k=None):
     [1.0, 1.0, 1.0, 5.0]
     """
     m = _order(m, "polyint")
-    p = _coefficients(p, "polyint")
+    p = _coefficients(p, "polyint", allow_complex=True)
     if k is None:
         k = tg.zeros((m,), dtype=p.dtype if p.dtype.kind == "f" else np.float64,
                      device=p.device)
@@ -225,7 +234,8 @@ def polydiv(u, v):
     ([1.5, 1.75], [0.25])
     """
     u, v = _tensors(u, v)
-    u, v = _float(_coefficients(u, "polydiv", "u")), _float(_coefficients(v, "polydiv", "v"))
+    u = _float(_coefficients(u, "polydiv", "u"), "polydiv", "u")
+    v = _float(_coefficients(v, "polydiv", "v"), "polydiv", "v")
     dt = np.result_type(u.dtype, v.dtype)
     u, v = (t if t.dtype == dt else t.astype(dt) for t in (u, v))
     m, n = u.shape[0] - 1, v.shape[0] - 1
@@ -304,7 +314,7 @@ def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
         raise ValueError("polyfit: cov is not supported (only cov=False)")
     order = operator.index(deg) + 1
     x, y, w = _tensors(x, y, w) if w is not None else (*_tensors(x, y), None)
-    x, y = _float(x), _float(y)
+    x, y = _float(x, "polyfit", "x"), _float(y, "polyfit", "y")
     if deg < 0:
         raise ValueError("polyfit: expected deg >= 0")
     if x.ndim != 1:
@@ -321,7 +331,7 @@ def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
     lhs = tg.vander(x, order)
     rhs = y
     if w is not None:
-        w = _float(w)
+        w = _float(w, "polyfit", "w")
         if w.ndim != 1:
             raise TypeError(f"polyfit: expected a 1-d array for weights, got shape {w.shape}")
         if w.shape[0] != y.shape[0]:
