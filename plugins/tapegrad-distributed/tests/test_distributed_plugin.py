@@ -241,3 +241,11 @@ def test_tg_grad_under_ddp_returns_local_gradients_and_leaves_grad_and_the_step_
     assert model.stats.steps == steps + 1
     for p, b in zip(params, before):
         np.testing.assert_allclose(p.grad.numpy(), 2 * b, rtol=1e-12)
+
+
+def test_all_reduce_mean_keeps_complex_values(one_rank):
+    # (it cast a complex mean to float64, dropping the imaginary part)
+    z = np.array([1.0 + 2.0j, -0.5j])
+    out = tg.distributed.all_reduce(tg.tensor(z), op="mean")
+    assert isinstance(out, tg.Tensor) and out.dtype == np.complex128
+    np.testing.assert_array_equal(out.numpy(), z)

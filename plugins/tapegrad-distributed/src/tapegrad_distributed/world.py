@@ -229,7 +229,7 @@ def all_reduce(value, op="mean"):
     if op not in _OPS:
         raise ValueError(f"all_reduce: op must be one of {_OPS}, got {op!r}")
     arr, original = _host_array(value, "all_reduce")
-    if op == "mean" and arr.dtype.kind != "f":
+    if op == "mean" and arr.dtype.kind not in "fc":       # (complex stays complex)
         arr = arr.astype(np.float64)
     MPI = _mpi()
     mpi_op = {"sum": MPI.SUM, "mean": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}[op]
