@@ -142,8 +142,7 @@ def test_every_elementwise_op_is_complex_or_refuses_complex_values_that_need_a_g
                          f"complex=True")
 
 
-@pytest.mark.parametrize("name", ["maximum", "minimum", "clip", "relu", "fmax",
-                                  "nan_to_num"])
+@pytest.mark.parametrize("name", ["maximum", "minimum", "clip", "relu", "fmax"])
 def test_ordering_and_piecewise_ops_compute_as_numpy_without_grad_and_refuse_with(name):
     op = ops_table()[name]
     kwargs = {"a_min": -0.5, "a_max": 0.5} if name == "clip" else {}
@@ -313,3 +312,16 @@ def test_rint_and_round_of_complex_round_each_part_with_a_zero_gradient():
     np.testing.assert_array_equal(r.numpy(), np.rint(z0) + np.round(z0, 1))
     r.backward(tg.tensor(np.ones(3, complex)))
     np.testing.assert_array_equal(z.grad.numpy(), np.zeros(3, complex))
+
+
+def test_nan_to_num_of_complex_replaces_and_masks_each_part():
+    z0 = np.array([complex(np.nan, 1.0), complex(2.0, np.inf), 1 - 1j, complex(-np.inf, np.nan)])
+    g0 = np.array([1 + 2j, 3 - 1j, 0.5 + 0.25j, -1 + 1j])
+    z = tg.tensor(z0, requires_grad=True)
+    out = tg.nan_to_num(z, nan=-1.0, posinf=9.0, neginf=-9.0)
+    np.testing.assert_array_equal(out.numpy(), np.nan_to_num(z0, nan=-1.0, posinf=9.0,
+                                                             neginf=-9.0))
+    out.backward(tg.tensor(g0))
+    # each part of g passes where that part of z was finite
+    want = np.array([2j, 3, 0.5 + 0.25j, 0])
+    np.testing.assert_array_equal(z.grad.numpy(), want)

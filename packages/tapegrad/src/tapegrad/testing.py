@@ -827,7 +827,13 @@ def _examples(args, batched, rng):
     keeps a positive or a positive-definite input so); any other value is the same."""
     def vary(a, k):
         if isinstance(a, np.ndarray) and a.dtype.kind in "fc" and k:
-            return np.asarray(a * (1.0 + 0.01 * k * rng.uniform(-1.0, 1.0, a.shape)), a.dtype)
+            f = 1.0 + 0.01 * k * rng.uniform(-1.0, 1.0, a.shape)
+            if a.dtype.kind == "c":
+                # part by part: a complex product would turn inf + 1j y into NaN parts
+                out = np.empty_like(a)
+                out.real, out.imag = a.real * f, a.imag * f
+                return out
+            return np.asarray(a * f, a.dtype)
         return a
     out = []
     for k in range(_BATCH):

@@ -273,6 +273,12 @@ def _d_heaviside_y(v, ans, x, y):
 
 
 def _d_nan_to_num(v, ans, x, copy=True, nan=0.0, posinf=None, neginf=None):
+    if x.dtype.kind == "c":
+        # NumPy replaces the real and imaginary parts separately, so each part of v passes
+        # where that part of x is finite: a real-linear projection, its own adjoint (the
+        # VJP and the JVP alike) and commuting with conj
+        return tg.complex(tg.where(tg.isfinite(tg.real(x)), tg.real(v), 0),
+                          tg.where(tg.isfinite(tg.imag(x)), tg.imag(v), 0))
     return tg.where(tg.isfinite(x), v, 0)
 
 
@@ -508,14 +514,15 @@ def register(registry, draw):
     dirty[0, 0], dirty[1, 2], dirty[2, 1] = np.nan, np.inf, -np.inf
     nan_only = draw.normal(2, 3)
     nan_only[1, 1] = np.nan
-    op("nan_to_num", _nan_to_num_kernel, _d_nan_to_num, save_ans=False,
+    op("nan_to_num", _nan_to_num_kernel, _d_nan_to_num, save_ans=False, complex=True,
        params=("copy", "nan", "posinf", "neginf"),
        samples=[(nan_only,), tg.Sample(dirty, nan=-1.0, posinf=10.0, neginf=-10.0),
                 tg.Sample(nan_only, True, 2.5)],
        doc="x with NaN replaced by `nan` (0.0), +inf by `posinf` and -inf by `neginf` "
            "(None: the largest / most negative finite value of x's dtype), as "
            "numpy.nan_to_num; copy=False (in place) is refused. The gradient passes "
-           "where x is finite and is 0 where it was replaced.")
+           "where x is finite and is 0 where it was replaced (for complex x, part by "
+           "part, as NumPy replaces them).")
 
     # -- NumPy's aliases: the same op under a second name ---------------------------------
     registry.register_function("absolute", registry.ops["abs"],
