@@ -151,6 +151,24 @@ def test_the_rule_saves_the_inputs_and_not_the_result():
         h.sum().backward()
 
 
+# NOTE: [matmul's BLAS calls] (docs/linalg.md, "Matmul and the BLAS"): a linear layer's
+# product and gradients are NumPy's own calls, x @ w, g @ w.T and x.T @ g on transposed
+# views, so they have NumPy's bits and C order (relu_backward's C loop and tg.compile's
+# reused outputs need C order). (64, 32, 128) runs OpenBLAS's unpacked "direct" sgemm
+# for the forward; (64, 512, 512) is past its size limit, where every call is packed.
+@pytest.mark.parametrize("batch, n_in, n_out", [(32, 64, 128), (64, 32, 128), (64, 512, 512)],
+                         ids=str)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_linear_layer_has_numpy_hand_written_bits_and_c_order(batch, n_in, n_out, dtype):
+    a, w0, g = rand((batch, n_in), dtype), rand((n_in, n_out), dtype), rand((batch, n_out), dtype)
+    x, w = leaf(a), leaf(w0)
+    out = x @ w
+    out.backward(tg.tensor(g))
+    for got, expected in ((out, a @ w0), (x.grad, g @ w0.T), (w.grad, a.T @ g)):
+        assert got.numpy().flags.c_contiguous
+        np.testing.assert_array_equal(got.numpy(), expected)
+
+
 # ---------------------------------------------------------------------------------------
 # Second derivatives
 # ---------------------------------------------------------------------------------------
