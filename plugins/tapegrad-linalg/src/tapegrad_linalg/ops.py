@@ -60,11 +60,12 @@ def _matmul_kernel(x, y):
     # NOTE: NumPy checks the shapes; only when it refuses do we work out why, so a valid
     # product pays nothing for the clearer message.
     # NOTE: [matmul's BLAS calls] the product is NumPy's own call, in the orientation
-    # written. (y.T @ x.T).T is up to ~35 % faster for some small-batch g @ W.T shapes
+    # written. (y.T @ x.T).T is 30-40 % faster for some small-batch g @ W.T shapes
     # (OpenBLAS, one thread) and gives the same bits there, but its result is F-ordered:
-    # relu_backward's C loop and tg.compile's reused outputs take only C order, so it lost
-    # more than it won; at W3's sizes no orientation or layout is faster by more than the
-    # noise (docs/linalg.md, "Matmul and the BLAS"; docs/performance.md, "Session 10: W3").
+    # relu_backward's C loop and tg.compile's reused outputs take only C order, and the
+    # copy back eats most of the gain; at W3's sizes no orientation or layout is faster by
+    # more than the noise (docs/linalg.md, "Matmul and the BLAS"; docs/performance.md,
+    # "Session 10: W3").
     try:
         return np.matmul(x, y)
     except ValueError as exc:
