@@ -1058,7 +1058,8 @@ def _register_scans(registry):
 
 def _register_sorting(registry):
     registry.register_op(
-        "sort", kernels={"cpu": _sort_kernel}, vjp=_sort_vjp, jvp=_sort_jvp,
+        "sort", complex=True,
+        kernels={"cpu": _sort_kernel}, vjp=_sort_vjp, jvp=_sort_jvp,
         batch=_one_axis_batch("sort", -1),
         save_ans=False, method=False, params=("axis", "kind", "order"),
         samples=[tg.Sample(_distinct(5)), tg.Sample(_distinct(3, 4)),
@@ -1067,7 +1068,9 @@ def _register_sorting(registry):
         doc="a sorted along `axis` (default -1; None: a flattened), as np.sort(a, axis=-1, "
             "kind=None); `kind` is NumPy's (the values do not depend on it). The gradient "
             "goes back through the sorting permutation; of tied entries, to the one the "
-            "stable sort put at that position (as torch.sort). No method form: "
+            "stable sort put at that position (as torch.sort). Complex input sorts "
+            "lexicographically (NumPy's) and its gradient is the same permutation. "
+            "No method form: "
             "ndarray.sort sorts in place.")
     registry.register_op(
         "argsort",

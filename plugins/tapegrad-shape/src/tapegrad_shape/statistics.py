@@ -592,6 +592,10 @@ def _quantile(a, q, axis, method, keepdims, skipnan, op, scale=1):
         raise ValueError(f"{op}: {method!r} is not a valid method; use one of "
                          f"{', '.join(_METHODS)}")
     x = _as_tensor(a)
+    if x.dtype.kind == "c":
+        # NumPy's quantile family refuses complex data (median and nanmedian take it)
+        raise TypeError(f"{op}: a must be an array of real numbers, got a {x.dtype} tensor "
+                        f"of shape {x.shape} (np.{op} refuses complex input too)")
     q, weak = _check_q(q, op, scale)
     y, kept, kept_dims = _rows(x, axis, op)
     if y.shape[1] == 0:
