@@ -182,3 +182,51 @@ def test_the_quantile_family_refuses_complex_as_numpy(name):
         with pytest.raises(TypeError, match=rf"{name}: a must be an array of real numbers, "
                                             rf"got a complex128 tensor of shape \(3, 4\)"):
             getattr(tg, name)(tg.tensor(Z, requires_grad=requires_grad), q)
+
+
+# -- np.sort_complex ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16, np.int8, np.uint16,
+                                   np.int32, np.int64, np.bool_, np.complex64,
+                                   np.complex128])
+def test_sort_complex_values_and_dtypes_are_numpys(dtype):
+    a = (RNG.standard_normal((3, 5)) * 4).astype(dtype) if np.dtype(dtype).kind != "c" \
+        else crand(3, 5, dtype=dtype)
+    want = np.sort_complex(a)
+    got = tg.sort_complex(tg.tensor(a)).numpy()
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(tg.sort_complex(a).numpy(), want)     # an array too
+
+
+def test_sort_complex_orders_ties_of_the_real_part_by_the_imaginary_part():
+    z = np.array([3 + 5j, 1 + 2j, 3 - 3j, 2 - 1j, 3 - 2j, np.nan + 0j])
+    np.testing.assert_array_equal(tg.sort_complex(tg.tensor(z)).numpy(), np.sort_complex(z))
+
+
+def test_sort_complex_refuses_a_0d_input_as_numpy():
+    with pytest.raises(np.exceptions.AxisError):
+        np.sort_complex(np.array(2.0))
+    with pytest.raises(np.exceptions.AxisError, match="axis -1 is out of bounds"):
+        tg.sort_complex(tg.tensor(2.0))
+
+
+def test_sort_complex_gradient_is_the_permutation_and_real_input_gets_the_real_part():
+    z = crand(2, 5)
+    x = tg.tensor(z, requires_grad=True)
+    tgt.gradcheck(tg.sort_complex, [x])
+    tgt.gradgradcheck(tg.sort_complex, [x])
+    r = RNG.standard_normal((2, 5))
+    xr = tg.tensor(r, requires_grad=True)
+    tgt.gradcheck(tg.sort_complex, [xr])         # real input, complex output
+    g = crand(2, 5)
+    (gr,) = tg.grad(tg.sort_complex(xr), [xr], tg.tensor(g))
+    assert gr.dtype == np.float64
+    expected = np.empty_like(r)
+    np.put_along_axis(expected, np.argsort(r, axis=-1, kind="stable"), g.real, axis=-1)
+    np.testing.assert_array_equal(gr.numpy(), expected)
+    x32 = tg.tensor(r.astype(np.float32), requires_grad=True)
+    out = tg.sort_complex(x32)
+    assert out.dtype == np.complex128             # NumPy's: float32 -> complex128
+    (g32,) = tg.grad(out, [x32], tg.tensor(g))
+    assert g32.dtype == np.float32
