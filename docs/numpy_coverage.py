@@ -92,10 +92,6 @@ GROUPS = [
      {"numpy": "index_exp s_".split()}),
 
     # -- not supported yet --------------------------------------------------------------
-    ("not supported yet", "Complex numbers (issue 18)",
-     "Roots of a real polynomial are complex in general (eigenvalues of the companion "
-     "matrix).",
-     {"numpy": "roots".split()}),
 
     # -- out of scope -------------------------------------------------------------------
     ("out of scope", "Input and output",
