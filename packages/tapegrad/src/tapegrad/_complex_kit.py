@@ -424,6 +424,9 @@ def _check_gradient_dtypes(op, args, out, where):
 
 
 def _check_single_output(out, out64, sample, where):
+    if out.shape != out64.shape:
+        raise _Failure(f"{where}: the complex64 result has shape {out.shape}, the "
+                       f"complex128 one {out64.shape}")
     if out64.dtype == np.complex128 and "dtype" not in sample.kwargs \
             and out.dtype != np.complex64:
         raise _Failure(f"{where}: complex64 inputs gave a {out.dtype} result")

@@ -483,10 +483,15 @@ def register(registry):
     fn("polydiv", polydiv, method=False, samples=[
         tg.Sample(_rand(5), _rand(2, seed=1) + np.array([2.0, 0.0])),
         tg.Sample(_rand(4), np.array([1.5, -0.3, 0.8])),
-        tg.Sample(_rand(2), _rand(3, seed=1))])
+        tg.Sample(_rand(2), _rand(3, seed=1)),
+        # (a monic divisor: the cancelled leading remainder entries are exactly 0 in
+        # complex64 too, so both precisions drop them, as NumPy's, and shapes agree)
+        tg.Sample(_rand(4) + 1j * _rand(4, seed=5), np.array([1.0 + 0j, -0.3, 0.8j]))])
     fn("poly", poly, method=False, samples=[
         tg.Sample(_rand(3)), tg.Sample(_rand(1)),
-        tg.Sample(np.array([[2.0, 0.3, 0.1], [0.2, -1.0, 0.4], [0.0, 0.3, 0.5]]))])
+        tg.Sample(np.array([[2.0, 0.3, 0.1], [0.2, -1.0, 0.4], [0.0, 0.3, 0.5]])),
+        tg.Sample(_rand(3) + 1j * _rand(3, seed=6)),
+        tg.Sample(np.array([[0.3, -2.0, 0.1], [2.0, 0.4, 0.0], [0.1, 0.2, -1.0]]))])
     op = registry.register_op
     op("_roots", complex=True, kernels={"cpu": _roots_kernel}, vjp=_roots_vjp, jvp=_roots_jvp,
        method=False, save_inputs=(True,),
@@ -507,4 +512,5 @@ def register(registry):
         tg.Sample(np.linspace(-1, 1, 6) + 0.05 * _rand(6), _rand(6, seed=1), 2),
         tg.Sample(np.linspace(0, 2, 5), _rand(5, 2, seed=2), 1),
         tg.Sample(np.linspace(-1, 1, 6), _rand(6, seed=3), 3, None, False,
-                  np.abs(_rand(6, seed=4)) + 0.5)])
+                  np.abs(_rand(6, seed=4)) + 0.5),
+        tg.Sample(np.linspace(-1, 1, 6), _rand(6, seed=1) + 1j * _rand(6, seed=7), 2)])

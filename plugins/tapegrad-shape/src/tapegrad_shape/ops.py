@@ -161,6 +161,12 @@ def _distinct(*shape):
     return np.random.default_rng(n + 1).permutation(values).reshape(shape)
 
 
+def _complex_distinct(*shape):
+    """Complex sample data with distinct real parts (NumPy's lexicographic order is then
+    the real parts' order, and stays so under a small perturbation: no ties)."""
+    return _distinct(*shape) + 0.5j * _rand(*shape, seed=3)
+
+
 # ---------------------------------------------------------------------------------------
 # vmap's batching rules: helpers
 # ---------------------------------------------------------------------------------------
