@@ -268,3 +268,39 @@ def test_roots_then_poly_round_trips_with_an_identity_gradient():
         expected[k] = 1.0
         expected[0] = -p[k]               # d(p_k / p_0)/dp_0 at p_0 = 1
         np.testing.assert_allclose(g.numpy(), expected, rtol=1e-8, atol=1e-8)
+
+
+# -- tg.compile: value-dependent structure runs eagerly, so replays equal eager calls ----
+
+def test_compiled_poly_roots_and_polydiv_equal_eager_calls_when_values_change_the_result():
+    import warnings
+    cases = [
+        (tg.poly, [[np.array([1 + 1j, 1 - 1j])], [np.array([1 + 1j, 2 - 1j])]]),
+        (tg.roots, [[np.array([1.0, -3.0, 2.0])], [np.array([0.0, 1.0, -3.0])]]),
+        (lambda u, v: tg.polydiv(u, v)[1],
+         [[np.array([1.0, -3.0, 2.0]), np.array([1.0, -1.0])],
+          [np.array([1.0, -3.0, 3.0]), np.array([1.0, -1.0])]]),
+    ]
+    for f, calls in cases:
+        compiled = tg.compile(f)
+        for args in calls:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")          # (the "runs eagerly" warning)
+                got = compiled(*[tg.tensor(a) for a in args])
+            want = f(*[tg.tensor(a) for a in args])
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def test_a_compiled_backward_through_roots_still_refuses_a_repeated_root():
+    import warnings
+
+    def gradient(p):
+        return tg.grad(tg.sum(tg.roots(p) ** 2), [p])[0]
+
+    compiled = tg.compile(gradient)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        compiled(tg.tensor([1.0, -3.0, 2.0], requires_grad=True))
+        with pytest.raises(np.linalg.LinAlgError, match="repeated root"):
+            compiled(tg.tensor([1.0, -2.0, 1.0], requires_grad=True))

@@ -28,6 +28,7 @@ import warnings
 
 import numpy as np
 import tapegrad as tg
+from tapegrad._compile import compile_check, run_eagerly
 
 from ._helpers import _rand
 
@@ -256,6 +257,8 @@ def polydiv(u, v):
         q.append(d)
         for j in range(n + 1):
             r[k + j] = r[k + j] - d * vs[j]
+    run_eagerly("polydiv: the remainder's leading entries are dropped by their values "
+                "(NumPy's allclose test)")
     while len(r) > 1 and np.allclose(r[0].item(), 0, rtol=1e-14):
         r = r[1:]
     quotient = tg.stack(q) if q else tg.zeros((1,), dtype=dt, device=u.device)
@@ -297,6 +300,8 @@ def poly(seq_of_zeros):
     if a.dtype.kind == "c":
         # NumPy's rule: roots equal (exactly) to their conjugates as a multiset give the
         # real part (a decision on the values; the real part's gradient is the projection)
+        run_eagerly("poly: whether the coefficients of complex roots are real depends on "
+                    "the roots' values (NumPy's conjugate-pair test)")
         values = np.asarray(z.detach().cpu().numpy(), complex)
         if np.all(np.sort(values) == np.sort(values.conjugate())):
             a = tg.real(a)
@@ -338,10 +343,8 @@ def _root_terms(ans, p):
     return V, dp
 
 
-def _check_simple(ans, dp):
-    r = ans.detach().cpu().numpy()
-    if np.any(dp.detach().cpu().numpy() == 0) or (
-            r.size > 1 and np.any(np.diff(np.sort(r)) == 0)):
+def _refuse_repeated(r, dp):
+    if np.any(dp == 0) or (r.size > 1 and np.any(np.diff(np.sort(r)) == 0)):
         raise np.linalg.LinAlgError(
             f"roots: the polynomial has a repeated root (p'(r) = 0), where the roots are "
             f"not differentiable (their derivative is infinite); roots {r.tolist()}")
@@ -349,7 +352,7 @@ def _check_simple(ans, dp):
 
 def _roots_vjp(g, ans, p):
     V, dp = _root_terms(ans, p)
-    _check_simple(ans, dp)
+    compile_check(_refuse_repeated, ans, dp)      # (a tg.compile replay checks it too)
     weights = g / _conj(dp)                                 # (R,)
     return (-tg.sum(_conj(V) * tg.reshape(weights, (-1, 1)), axis=0),)
 
@@ -375,6 +378,8 @@ def roots(p):
     array([ 2., -2.])
     """
     (p,) = _tensors(p)
+    run_eagerly("roots: which leading and trailing coefficients are zero (NumPy's roots "
+                "drops them) is read from p's values")
     if p.ndim == 0:
         raise TypeError("roots: p must be a 1-D sequence of coefficients, got a 0-d value "
                         "(np.roots refuses it too)")
