@@ -257,7 +257,8 @@ def _real_dtype(x):
     """x's dtype, or for complex x its real counterpart (complex64 -> float32): the tie
     shares of max/min are real weights (complex input orders lexicographically, as
     NumPy's, and its gradient is the same selection: no conjugate)."""
-    return np.empty(0, x.dtype).real.dtype
+    dt = x.dtype
+    return dt if dt.kind != "c" else np.empty(0, dt).real.dtype    # (real: no allocation)
 
 
 def _extremum_vjp(g, ans, x, axis=None, *, keepdims=False):
