@@ -161,7 +161,8 @@ def test_ordering_ops_compute_as_numpy_and_only_relu_refuses_a_gradient(name):
             op(*inputs, **kwargs)
         return
     out = op(*inputs, **kwargs)
-    grads = tg.grad(out, inputs, tg.tensor(W * 1j))
+    out.backward(tg.tensor(W * 1j))          # (tg.grad is tapegrad-higher's, not a dep here)
+    grads = [x.grad for x in inputs]
     # the reference: the selection NumPy's lexicographic order makes, routing g as is
     if name == "clip":
         inside = (Z >= -0.5) & (Z <= 0.5)
