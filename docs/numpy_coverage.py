@@ -92,11 +92,6 @@ GROUPS = [
      {"numpy": "index_exp s_".split()}),
 
     # -- not supported yet --------------------------------------------------------------
-    ("not supported yet", "Complex numbers (issue 18)",
-     "`sort_complex` returns complex values sorted lexicographically (an ordering op: "
-     "tapegrad refuses gradients through those on complex); roots of a real polynomial are "
-     "complex in general (eigenvalues of the companion matrix).",
-     {"numpy": "roots sort_complex".split()}),
 
     # -- out of scope -------------------------------------------------------------------
     ("out of scope", "Input and output",

@@ -400,11 +400,4 @@ def test_polyval_of_real_coefficients_at_complex_points_gives_real_coefficients_
     check(tg.polyval, [p, x])
 
 
-@pytest.mark.parametrize("call", [
-    lambda: tg.polydiv(crand(4), crand(2)),
-    lambda: tg.poly(crand(3)),
-    lambda: tg.polyfit(RNG.standard_normal(5), crand(5), 2),
-])
-def test_polydiv_poly_and_polyfit_refuse_complex_values(call):
-    with pytest.raises(TypeError, match="complex"):
-        call()
+# polydiv, poly, polyfit and roots on complex values: tests/test_complex_polynomials.py

@@ -1,5 +1,5 @@
 """Complex input through tapegrad-shape (issue 18): NumPy's values (var/std real, cov with
-X X^H, correlate conjugating v, lexicographic sort/max without gradients), gradients against PyTorch's (the
+X X^H, correlate conjugating v, lexicographic sort/max), gradients against PyTorch's (the
 same convention) where torch has the op, and against complex finite differences.
 (The contract kit checks every op declared complex with derived complex samples; these
 tests cover the composed functions and NumPy's complex semantics.)"""
@@ -134,15 +134,15 @@ def test_rearrangements_are_linear_and_keep_the_dtype():
         check(f, z.astype(np.complex128))
 
 
-def test_sort_and_max_order_complex_lexicographically_as_numpy_without_gradients():
+def test_sort_and_max_order_complex_lexicographically_as_numpy_with_gradients():
     z = np.array([1 + 1j, 1 - 1j, 0.5 + 3j, -2 + 0.5j, 0.5 - 1j])
     np.testing.assert_array_equal(tg.sort(tg.tensor(z)).numpy(), np.sort(z))
     np.testing.assert_array_equal(tg.argsort(tg.tensor(z)).numpy(), np.argsort(z))
     assert tg.max(tg.tensor(z)).item() == np.max(z)
     assert tg.min(tg.tensor(z)).item() == np.min(z)
     assert tg.argmax(tg.tensor(z)).item() == np.argmax(z)
-    # gradients through an ordering of complex numbers are refused (as PyTorch's)
+    # their gradients route the cotangent (tests/test_complex_ordering.py checks them
+    # against complex finite differences)
     x = tg.tensor(z, requires_grad=True)
-    for f in (tg.sort, tg.max, tg.min):
-        with pytest.raises(TypeError, match=r"not registered with complex=True"):
-            f(x)
+    (g,) = tg.grad(tg.max(x), [x], tg.tensor(np.array(2 - 1j)))
+    np.testing.assert_array_equal(g.numpy(), np.where(z == np.max(z), 2 - 1j, 0))

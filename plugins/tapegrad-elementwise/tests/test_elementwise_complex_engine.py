@@ -72,11 +72,18 @@ def test_an_op_without_complex_rules_refuses_a_complex_input_that_requires_grad(
             np.testing.assert_array_equal(op(z).numpy(), Z * 2.0)
         np.testing.assert_array_equal(op(z.detach()).numpy(), Z * 2.0)
         # a real input whose result is complex is refused too (the kernel promotes)
+        promotes = _engine.Op("_test_cx_promotes", "tests", {"cpu": lambda a: a * 1j},
+                              lambda g, ans, x: (g,), None, 1, False, (), None, False, True,
+                              [], "", None, False, supports_complex=False)
+        _engine.install_op(promotes)
         x = tg.tensor([1.0, 2.0], requires_grad=True)
-        with pytest.raises(TypeError, match="maximum: the op has no complex gradient rule"):
-            tg.maximum(x, tg.tensor([1j, 2.0]))
+        with pytest.raises(TypeError, match="_test_cx_promotes: the op has no complex "
+                                            "gradient rule"):
+            promotes(x)
     finally:
         _engine.uninstall_op("_test_cx_refused")
+        if "_test_cx_promotes" in _engine.ops_table():
+            _engine.uninstall_op("_test_cx_promotes")
 
 
 @pytest.mark.needs_torch

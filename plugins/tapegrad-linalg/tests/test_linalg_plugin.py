@@ -26,7 +26,7 @@ TUPLE_RESULTS = {"linalg_eig", "linalg_eigh", "linalg_qr", "linalg_svd", "linalg
                  "polydiv"}
 # NumPy's legacy polynomial functions (polynomial.py), top-level names as in NumPy
 POLYNOMIAL = {"poly", "polyadd", "polyder", "polydiv", "polyfit", "polyint", "polymul",
-              "polysub", "polyval"}
+              "polysub", "polyval", "roots", "_roots"}
 
 
 def test_every_op_and_function_keeps_the_contract(contract_reports):

@@ -129,9 +129,11 @@ def test_poly_gradient_in_the_roots():
     np.testing.assert_allclose(z.grad.numpy(), [-1.0 * 3.5, -2.0 * 3.5, -2.0 * 1.0])
 
 
-def test_poly_refuses_complex_and_bad_shapes():
-    with pytest.raises(TypeError, match="poly: complex roots are not supported"):
-        tg.poly(np.array([1j, -1j]))
+def test_poly_of_a_conjugate_pair_is_real_and_bad_shapes_are_refused():
+    got = tg.poly(np.array([1j, -1j]))
+    want = np.poly(np.array([1j, -1j]))
+    assert got.dtype == want.dtype == np.float64
+    np.testing.assert_array_equal(got.numpy(), want)
     with pytest.raises(ValueError, match="1d or non-empty square 2d"):
         tg.poly(np.ones((2, 3)))
     with pytest.raises(TypeError, match="poly1d is not supported"):

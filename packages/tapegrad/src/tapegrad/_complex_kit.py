@@ -14,6 +14,14 @@ becomes ``x + 1j*y`` (y random normal / 2, complex128), and, where it has severa
 with only the first made complex (a real input meeting a complex one: the engine's
 real-part projection). A float sample whose result is already complex (tg.complex) is
 checked as it is.
+
+A registered *function* (register_function: a composition, with no rules of its own) is
+checked on its explicit complex samples and on its float samples whose result is complex
+(tg.sort_complex, tg.roots): the gradient, second derivatives, complex64 and vmap
+checks, as an op's (no samples are derived for a function: a function declares that it
+takes complex input by giving a complex sample). An op's JVP rule is also checked on
+complex samples for its own gradient (reverse over forward: the VJP of the JVP rule
+against complex finite differences), on its first two complex samples.
 """
 
 from __future__ import annotations
@@ -28,7 +36,9 @@ from ._plugins import Sample
 _CHECKS = ("complex forward", "complex128 gradient vs finite differences (real and "
            "imaginary parts)", "complex128 second derivatives vs finite differences",
            "complex128 JVP rule vs finite differences", "complex JVP rule is the transpose "
-           "of the VJP rule", "complex64 preserved")
+           "of the VJP rule", "complex64 preserved",
+           "complex128 JVP rule differentiable (reverse over forward)")
+_REVERSE_OVER_FORWARD_SAMPLES = 2       # (as the real checks: the rule's graph, not values)
 
 
 class _Failure(AssertionError):
@@ -43,6 +53,39 @@ def is_complex_sample(sample) -> bool:
         if any(isinstance(x, np.ndarray) and x.dtype.kind == "c" for x in arrays):
             return True
     return False
+
+
+class _FunctionAsOp:
+    """A registered function seen through the attributes the complex checks read of an
+    op: it is called as the function, differentiable where the function says, with no
+    rules of its own (so no JVP rule to check) and differentiable twice."""
+
+    jvp = None
+    vjp = True                          # (not None: its gradient is checked)
+    twice_differentiable = True
+
+    def __init__(self, entry):
+        self.entry = entry
+        self.name = entry.name
+        self.samples = entry.samples
+        self.seq_input = False
+
+    def is_differentiable(self, i):
+        diff = self.entry.differentiable
+        return diff is None or i in diff
+
+    def __call__(self, *args, **kwargs):
+        return self.entry.fn(*args, **kwargs)
+
+
+def function_samples(fn) -> list:
+    """The complex samples the kit checks a registered function (a _FunctionAsOp) with:
+    its explicit complex samples and its float samples whose result is complex."""
+    out = []
+    for sample in fn.samples:
+        if is_complex_sample(sample) or _complex_result(fn, sample):
+            out.append(sample)
+    return out
 
 
 def complex_samples(op) -> list:
@@ -82,7 +125,7 @@ def complex_samples(op) -> list:
 def _complex_result(op, sample):
     with no_grad():
         out = op(*_tensors(op, sample), **sample.kwargs)
-    return isinstance(out, TensorBase) and out.dtype.kind == "c"
+    return any(o.dtype.kind == "c" for o in _outputs(out))
 
 
 def _tensors(op, sample, cast=None):
@@ -155,7 +198,7 @@ def _numeric_gradient(f, flat, wrt, ws, eps):
                     args = list(flat)
                     args[i] = _value(flat[i], pert)
                     with no_grad():
-                        vals.append(_loss(_outputs(f(*args)), ws))
+                        vals.append(_loss(f(*args), ws))
                 g.reshape(-1)[k] += part * (vals[0] - vals[1]) / (2.0 * eps)
         grads.append(g)
     return grads
@@ -177,14 +220,34 @@ def _check_vjp(f, flat, where, what, atol, rtol, eps, seed):
     Returns (ws, analytic gradients)."""
     wrt = [i for i, x in enumerate(flat) if isinstance(x, TensorBase) and x.requires_grad]
     with enable_grad():
-        outs = [o for o in _outputs(f(*flat)) if o.requires_grad]
+        every = _outputs(f(*flat))
+    # NOTE: the outputs that carry a gradient, by position: the finite differences must
+    # pair each cotangent with the same output (polydiv's constant quotient, an output that
+    # does not require grad, comes first)
+    used = [k for k, o in enumerate(every) if o.requires_grad]
+    outs = [every[k] for k in used]
+    rng = np.random.default_rng(seed)
+    if wrt and every and not outs:
+        # no output records a gradient: then none may depend on the inputs (a rule
+        # computed on host values, or a detached result, would pass unseen otherwise)
+        ws = [_random_like(o.shape, o.dtype, rng) for o in every]
+        numeric = _numeric_gradient(lambda *xs: _outputs(f(*xs)), flat, wrt, ws, eps)
+        for i, n in zip(wrt, numeric):
+            _compare(np.zeros(n.shape), n, atol, rtol, where,
+                     f"{what} (no output records a gradient, but finite differences move "
+                     f"it)", i)
+        return None
     if not outs or not wrt:
         return None
-    rng = np.random.default_rng(seed)
     ws = [_random_like(o.shape, o.dtype, rng) for o in outs]
     grads = run_backward(tuple(outs), tuple(_value(o, w) for o, w in zip(outs, ws)), True,
                          False, tuple(flat[i] for i in wrt), True)
-    numeric = _numeric_gradient(f, flat, wrt, ws, eps)
+
+    def used_outputs(*xs):
+        result = _outputs(f(*xs))
+        return [result[k] for k in used]
+
+    numeric = _numeric_gradient(used_outputs, flat, wrt, ws, eps)
     for i, g, n in zip(wrt, grads, numeric):
         got = np.zeros(n.shape) if g is None else _host(g)
         if g is not None and (g.dtype != flat[i].dtype or g.shape != flat[i].shape):
@@ -301,6 +364,16 @@ def _check_complex64(op, sample, where):
         out64 = op(*args64, **sample.kwargs)
     args = _tensors(op, sample, _single)
     out = op(*args, **sample.kwargs)
+    if isinstance(op, _FunctionAsOp) and not is_complex_sample(sample):
+        # real inputs, a complex result: its dtype is the function's own rule (NumPy's
+        # sort_complex makes float32 complex128), so only the gradients' dtypes are checked
+        _check_gradient_dtypes(op, args, out, where)
+        return
+    if isinstance(op, _FunctionAsOp) and isinstance(out, (tuple, list)):
+        # (a function's several outputs: each checked as an op's single one)
+        for k, (o, o64) in enumerate(zip(_outputs(out), _outputs(out64))):
+            _check_single_output(o, o64, sample, f"{where} output {k}")
+        return
     if not isinstance(out, TensorBase):
         return
     if out64.dtype == np.complex128 and "dtype" not in sample.kwargs \
@@ -335,6 +408,67 @@ def _check_complex64(op, sample, where):
                                f"{ans.dtype}")
 
 
+def _check_gradient_dtypes(op, args, out, where):
+    """Each single-precision input's gradient keeps its dtype."""
+    outs = [o for o in _outputs(out) if o.requires_grad]
+    if not outs:
+        return
+    f, flat = _flat(op, args)
+    rng = np.random.default_rng(4)
+    run_backward(tuple(outs), tuple(_value(o, _random_like(o.shape, o.dtype, rng))
+                                    for o in outs), False, False)
+    for i, x in enumerate(flat):
+        if isinstance(x, TensorBase) and x.grad is not None and x.grad.dtype != x.dtype:
+            raise _Failure(f"{where}: input {i} is {x.dtype} but its gradient is "
+                           f"{x.grad.dtype}")
+
+
+def _check_single_output(out, out64, sample, where):
+    if out.shape != out64.shape:
+        raise _Failure(f"{where}: the complex64 result has shape {out.shape}, the "
+                       f"complex128 one {out64.shape}")
+    if out64.dtype == np.complex128 and "dtype" not in sample.kwargs \
+            and out.dtype != np.complex64:
+        raise _Failure(f"{where}: complex64 inputs gave a {out.dtype} result")
+    if not np.allclose(_host(out).astype(np.complex128), _host(out64), rtol=1e-3, atol=1e-4,
+                       equal_nan=True):
+        raise _Failure(f"{where}: the complex64 result differs from complex128's beyond "
+                       f"single precision")
+
+
+def _check_reverse_over_forward(op, g, flat, kw, where, atol, rtol, eps, seed):
+    """The VJP of op's JVP rule (for fixed complex tangents) against complex finite
+    differences of the rule's output: a rule computed outside the graph (NumPy on host
+    values, a detached operand) fails here though its values pass."""
+    wrt = [i for i, x in enumerate(flat) if isinstance(x, TensorBase) and x.requires_grad]
+    # NOTE: a seed of its own: tangents equal to _check_vjp's cotangents (the same draw)
+    # make conj(w) t real, which hides exactly the imaginary-part errors looked for here
+    rng = np.random.default_rng(seed + 1000)
+    tangents = [None] * len(flat)
+    for i in wrt:
+        tangents[i] = _value(flat[i], _random_like(flat[i].shape, flat[i].dtype, rng))
+
+    def rule_output(*xs):
+        return op.jvp(tuple(tangents), g(*xs), *xs, **kw)
+
+    _check_vjp(rule_output, flat, where, "complex JVP rule's own gradient (reverse over "
+               "forward)", atol, rtol, eps, seed=seed)
+
+
+def check_complex_function(entry, report, atol, rtol, eps, *, check_batching):
+    """The complex checks of a registered function (see the module docstring), appending
+    to report.checks; a function with no complex sample is not checked here."""
+    import warnings
+
+    fn = _FunctionAsOp(entry)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", np.exceptions.ComplexWarning)
+        samples = function_samples(fn)
+        if samples and _holds_complex(_engine.default_device()):
+            _check_samples(fn, entry, samples, report, atol, rtol, eps, None,
+                           check_batching)
+
+
 def check_complex(op, report, atol, rtol, eps, *, check_forward, check_batching):
     """Run the complex checks over op's complex samples, appending to report.checks;
     raises GradcheckError / ContractError (through the caller's types) on a failure."""
@@ -362,7 +496,7 @@ def _holds_complex(dev):
 
 
 def _check_all(op, report, atol, rtol, eps, check_forward, check_batching):
-    from .testing import ContractError, GradcheckError
+    from .testing import ContractError
 
     if not _holds_complex(_engine.default_device()):
         # complex values cannot reach this device's kernels: what is checked is that the
@@ -375,9 +509,19 @@ def _check_all(op, report, atol, rtol, eps, check_forward, check_batching):
         raise ContractError(f"'{op.name}' is registered with complex=True but has no sample "
                             f"to check it on complex inputs (a float sample in a "
                             f"differentiable position, or an explicit complex sample)")
+    _check_samples(op, op, samples, report, atol, rtol, eps, check_forward, check_batching)
+
+
+def _check_samples(op, entry, samples, report, atol, rtol, eps, check_forward,
+                   check_batching):
+    """The complex checks of op (an Op, or a function as a _FunctionAsOp whose registry
+    entry is `entry`) on `samples`."""
+    from .testing import GradcheckError
+
     for s, sample in enumerate(samples):
         where = f"'{op.name}' complex sample {s} {_describe(sample)}"
-        check_forward(op, sample, where, report)
+        if check_forward is not None:
+            check_forward(op, sample, where, report)
         if op.vjp is None:
             continue
         args = _tensors(op, sample)
@@ -405,11 +549,16 @@ def _check_all(op, report, atol, rtol, eps, check_forward, check_batching):
                 _check_jvp(op, g, flat, kw, where, atol, rtol, eps)
                 report.checks.append(_CHECKS[3])
                 report.checks.append(_CHECKS[4])
+                if op.twice_differentiable and \
+                        report.checks.count(_CHECKS[6]) < _REVERSE_OVER_FORWARD_SAMPLES:
+                    _check_reverse_over_forward(op, g, flat, kw, where, atol, rtol, eps,
+                                                seed=70 + s)
+                    report.checks.append(_CHECKS[6])
             _check_complex64(op, sample, where)
             report.checks.append(_CHECKS[5])
         except _Failure as exc:
             raise GradcheckError(str(exc)) from None
-        check_batching(op, sample, where, report)
+        check_batching(entry, sample, where, report)
 
 
 def _describe(sample):

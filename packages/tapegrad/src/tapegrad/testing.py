@@ -343,7 +343,9 @@ def check_op(op, *, atol=1e-5, rtol=1e-3, eps=1e-6) -> Report:
     samples, see tapegrad/_complex_kit.py): its VJP against central differences of
     ``L = Re(sum(conj(w) * f(z)))`` perturbing real and imaginary parts separately, its
     second derivatives the same way, its JVP rule against finite differences and as the
-    transpose of the VJP, complex64 kept, and vmap. The report lists the checks that ran and
+    transpose of the VJP and differentiable (reverse over forward), complex64 kept, and
+    vmap; a registered function is checked the same way on its explicit complex samples
+    and its float samples whose result is complex. The report lists the checks that ran and
     the op's ``capabilities``. Raises ContractError (or GradcheckError) on the first
     failure.
 
@@ -386,6 +388,10 @@ def check_op(op, *, atol=1e-5, rtol=1e-3, eps=1e-6) -> Report:
     if getattr(entry, "supports_complex", False):
         _complex_kit.check_complex(entry, report, atol, rtol, eps, check_forward=_check_forward,
                                    check_batching=_check_batching)
+    elif isinstance(entry, FunctionDef):
+        # its complex samples (explicit, or a float one with a complex result)
+        _complex_kit.check_complex_function(entry, report, atol, rtol, eps,
+                                            check_batching=_check_batching)
     return report
 
 

@@ -88,7 +88,10 @@ NO_KERNEL = ("linalg_inv", "linalg_det", "_linalg_slogdet", "linalg_solve",
              "square_backward", "tanh_backward",
              # complex numbers (issue 18): the cuda device holds no complex arrays, so the
              # ops that take or make them raise NotImplementedError naming op and device
-             "real", "imag", "conj", "angle", "complex")
+             "real", "imag", "conj", "angle", "complex",
+             # np.roots's companion-matrix eigenvalues (helper cx18): LAPACK on the CPU,
+             # as linalg_eigvals
+             "_roots")
 THREADS = 256
 MAX_BLOCKS = 65535
 MAX_INDEX_ARRAYS = 8          # index.cu keeps per-index offsets in a fixed array

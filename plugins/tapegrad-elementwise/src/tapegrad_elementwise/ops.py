@@ -39,6 +39,7 @@ from tapegrad._engine import eager_kernel as _eager_kernel
 
 from . import _backward_kernels, aliases, complex_ops, ufuncs
 from .ufuncs import holomorphic as _holomorphic
+from .ufuncs import quiet_complex_nan as _quiet_complex_nan
 from ._samples import Draw as _Draw
 from ._samples import binary_samples as _binary_samples
 from ._samples import unary_samples as _unary_samples
@@ -150,6 +151,7 @@ def _power_exponent_grad(g, x, y):
     return tg.where(at_zero, 0, g * ans * tg.log(tg.where(at_zero, 1, x)))
 
 
+@_quiet_complex_nan
 def _clip_vjp(g, ans, x, a_min=None, a_max=None):
     # The gradient passes where a_min <= x <= a_max, bounds included (PyTorch's clamp).
     if a_min is None and a_max is None:
@@ -168,12 +170,14 @@ def _clip_vjp(g, ans, x, a_min=None, a_max=None):
 # which is also what a central finite difference measures there, and keeps
 # maximum(x, x) == x with gradient g. Where either is nan, both get g (as PyTorch).
 
+@_quiet_complex_nan
 def _maximum_vjp(g, ans, x, y):
     split = tg.where(x == y, g * 0.5, g)        # see Note: [ties in maximum and minimum]
     return (tg.where(x < y, 0, split) if _needs_grad(x) else None,
             tg.where(x > y, 0, split) if _needs_grad(y) else None)
 
 
+@_quiet_complex_nan
 def _minimum_vjp(g, ans, x, y):
     split = tg.where(x == y, g * 0.5, g)        # see Note: [ties in maximum and minimum]
     return (tg.where(x > y, 0, split) if _needs_grad(x) else None,
@@ -273,6 +277,7 @@ def _tie_split(v, x, y):
     return tg.where(x == y, v * 0.5, v)         # see Note: [ties in maximum and minimum]
 
 
+@_quiet_complex_nan
 def _maximum_jvp(t, ans, x, y):
     tx, ty = t
     return _or_zeros(_tangent_sum(
@@ -280,6 +285,7 @@ def _maximum_jvp(t, ans, x, y):
         tg.where(x > y, 0, _tie_split(ty, x, y)) if ty is not None else None), ans)
 
 
+@_quiet_complex_nan
 def _minimum_jvp(t, ans, x, y):
     tx, ty = t
     return _or_zeros(_tangent_sum(
@@ -658,7 +664,7 @@ def tapegrad_register_ops(registry):
             "For complex z it is z / |z| (0 at 0, NumPy 2's), differentiable as "
             "PyTorch's sgn: the gradient i s Im(conj(s) g) / |z|, 0 at 0.")
     reg("clip", kernels={"cpu": _clip_kernel}, vjp=_clip_vjp, jvp=_unary_jvp(_clip_vjp),
-        batch=_clip_batch, save_ans=False,
+        batch=_clip_batch, save_ans=False, complex=True,
         samples=[tg.Sample(draw.away_from((-0.5, 0.5), 3, 4), a_min=-0.5, a_max=0.5),
                  tg.Sample(draw.away_from((0.3,), 5), a_min=None, a_max=0.3),
                  tg.Sample(draw.away_from((-1.0,), 2, 3), a_min=-1.0),
@@ -711,13 +717,13 @@ def tapegrad_register_ops(registry):
     _register_backward_ops(reg, _Draw(seed=16))
 
     # -- selection --------------------------------------------------------------------
-    reg("maximum", kernels={"cpu": np.maximum}, batch="elementwise",
+    reg("maximum", kernels={"cpu": np.maximum}, batch="elementwise", complex=True,
         vjp=_maximum_vjp, jvp=_maximum_jvp,
         save_ans=False,
         samples=_binary_samples(draw.normal, draw.normal, scalar_a=0.1, scalar_b=-0.2),
         doc="The larger of x and y, elementwise (nan if either is nan). At ties each "
             "input gets half the gradient.")
-    reg("minimum", kernels={"cpu": np.minimum}, batch="elementwise",
+    reg("minimum", kernels={"cpu": np.minimum}, batch="elementwise", complex=True,
         vjp=_minimum_vjp, jvp=_minimum_jvp,
         save_ans=False,
         samples=_binary_samples(draw.normal, draw.normal, scalar_a=0.1, scalar_b=-0.2),

@@ -226,24 +226,39 @@ def _d_cbrt(v, ans, x):
 # split evenly at ties (Note: [ties in maximum and minimum] in ops). Where both are NaN
 # both get g, as maximum does for NaN.
 
+def quiet_complex_nan(rule):
+    """`rule` run with NumPy's 'invalid' warnings off. NOTE: NumPy's lexicographic
+    comparisons of complex values warn where a part is NaN (real ones do not); the
+    forward (np.maximum, np.clip) does not warn there, so neither does its gradient."""
+    @functools.wraps(rule)
+    def quiet(*args, **kwargs):
+        with np.errstate(invalid="ignore"):
+            return rule(*args, **kwargs)
+    return quiet
+
+
 def _select(v, ans, mine, loses, tie):
     share = tg.where(loses, 0, tg.where(tie, v * 0.5, v))
     # `mine` is NaN but the result is not: the other input was selected.
     return tg.where(tg.isnan(mine) != tg.isnan(ans), 0, share)
 
 
+@quiet_complex_nan
 def _d_fmax_x(v, ans, x, y):
     return _select(v, ans, x, x < y, x == y)
 
 
+@quiet_complex_nan
 def _d_fmax_y(v, ans, x, y):
     return _select(v, ans, y, x > y, x == y)
 
 
+@quiet_complex_nan
 def _d_fmin_x(v, ans, x, y):
     return _select(v, ans, x, x > y, x == y)
 
 
+@quiet_complex_nan
 def _d_fmin_y(v, ans, x, y):
     return _select(v, ans, y, x < y, x == y)
 
@@ -328,8 +343,12 @@ _FLOAT_TESTS = (
 # are registered complex=True, with the VJP conj(partial(conj(g))) (Note: [complex rules]
 # in ops.py). The others are refused on complex values that need a gradient: NumPy has no
 # complex loop (deg2rad, cbrt, logaddexp, arctan2, hypot, floor, remainder, copysign,
-# ...), or they order values (fmax, fmin), or they are not holomorphic and would need a
+# ...), or they are not holomorphic and would need a
 # rule of their own (nan_to_num replaces each part separately).
+# fmax and fmin order complex values lexicographically (NumPy's complex loops) and their
+# gradient routes g to the selected input (a real mask): complex-correct as it is, so they
+# are registered complex=True with the real rule (helper cx18, docs/decisions.md).
+ROUTING = frozenset(("fmax", "fmin"))
 HOLOMORPHIC = frozenset(("tan", "sinh", "cosh", "arcsin", "arccos", "arctan", "arcsinh",
                          "arccosh", "arctanh", "sinc", "log1p", "expm1", "log2", "log10",
                          "exp2", "reciprocal"))
@@ -345,6 +364,8 @@ def register(registry, draw):
         if name in HOLOMORPHIC:
             vjp = holomorphic(vjp)      # the partials are v * f'(z) (Note: [complex rules])
             options["complex"] = True
+        elif name in ROUTING:
+            options["complex"] = True   # the partials select v: no conjugate to take
         return registry.register_op(name, kernels={"cpu": kernel}, vjp=vjp, jvp=jvp,
                                     batch="elementwise", **options)
 

@@ -623,4 +623,5 @@ def register(registry):
         tg.Sample(inner), tg.Sample(inner, "b", axis=1)])
     fn("partition", partition, method=False, differentiable=(0,), samples=[
         tg.Sample(_distinct(6), 2), tg.Sample(_distinct(3, 5), [1, 3]),
-        tg.Sample(_distinct(4, 3), 0, axis=0), tg.Sample(_distinct(2, 3), 4, axis=None)])
+        tg.Sample(_distinct(4, 3), 0, axis=0), tg.Sample(_distinct(2, 3), 4, axis=None),
+        tg.Sample(_distinct(3, 5) + 0.5j * _distinct(3, 5)[::-1], [1, 3])])   # lexicographic

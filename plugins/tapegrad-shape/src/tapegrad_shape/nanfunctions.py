@@ -151,6 +151,8 @@ def register(registry):
     extremum = [tg.Sample(_distinct_with_nans(3, 4)), tg.Sample(_distinct_with_nans(3, 4), 1),
                 tg.Sample(_distinct_with_nans(2, 3, 4), axis=(0, 2), keepdims=True),
                 tg.Sample(_distinct(3, 4), axis=0)]
+    complex_with_nans = _distinct_with_nans(3, 4) + 0.5j * _distinct(3, 4)[::-1]
+    extremum = extremum + [tg.Sample(complex_with_nans, 1)]      # (lexicographic, NumPy's)
     fn("nanmax", nanmax, method=False, samples=extremum)
     fn("nanmin", nanmin, method=False, samples=extremum)
     fn("nanprod", nanprod, method=False, samples=[

@@ -161,6 +161,12 @@ def _distinct(*shape):
     return np.random.default_rng(n + 1).permutation(values).reshape(shape)
 
 
+def _complex_distinct(*shape):
+    """Complex sample data with distinct real parts (NumPy's lexicographic order is then
+    the real parts' order, and stays so under a small perturbation: no ties)."""
+    return _distinct(*shape) + 0.5j * _rand(*shape, seed=3)
+
+
 # ---------------------------------------------------------------------------------------
 # vmap's batching rules: helpers
 # ---------------------------------------------------------------------------------------
@@ -247,11 +253,19 @@ def _min_kernel(x, axis=None, keepdims=False):
     return np.min(x, axis=axis, keepdims=keepdims)
 
 
+def _real_dtype(x):
+    """x's dtype, or for complex x its real counterpart (complex64 -> float32): the tie
+    shares of max/min are real weights (complex input orders lexicographically, as
+    NumPy's, and its gradient is the same selection: no conjugate)."""
+    dt = x.dtype
+    return dt if dt.kind != "c" else np.empty(0, dt).real.dtype    # (real: no allocation)
+
+
 def _extremum_vjp(g, ans, x, axis=None, *, keepdims=False):
     # NOTE: ties share the gradient evenly: each of k entries equal to the max gets g / k
     # (the mean of the one-sided derivatives, as in JAX and torch.amax). `hit` comes from
     # a comparison, so it is a constant in the double-backward graph.
-    hit = (x == _unreduce(ans, x.shape, axis, keepdims, "max/min")).astype(x.dtype)
+    hit = (x == _unreduce(ans, x.shape, axis, keepdims, "max/min")).astype(_real_dtype(x))
     share = hit / tg.sum(hit, axis, keepdims=True)
     return (_unreduce(g, x.shape, axis, keepdims, "max/min") * share,)
 
@@ -260,7 +274,7 @@ def _extremum_jvp(t, ans, x, axis=None, *, keepdims=False):
     # NOTE: the transpose of _extremum_vjp, so ties follow its convention exactly: the
     # tangent is the mean of the tangents of the tied entries (a one-sided derivative
     # would pick one of them and fail <u, Jv> = <J^T u, v>). `hit` is a constant.
-    hit = (x == _unreduce(ans, x.shape, axis, keepdims, "max/min")).astype(x.dtype)
+    hit = (x == _unreduce(ans, x.shape, axis, keepdims, "max/min")).astype(_real_dtype(x))
     share = hit / tg.sum(hit, axis, keepdims=True)
     return tg.sum(t[0] * share, axis, keepdims=keepdims)
 
@@ -903,12 +917,13 @@ def tapegrad_register_ops(registry):
         doc="Mean of x over `axis`, as np.mean(x, axis, dtype=None, keepdims=False).")
     for name, kernel in (("max", _max_kernel), ("min", _min_kernel)):
         registry.register_op(
-            name,
+            name, complex=True,
             kernels={"cpu": kernel}, vjp=_extremum_vjp, jvp=_extremum_jvp, params=("axis",),
             batch="reduce",
             samples=_EXTREMUM_SAMPLES,
             doc=f"{name.capitalize()}imum of x over `axis`, as np.{name}(x, axis, "
-                f"keepdims=False). The gradient is shared evenly among tied entries.")
+                f"keepdims=False). The gradient is shared evenly among tied entries. Complex "
+                f"input is ordered lexicographically (NumPy's), with the same gradient.")
     for name, kernel in (("argmax", np.argmax), ("argmin", np.argmin)):
         registry.register_op(
             name, kernels={"cpu": kernel}, nin=1, params=("axis",),

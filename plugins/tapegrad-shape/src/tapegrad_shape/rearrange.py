@@ -1056,9 +1056,33 @@ def _register_scans(registry):
             "exact where entries are zero (repeated zeros too), as PyTorch's.")
 
 
+def sort_complex(a):
+    """`a` sorted along its last axis, lexicographically (real part first, then
+    imaginary), as a complex tensor: ``np.sort_complex``. The dtype is NumPy's: complex
+    input keeps its own, (u)int8/(u)int16 become complex64, every other real input
+    (float32 included, as NumPy's) complex128. The gradient is the sorting permutation
+    (tg.sort's); a real input gets the real part of its complex gradient.
+
+    >>> import numpy as np, tapegrad as tg
+    >>> tg.sort_complex(tg.tensor([5., 3., 6., 2., 1.]))
+    tensor([1.+0.j, 2.+0.j, 3.+0.j, 5.+0.j, 6.+0.j], dtype=complex128)
+    >>> z = tg.tensor(np.array([1 + 2j, 2 - 1j, 3 - 2j, 3 - 3j, 3 + 5j]))
+    >>> tg.sort_complex(z).numpy()
+    array([1.+2.j, 2.-1.j, 3.-3.j, 3.-2.j, 3.+5.j])
+    """
+    x = a if isinstance(a, tg.Tensor) else tg.tensor(np.asarray(a))
+    out = tg.sort(x, axis=-1)
+    if x.dtype.kind == "c":
+        return out
+    # NumPy's rule (numpy/lib/_function_base_impl.py): 'bhBH' -> 'F', 'g' -> 'G', else 'D'
+    target = {"b": "F", "h": "F", "B": "F", "H": "F", "g": "G"}.get(x.dtype.char, "D")
+    return out.astype(np.dtype(target))
+
+
 def _register_sorting(registry):
     registry.register_op(
-        "sort", kernels={"cpu": _sort_kernel}, vjp=_sort_vjp, jvp=_sort_jvp,
+        "sort", complex=True,
+        kernels={"cpu": _sort_kernel}, vjp=_sort_vjp, jvp=_sort_jvp,
         batch=_one_axis_batch("sort", -1),
         save_ans=False, method=False, params=("axis", "kind", "order"),
         samples=[tg.Sample(_distinct(5)), tg.Sample(_distinct(3, 4)),
@@ -1067,7 +1091,9 @@ def _register_sorting(registry):
         doc="a sorted along `axis` (default -1; None: a flattened), as np.sort(a, axis=-1, "
             "kind=None); `kind` is NumPy's (the values do not depend on it). The gradient "
             "goes back through the sorting permutation; of tied entries, to the one the "
-            "stable sort put at that position (as torch.sort). No method form: "
+            "stable sort put at that position (as torch.sort). Complex input sorts "
+            "lexicographically (NumPy's) and its gradient is the same permutation. "
+            "No method form: "
             "ndarray.sort sorts in place.")
     registry.register_op(
         "argsort",
@@ -1077,6 +1103,11 @@ def _register_sorting(registry):
                  tg.Sample(_distinct(2, 3), axis=None)],
         doc="The indices that sort a along `axis` (int64), as np.argsort(a, axis=-1, "
             "kind=None, stable=None); not differentiable.")
+    registry.register_function(
+        "sort_complex", sort_complex, method=False, samples=[
+            tg.Sample(_distinct(5)), tg.Sample(_distinct(3, 4)),
+            tg.Sample(_distinct(4) + 1j * _distinct(4)[::-1].copy()),
+            tg.Sample(_distinct(2, 3) - 0.5j * _distinct(2, 3))])
 
 
 def _register_gathers(registry):

@@ -32,7 +32,7 @@ import tapegrad as tg
 from tapegrad._compile import compile_check, run_eagerly
 
 from .ops import _abs2, _batch_size, _shape_of, _with_batch_axis
-from .ops import (_EXTREMUM_SAMPLES, _as_tensor, _as_tensor_like, _axes, _constant_argument,
+from .ops import (_EXTREMUM_SAMPLES, _as_tensor, _complex_distinct, _as_tensor_like, _axes, _constant_argument,
                   _distinct, _kept_shape, _mask, _rand, _sqrt_of_var, derivative_reason)
 
 __all__ = ["gradient", "diff", "any", "all", "ptp", "nansum", "nanmean", "nanvar", "nanstd",
@@ -592,6 +592,10 @@ def _quantile(a, q, axis, method, keepdims, skipnan, op, scale=1):
         raise ValueError(f"{op}: {method!r} is not a valid method; use one of "
                          f"{', '.join(_METHODS)}")
     x = _as_tensor(a)
+    if x.dtype.kind == "c":
+        # NumPy's quantile family refuses complex data (median and nanmedian take it)
+        raise TypeError(f"{op}: a must be an array of real numbers, got a {x.dtype} tensor "
+                        f"of shape {x.shape} (np.{op} refuses complex input too)")
     q, weak = _check_q(q, op, scale)
     y, kept, kept_dims = _rows(x, axis, op)
     if y.shape[1] == 0:
@@ -763,7 +767,9 @@ def register(registry):
     fn("all", all, method=True, samples=any_samples)
     fn("amax", registry.ops["max"], method=False, samples=_EXTREMUM_SAMPLES)
     fn("amin", registry.ops["min"], method=False, samples=_EXTREMUM_SAMPLES)
-    fn("ptp", ptp, method=False, samples=_EXTREMUM_SAMPLES)
+    # (the complex samples: NumPy's lexicographic order, checked by the complex kit)
+    fn("ptp", ptp, method=False, samples=_EXTREMUM_SAMPLES + [
+        tg.Sample(_complex_distinct(3, 4), axis=1)])
     fn("nansum", nansum, method=False, samples=_NAN_REDUCTIONS)
     fn("nanmean", nanmean, method=False, samples=_NAN_REDUCTIONS)
     fn("nanvar", nanvar, method=False, samples=_NAN_REDUCTIONS + [
@@ -813,10 +819,14 @@ def register(registry):
     order_samples = [tg.Sample(_distinct(7)), tg.Sample(_distinct(3, 4), axis=1),
                      tg.Sample(_distinct(2, 3, 5), axis=(0, 2), keepdims=True),
                      tg.Sample(_distinct(4, 3), axis=0)]
-    fn("median", median, method=False, samples=order_samples)
+    fn("median", median, method=False, samples=order_samples + [
+        tg.Sample(_complex_distinct(7)), tg.Sample(_complex_distinct(3, 4), axis=1)])
+    complex_with_nans = _complex_distinct(3, 5)
+    complex_with_nans[0, 1] = complex_with_nans[2, 3] = np.nan
     fn("nanmedian", nanmedian, method=False, samples=[
         tg.Sample(_with_nans(7, every=3)), tg.Sample(_with_nans(3, 5), axis=1),
-        tg.Sample(_with_nans(3, 4), axis=0, keepdims=True)])
+        tg.Sample(_with_nans(3, 4), axis=0, keepdims=True),
+        tg.Sample(complex_with_nans, axis=1)])
     fn("quantile", quantile, method=False, samples=[
         tg.Sample(_distinct(7), 0.3), tg.Sample(_distinct(3, 5), 0.6, axis=1),
         tg.Sample(_distinct(3, 5), 0.3, axis=0, method="hazen", keepdims=True),
