@@ -2066,12 +2066,43 @@ cdef tuple _grad_times_number(OpNode node, object g):
     c = <object>PyTuple_GET_ITEM(node.inputs, 1 - k)
     if not (type(c) is float or type(c) is int):
         return None
+    gk = None
+    if not _grad_enabled() and not _traced() and not _n_read_logs and node.op is _op_multiply:
+        gk = _times_number_kernel(<TensorBase>g, c)
+    if gk is not None:
+        return (gk, None) if k == 0 else (None, gk)
     try:
         gk = _binary_op(_op_multiply, "multiply", g, c)
     except Exception as exc:
         add_note(exc, f"(while computing the gradient of '{node.name}')")
         raise
     return (gk, None) if k == 0 else (None, gk)
+
+
+cdef object _times_number_kernel(TensorBase g, object c):
+    """`g * c` for a float64 or float32 ndarray g and a float or int c, as _apply_arrays
+    computes it when nothing records (the multiply kernel, a ufunc, on g's array and c
+    as the 0-d array of Note: [Python scalars as 0-d arrays]); None: take the operator."""
+    cdef object gd = g._data
+    cdef int tn
+    cdef PyObject* argv[2]
+    if type(gd) is not cnp.ndarray:
+        return None
+    tn = cnp.PyArray_TYPE(<cnp.ndarray>gd)
+    if tn != cnp.NPY_DOUBLE and tn != cnp.NPY_FLOAT:
+        return None
+    kernel = _op_multiply.kernels.get(g._device.name)
+    if type(kernel) is not _ufunc_type:
+        return None
+    z = _scalar_operand(c, tn)
+    if z is None:
+        return None
+    argv[0] = <PyObject*>gd             # borrowed: g and the locals hold them
+    argv[1] = <PyObject*>z
+    out = PyObject_Vectorcall(kernel, argv, 2, NULL)
+    if type(out) is not g._device.array_type:
+        out = g._device.asarray(out)
+    return _new_tensor(out, g._device)
 
 
 cdef bint _passes_through(Node node, tuple passthrough):
