@@ -151,3 +151,160 @@ def test_op_calls_through_vectorcall_keep_every_calling_form():
     tg.tanh(tg.sin(x)).sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), np.cos(x0) * (1 - np.tanh(np.sin(x0)) ** 2),
                                rtol=1e-14)
+
+
+# -- session 10: backward ops called by the engine (vjp_op), multiply by a number ----------
+
+# op -> (forward in NumPy, its gradient g -> x.grad as the NumPy expression the backward
+# op's kernel promises to match bit for bit: Note: [bit-identical arithmetic])
+_VJP_CLOSED_FORMS = {
+    "sin": (np.sin, lambda g, x, y: np.multiply(g, np.cos(x))),
+    "cos": (np.cos, lambda g, x, y: np.multiply(np.negative(g), np.sin(x))),
+    "tanh": (np.tanh, lambda g, x, y: g * (1 - y * y)),
+    "sigmoid": (None, lambda g, x, y: (g * y) * (1 - y)),
+    "sqrt": (np.sqrt, lambda g, x, y: g / (2 * y)),
+    "square": (np.square, lambda g, x, y: g * (2 * x)),
+    "abs": (np.abs, lambda g, x, y: g * np.sign(x)),
+    "relu": (None, lambda g, x, y: np.where(y > 0, g, 0).astype(g.dtype)),
+}
+
+
+def test_vjp_ops_declared_on_the_ops():
+    for name, second in [("sin", "x"), ("cos", "x"), ("tanh", "ans"), ("sigmoid", "ans"),
+                         ("sqrt", "ans"), ("square", "x"), ("abs", "x"), ("relu", "ans")]:
+        op = getattr(tg, name)
+        assert op.vjp_op is getattr(tg, name + "_backward"), name
+        assert op.vjp_op_reads_ans == (second == "ans"), name
+    assert tg.exp.vjp_op is None and not tg.exp.grad_times_number
+    assert tg.multiply.grad_times_number and not tg.divide.grad_times_number
+
+
+def test_set_fast_paths_refuses_wrong_vjp_op_declarations():
+    with pytest.raises(ValueError, match="does not save its result"):
+        tg.sin._set_fast_paths(vjp_op=tg.sin_backward, vjp_reads="ans")
+    with pytest.raises(ValueError, match="does not save its input"):
+        tg.tanh._set_fast_paths(vjp_op=tg.tanh_backward, vjp_reads="x")
+    with pytest.raises(ValueError, match="must be 'ans' or 'x'"):
+        tg.sin._set_fast_paths(vjp_op=tg.sin_backward, vjp_reads="g")
+    with pytest.raises(ValueError, match="one tensor input"):
+        tg.multiply._set_fast_paths(vjp_op=tg.sin_backward, vjp_reads="x")
+    with pytest.raises(TypeError, match="must be a tapegrad op"):
+        tg.sin._set_fast_paths(vjp_op=np.cos, vjp_reads="x")
+    with pytest.raises(ValueError, match="two inputs"):
+        tg.sin._set_fast_paths(grad_times_number=True)
+    # unchanged by the refusals
+    assert tg.sin.vjp_op is tg.sin_backward and tg.multiply.grad_times_number
+
+
+def _positive_or_normal(name, shape, dtype):
+    a = rng.standard_normal(shape)
+    if name == "sqrt":
+        a = np.abs(a) + 0.1
+    return a.astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("name", sorted(_VJP_CLOSED_FORMS))
+def test_vjp_op_gradients_bit_identical_to_numpy(name, dtype):
+    x0 = _positive_or_normal(name, (3, 5), dtype)
+    w0 = rng.standard_normal((3, 5)).astype(dtype)
+    x = _t(x0)
+    y = getattr(tg, name)(x)
+    (y * tg.tensor(w0)).sum().backward()         # g into y is w0 itself (1 * w0)
+    forward, closed_form = _VJP_CLOSED_FORMS[name]
+    y0 = y.numpy() if forward is None else forward(x0)
+    np.testing.assert_array_equal(y.numpy(), y0)
+    want = closed_form(w0, x0, y0)
+    assert x.grad.dtype == want.dtype
+    np.testing.assert_array_equal(x.grad.numpy(), want)
+
+
+def test_vjp_op_chain_matches_the_hand_written_backward_bit_for_bit():
+    # W1's chain (ci/profile), with the backward written out in NumPy
+    x0, a, b = rng.standard_normal(16), 1.002, 0.01
+    leaf = _t(x0)
+    x = leaf
+    for _ in range(20):
+        x = tg.tanh(tg.sin(x) * a + b) - b
+    x.sum().backward()
+    x, tape = x0, []
+    for _ in range(20):
+        x_in = x
+        y = np.tanh(np.sin(x) * a + b)
+        tape.append((x_in, y))
+        x = y - b
+    g = np.ones_like(x)
+    for x_in, y in reversed(tape):
+        g = g * (1.0 - y * y)
+        g = g * a
+        g = g * np.cos(x_in)
+    np.testing.assert_array_equal(leaf.grad.numpy(), g)
+
+
+def test_vjp_op_second_order_records_through_the_rule():
+    # create_graph: the backward op must be recorded, so the engine leaves it to the rule
+    x0 = rng.standard_normal(4)
+    x = _t(x0)
+    (g,) = tg.grad(tg.sin(x).sum() + tg.tanh(x).sum(), (x,), create_graph=True)
+    (h,) = tg.grad(g.sum(), (x,))
+    t = np.tanh(x0)
+    np.testing.assert_allclose(g.numpy(), np.cos(x0) + 1 - t * t, rtol=1e-14)
+    np.testing.assert_allclose(h.numpy(), -np.sin(x0) - 2 * t * (1 - t * t), rtol=1e-12)
+
+
+def test_vjp_op_complex_input_takes_the_holomorphic_rule():
+    z0 = rng.standard_normal(3) + 1j * rng.standard_normal(3)
+    z = _t(z0)
+    w0 = rng.standard_normal(3) + 1j * rng.standard_normal(3)
+    y = tg.sin(z)
+    y.backward(tg.tensor(w0))
+    np.testing.assert_allclose(z.grad.numpy(), w0 * np.conj(np.cos(z0)), rtol=1e-14)
+
+
+@pytest.mark.parametrize("name", ["sin", "tanh"])
+def test_vjp_op_refuses_a_saved_value_modified_in_place(name):
+    base = _t(rng.standard_normal(5))
+    x = base * 1.0
+    y = getattr(tg, name)(x)
+    (x if name == "sin" else y).add_(1.0)       # what sin's / tanh's gradient reads
+    with pytest.raises(RuntimeError, match="modified by an in-place operation"):
+        y.sum().backward()
+
+
+def test_vjp_op_on_strided_views_matches_numpy():
+    # a transposed view: the saved x and ans are not C-contiguous (the kernels' NumPy path)
+    x0 = rng.standard_normal((4, 3))
+    w0 = rng.standard_normal((3, 4))
+    x = _t(x0)
+    (tg.sin(x.T) * tg.tensor(w0) + tg.tanh(x.T) * tg.tensor(w0)).sum().backward()
+    t = np.tanh(x0.T)
+    want = np.multiply(w0, np.cos(x0.T)) + w0 * (1 - t * t)
+    np.testing.assert_array_equal(x.grad.numpy(), want.T)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("c", [2.5, 0.1, 3, -1])
+def test_multiply_by_a_number_gradient_is_g_times_the_number(c, dtype):
+    x0 = rng.standard_normal(7).astype(dtype)
+    w0 = rng.standard_normal(7).astype(dtype)
+    x, u = _t(x0), _t(x0.copy())
+    (x * c * tg.tensor(w0)).sum().backward()
+    ((c * u) * tg.tensor(w0)).sum().backward()
+    want = w0 * c                               # NumPy 2: the number takes w0's dtype
+    assert x.grad.dtype == want.dtype
+    np.testing.assert_array_equal(x.grad.numpy(), want)
+    np.testing.assert_array_equal(u.grad.numpy(), want)
+
+
+def test_multiply_by_a_number_second_order_and_complex():
+    x0 = rng.standard_normal(3)
+    x = _t(x0)
+    (g,) = tg.grad((tg.sin(x) * 2.0).sum(), (x,), create_graph=True)
+    (h,) = tg.grad((g * 3.0).sum(), (x,))
+    np.testing.assert_allclose(g.numpy(), 2.0 * np.cos(x0), rtol=1e-14)
+    np.testing.assert_allclose(h.numpy(), -6.0 * np.sin(x0), rtol=1e-14)
+    z0 = rng.standard_normal(3) + 1j * rng.standard_normal(3)
+    w0 = rng.standard_normal(3) + 1j * rng.standard_normal(3)
+    z = _t(z0)
+    (z * 2.0).backward(tg.tensor(w0))
+    np.testing.assert_allclose(z.grad.numpy(), w0 * 2.0, rtol=1e-15)

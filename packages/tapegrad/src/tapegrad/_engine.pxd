@@ -74,6 +74,12 @@ cdef class Op:
                                       # engine fits it to the input's shape); None: none is
     cdef readonly bint save_for_other # two inputs, each read by the rule only for the
                                       # OTHER's gradient: saved only when the other gets one
+    cdef readonly Op vjp_op           # one input: the rule's gradient is vjp_op(g, ans) (or
+                                      # vjp_op(g, x)) for real arrays outside recording: the
+                                      # engine calls vjp_op's kernel itself; None: no such op
+    cdef readonly bint vjp_op_reads_ans  # vjp_op's second argument is ans (else input 0)
+    cdef readonly bint grad_times_number # two inputs, one a number c: the tensor's gradient
+                                      # is g * c, which the engine computes without the rule
     cdef void* _vectorcall            # CPython's vectorcall entry (see Note: [calling an op])
     cdef readonly bint supports_complex  # register_op(complex=True): the rules are complex-
                                       # correct (see Note: [complex tensors] in _engine.pyx)

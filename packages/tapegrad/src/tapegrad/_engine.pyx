@@ -692,15 +692,23 @@ cdef class Op:
     def __reduce__(self):
         return (lookup, (self.name,))
 
-    def _set_fast_paths(self, passthrough=None, bint save_for_other=False):
+    def _set_fast_paths(self, passthrough=None, bint save_for_other=False, vjp_op=None,
+                        vjp_reads=None, bint grad_times_number=False):
         """Declare what the engine may do without calling the rule (see Note: [gradient
         fast paths]): `passthrough`, one flag per input: the rule's gradient for that input
         is `g` itself; `save_for_other` (two inputs): the rule reads each input only for
-        the other's gradient. Both must describe the rule exactly: results do not change.
+        the other's gradient; `vjp_op` (one input) with `vjp_reads` ("ans" or "x"): for a
+        real `g` and a real saved value, outside recording, the rule returns
+        ``(vjp_op(g, ans),)`` (or ``(vjp_op(g, x),)``); `grad_times_number` (two inputs):
+        for a real `g`, the gradient of the tensor input when the other is a Python
+        number c is ``g * c``. Each must describe the rule exactly: results do not change.
+        One call declares them all (what it leaves out is off).
 
         >>> import tapegrad as tg
         >>> tg.add.grad_passthrough, tg.add.save_for_other
         ((True, True), False)
+        >>> tg.add.vjp_op is None, tg.add.grad_times_number    # sin's: tg.sin_backward
+        (True, False)
         """
         if passthrough is not None:
             passthrough = tuple(bool(p) for p in passthrough)
@@ -709,8 +717,33 @@ cdef class Op:
                                  f"({self.nin}), got {len(passthrough)}")
         if save_for_other and self.nin != 2:
             raise ValueError(f"{self.name}: save_for_other needs an op of two inputs")
+        if grad_times_number and self.nin != 2:
+            raise ValueError(f"{self.name}: grad_times_number needs an op of two inputs")
+        if vjp_op is not None:
+            if not isinstance(vjp_op, Op):
+                raise TypeError(f"{self.name}: vjp_op must be a tapegrad op, got "
+                                f"{type(vjp_op).__name__}")
+            if self.nin != 1 or self.seq_input or self.params or self.n_aux:
+                raise ValueError(f"{self.name}: vjp_op needs an op of one tensor input "
+                                 f"without parameters or auxiliary outputs")
+            if vjp_reads == "ans":
+                if not self.save_ans:
+                    raise ValueError(f"{self.name}: vjp_reads='ans' but the op does not "
+                                     f"save its result (save_ans=False)")
+            elif vjp_reads == "x":
+                if not self.saves_input(0):
+                    raise ValueError(f"{self.name}: vjp_reads='x' but the op does not "
+                                     f"save its input (save_inputs)")
+            else:
+                raise ValueError(f"{self.name}: vjp_reads must be 'ans' or 'x', got "
+                                 f"{vjp_reads!r}")
+        elif vjp_reads is not None:
+            raise ValueError(f"{self.name}: vjp_reads without vjp_op")
         self.grad_passthrough = passthrough
         self.save_for_other = save_for_other
+        self.vjp_op = vjp_op
+        self.vjp_op_reads_ans = vjp_reads == "ans"
+        self.grad_times_number = grad_times_number
 
 
 # Note: [gradient fast paths]
@@ -726,6 +759,19 @@ cdef class Op:
 #   version counter, and backward unpacks no tensor the rule does not read. The rule gets
 #   the unsaved input's TensorMeta, as for save_inputs=False; tg.needs_grad answers for it.
 #   As in PyTorch, modifying x in place afterwards is then no error: its value is not used.
+# * vjp_op (session 10): the rules of sin, tanh, ... end in one backward op (Note: [backward
+#   ops] in tapegrad_elementwise/ops.py): `(sin_backward(g, x),)` for a real g, outside
+#   tg.compile's recording. Two Python frames (the holomorphic wrapper, the rule), a dict
+#   lookup, the unpacked saved Tensor and a full op call (_apply_arrays) to reach one
+#   kernel call: the engine calls that kernel itself (_vjp_by_op) on the same two arrays,
+#   so the same bits. Only where the rule would take that branch and nothing else can
+#   differ: not recording (create_graph must record the backward op: the rule runs), no
+#   forward level (tangents, vmap), no tracer, no read log, both arrays real ndarrays on
+#   g's device with a kernel there, and the saved value unmodified (else the rule runs
+#   and raises its error). Anything else runs the rule, unchanged.
+# * grad_times_number: multiply's rule for `x * 2.0` is `(g * 2.0, None)`: the engine
+#   makes the same `g * 2.0` call itself (the operator's _apply2), without the rule's two
+#   frames; for a real g only (the holomorphic wrapper conjugates a complex one).
 
 
 # Note: [calling an op]
@@ -1902,6 +1948,15 @@ cdef class OpNode(Node):
         if op.grad_passthrough is not None and _passes_through(self, op.grad_passthrough):
             return _passthrough_grads(op.grad_passthrough, grads[0])
         cdef bint recording = _grad_enabled()
+        cdef tuple fast
+        if op.vjp_op is not None and not recording and not _fwd_active:
+            fast = _vjp_by_op(self, op.vjp_op, grads[0])    # see Note: [gradient fast paths]
+            if fast is not None:
+                return fast
+        if op.grad_times_number and not _fwd_active:
+            fast = _grad_times_number(self, grads[0])
+            if fast is not None:
+                return fast
         ans = None
         if op.save_ans:
             if self.ans_vc.value != self.ans_version:
@@ -1946,6 +2001,108 @@ cdef class OpNode(Node):
         if recording or self.aux_data is None:
             return None
         return tuple(_new_tensor(a, self.device) for a in self.aux_data)
+
+
+cdef inline bint _real_ndarray(object a):
+    return type(a) is cnp.ndarray and not cnp.PyArray_ISCOMPLEX(<cnp.ndarray>a)
+
+
+cdef tuple _vjp_by_op(OpNode node, Op bop, object g):
+    """`(bop(g, second),)` as the rule would return it, by a direct call of bop's kernel
+    on the two arrays; None where the rule must run instead (see Note: [gradient fast
+    paths]: the caller has checked recording and forward levels)."""
+    cdef TensorBase gt
+    cdef SavedTensor rec
+    cdef Device device
+    cdef object second, item
+    cdef PyObject* argv[2]
+    if not isinstance(g, TensorBase) or node.params or _n_read_logs or _traced():
+        return None
+    gt = <TensorBase>g
+    device = gt._device
+    if node.op.vjp_op_reads_ans:
+        if node.ans_vc is None or node.ans_vc.value != node.ans_version or node.device is not device:
+            return None                 # the rule raises the in-place error
+        second = node.ans_data
+    else:
+        item = <object>PyTuple_GET_ITEM(node.inputs, 0)
+        if type(item) is not SavedTensor:
+            return None
+        rec = <SavedTensor>item
+        if rec.vc.value != rec.version or rec.device is not device:
+            return None
+        second = rec.data
+    if not (_real_ndarray(gt._data) and _real_ndarray(second)):
+        return None
+    kernel = bop.kernels.get(device.name)
+    if kernel is None:
+        return None
+    argv[0] = <PyObject*>gt._data       # borrowed: gt and the node hold them
+    argv[1] = <PyObject*>second
+    try:
+        out = PyObject_Vectorcall(kernel, argv, 2, NULL)
+    except (ValueError, TypeError, IndexError):
+        return None                     # the rule's op call raises it with the op's context
+    if type(out) is not device.array_type:
+        out = device.asarray(out)
+    return (_new_tensor(out, device),)
+
+
+cdef tuple _grad_times_number(OpNode node, object g):
+    """multiply's gradients when one input is a Python number c: `g * c` for the tensor
+    input, None for the number (see Note: [gradient fast paths]); None where the rule
+    must run (a complex g, a tensor on both sides)."""
+    cdef tuple edges = node.edges
+    cdef Py_ssize_t k               # the tensor input
+    cdef object c
+    if not isinstance(g, TensorBase) or not _real_ndarray((<TensorBase>g)._data):
+        return None
+    if PyTuple_GET_ITEM(edges, 1) == <PyObject*>None and PyTuple_GET_ITEM(edges, 0) != <PyObject*>None:
+        k = 0
+    elif PyTuple_GET_ITEM(edges, 0) == <PyObject*>None and PyTuple_GET_ITEM(edges, 1) != <PyObject*>None:
+        k = 1
+    else:
+        return None
+    c = <object>PyTuple_GET_ITEM(node.inputs, 1 - k)
+    if not (type(c) is float or type(c) is int):
+        return None
+    gk = None
+    if not _grad_enabled() and not _traced() and not _n_read_logs and node.op is _op_multiply:
+        gk = _times_number_kernel(<TensorBase>g, c)
+    if gk is not None:
+        return (gk, None) if k == 0 else (None, gk)
+    try:
+        gk = _binary_op(_op_multiply, "multiply", g, c)
+    except Exception as exc:
+        add_note(exc, f"(while computing the gradient of '{node.name}')")
+        raise
+    return (gk, None) if k == 0 else (None, gk)
+
+
+cdef object _times_number_kernel(TensorBase g, object c):
+    """`g * c` for a float64 or float32 ndarray g and a float or int c, as _apply_arrays
+    computes it when nothing records (the multiply kernel, a ufunc, on g's array and c
+    as the 0-d array of Note: [Python scalars as 0-d arrays]); None: take the operator."""
+    cdef object gd = g._data
+    cdef int tn
+    cdef PyObject* argv[2]
+    if type(gd) is not cnp.ndarray:
+        return None
+    tn = cnp.PyArray_TYPE(<cnp.ndarray>gd)
+    if tn != cnp.NPY_DOUBLE and tn != cnp.NPY_FLOAT:
+        return None
+    kernel = _op_multiply.kernels.get(g._device.name)
+    if type(kernel) is not _ufunc_type:
+        return None
+    z = _scalar_operand(c, tn)
+    if z is None:
+        return None
+    argv[0] = <PyObject*>gd             # borrowed: g and the locals hold them
+    argv[1] = <PyObject*>z
+    out = PyObject_Vectorcall(kernel, argv, 2, NULL)
+    if type(out) is not g._device.array_type:
+        out = g._device.asarray(out)
+    return _new_tensor(out, g._device)
 
 
 cdef bint _passes_through(Node node, tuple passthrough):

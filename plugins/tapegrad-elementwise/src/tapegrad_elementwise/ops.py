@@ -320,6 +320,11 @@ def _where_jvp(t, ans, cond, x, y):
 
 _BACKWARD_OPS = {}      # name -> the Op registered (its kernels say on which devices)
 
+# (op, what its backward op reads besides g): the rules below whose real, eager branch is
+# exactly `(<op>_backward(g, ans or x),)`, which the engine runs without the rule.
+_VJP_OPS = (("relu", "ans"), ("tanh", "ans"), ("sigmoid", "ans"), ("sqrt", "ans"),
+            ("abs", "x"), ("square", "x"), ("sin", "x"), ("cos", "x"))
+
 # Each forward rule below runs its backward op where that op has a kernel for g's device,
 # except while tg.compile records (`_eager_kernel` tests both in C: this runs once per
 # node of every backward): there the composite's
@@ -605,11 +610,13 @@ def tapegrad_register_ops(registry):
     """Register every op of this plugin (``add`` is the core's)."""
     draw = _Draw(seed=0)
     reg = registry.register_op
+    forward = {}        # the ops whose rule ends in a backward op (_VJP_OPS)
 
     # -- arithmetic -----------------------------------------------------------------------
     # NOTE: _set_fast_paths: the engine passes subtract's g on to x itself when y gets no
     # gradient, and multiply saves x only for y's gradient and y only for x's (see Note:
-    # [gradient fast paths] in tapegrad/_engine.pyx); both describe the rules exactly.
+    # [gradient fast paths] in tapegrad/_engine.pyx), and multiply's gradient of x * 2.0
+    # is g * 2.0, made by the engine (grad_times_number); they describe the rules exactly.
     reg("subtract", kernels={"cpu": np.subtract}, batch="elementwise", complex=True,
         vjp=lambda g, ans, x, y: (g, -g if _needs_grad(y) else None), jvp=_subtract_jvp,
         save_inputs=(False, False), save_ans=False,
@@ -620,7 +627,8 @@ def tapegrad_register_ops(registry):
         vjp=_holomorphic(_multiply_vjp), jvp=_multiply_jvp,
         save_ans=False,
         samples=_binary_samples(draw.normal, draw.normal),
-        doc="x * y, elementwise with NumPy broadcasting.")._set_fast_paths(save_for_other=True)
+        doc="x * y, elementwise with NumPy broadcasting.")._set_fast_paths(
+            save_for_other=True, grad_times_number=True)
     reg("divide", kernels={"cpu": np.divide}, batch="elementwise", complex=True,
         vjp=_holomorphic(_divide_vjp), jvp=_divide_jvp,
         save_ans=False,
@@ -638,17 +646,17 @@ def tapegrad_register_ops(registry):
         + [(draw.normal(3, 4), 3), (draw.normal(3), 2.0), (draw.normal(2, 2), 0)],
         doc="x ** y, elementwise with NumPy broadcasting. The gradient for y is "
             "x**y log(x), taken as 0 where x == 0 and y >= 0.")
-    reg("square", kernels={"cpu": np.square}, batch="elementwise", complex=True,
+    forward["square"] = reg("square", kernels={"cpu": np.square}, batch="elementwise", complex=True,
         vjp=_holomorphic(_square_vjp), jvp=_unary_jvp(_square_vjp),
         save_ans=False,
         samples=_unary_samples(draw.normal),
         doc="x * x, elementwise.")
-    reg("sqrt", kernels={"cpu": np.sqrt}, batch="elementwise", complex=True,
+    forward["sqrt"] = reg("sqrt", kernels={"cpu": np.sqrt}, batch="elementwise", complex=True,
         vjp=_holomorphic(_sqrt_vjp), jvp=_unary_jvp(_sqrt_vjp),
         save_inputs=(False,),
         samples=_unary_samples(draw.positive),
         doc="The non-negative square root, elementwise (nan for x < 0, as NumPy).")
-    reg("abs", kernels={"cpu": np.abs}, batch="elementwise", complex=True,
+    forward["abs"] = reg("abs", kernels={"cpu": np.abs}, batch="elementwise", complex=True,
         vjp=_abs_vjp, jvp=_abs_jvp,
         save_ans=False,
         samples=_unary_samples(draw.nonzero),
@@ -683,29 +691,29 @@ def tapegrad_register_ops(registry):
         save_ans=False,
         samples=_unary_samples(draw.positive),
         doc="The natural logarithm, elementwise (-inf at 0, nan below, as NumPy).")
-    reg("sin", kernels={"cpu": np.sin}, batch="elementwise",
+    forward["sin"] = reg("sin", kernels={"cpu": np.sin}, batch="elementwise",
         complex=True, vjp=_holomorphic(_sin_vjp), jvp=_unary_jvp(_sin_vjp),
         save_ans=False,
         samples=_unary_samples(draw.normal),
         doc="The sine of x (radians), elementwise.")
-    reg("cos", kernels={"cpu": np.cos}, batch="elementwise",
+    forward["cos"] = reg("cos", kernels={"cpu": np.cos}, batch="elementwise",
         complex=True, vjp=_holomorphic(_cos_vjp), jvp=_unary_jvp(_cos_vjp),
         save_ans=False,
         samples=_unary_samples(draw.normal),
         doc="The cosine of x (radians), elementwise.")
-    reg("tanh", kernels={"cpu": np.tanh}, batch="elementwise",
+    forward["tanh"] = reg("tanh", kernels={"cpu": np.tanh}, batch="elementwise",
         complex=True, vjp=_holomorphic(_tanh_vjp), jvp=_unary_jvp(_tanh_vjp),
         save_inputs=(False,),
         samples=_unary_samples(draw.normal),
         doc="The hyperbolic tangent, elementwise.")
 
     # -- activations ----------------------------------------------------------------------
-    reg("sigmoid", kernels={"cpu": _sigmoid_kernel}, batch="elementwise",
+    forward["sigmoid"] = reg("sigmoid", kernels={"cpu": _sigmoid_kernel}, batch="elementwise",
         complex=True, vjp=_holomorphic(_sigmoid_vjp), jvp=_unary_jvp(_sigmoid_vjp),
         save_inputs=(False,),
         samples=_unary_samples(draw.normal) + [(3 * draw.normal(6),)],
         doc="1 / (1 + exp(-x)), elementwise, computed without overflow for any x.")
-    reg("relu", kernels={"cpu": _relu_kernel}, batch="elementwise",
+    forward["relu"] = reg("relu", kernels={"cpu": _relu_kernel}, batch="elementwise",
         vjp=_relu_vjp, jvp=_unary_jvp(_relu_vjp),
         save_inputs=(False,),
         samples=_unary_samples(draw.nonzero),
@@ -715,6 +723,12 @@ def tapegrad_register_ops(registry):
     # NOTE: their own seeded draw, so the samples of the ops registered after them stay
     # the values they were checked on.
     _register_backward_ops(reg, _Draw(seed=16))
+    # NOTE: each of these rules returns (B(g, second),) for a real g outside tg.compile's
+    # recording: the engine then calls B's kernel itself (see Note: [gradient fast paths]
+    # in tapegrad/_engine.pyx); the declaration must stay in step with the rule above.
+    for name, second in _VJP_OPS:
+        forward[name]._set_fast_paths(vjp_op=_BACKWARD_OPS[name + "_backward"],
+                                      vjp_reads=second)
 
     # -- selection --------------------------------------------------------------------
     reg("maximum", kernels={"cpu": np.maximum}, batch="elementwise", complex=True,
