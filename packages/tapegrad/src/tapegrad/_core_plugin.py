@@ -35,7 +35,11 @@ class CpuDevice(Device):
     def copy(self, arr):
         return arr.copy()
 
-    may_share_memory = staticmethod(np.may_share_memory)     # (a, b)
+    # NOTE: np.may_share_memory is an __array_function__ dispatcher whose Python
+    # dispatch function runs on every call; the engine passes this device's plain
+    # ndarrays only, so it calls the C function behind it (the same answer).
+    may_share_memory = staticmethod(
+        getattr(np.may_share_memory, "_implementation", np.may_share_memory))   # (a, b)
 
     def copyto(self, dst, src):
         np.copyto(dst, src, casting="same_kind")
@@ -46,7 +50,11 @@ class CpuDevice(Device):
         return np.zeros(shape, dtype)
 
     def ones(self, shape, dtype):
-        return np.ones(shape, dtype)
+        # np.ones is empty + copyto (two Python frames, one a dispatcher): fill(1) writes
+        # the same ones (1 cast to dtype) into the same empty array. The backward's seed.
+        out = np.empty(shape, dtype)
+        out.fill(1)
+        return out
 
     def random(self, kind, shape, dtype, **params):
         if kind == "uniform":
