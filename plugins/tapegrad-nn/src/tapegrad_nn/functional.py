@@ -745,14 +745,16 @@ def _plain_labels_vjp(g, probs, t, ignore_index):
     path's ops (_per_element's divide, _minus_one_hot, the multiply) compute, from the
     same kernels, without their dispatch (~10 Python frames and 3 ops of W2's step).
     None where the general path must decide (a label out of range or equal to
-    ignore_index, other dtypes or layouts, a batched label tensor under tg.vmap).
+    ignore_index, other dtypes or layouts, labels or g with tangents: batched under
+    tg.vmap or carrying forward-mode tangents).
 
     NOTE: only where aux is given (the rule is not recorded: no create_graph, so the
     result may be a constant) and tg.compile is not recording (_eager_kernel): a
     recording runs the rule with aux too, and must see its kernels to replay them; an
     array computed here would be replayed as this call's constant."""
-    if not isinstance(t, tg.Tensor) or t._tangents or not _eager_kernel(tg._minus_one_hot, g):
-        return None
+    if (not isinstance(t, tg.Tensor) or t._tangents or g._tangents
+            or not _eager_kernel(tg._minus_one_hot, g)):
+        return None          # (tangents: batched under vmap or carried by forward mode)
     p, labels, g0 = probs._data, t._data, g._data
     if (type(p) is not np.ndarray or type(labels) is not np.ndarray
             or type(g0) is not np.ndarray or p.ndim != 2 or labels.ndim != 1
