@@ -6,6 +6,8 @@ complex gradient onto a real input) plus ``zeros_like``/``ones_like``.
 It registers through the same hooks as every other plugin.
 """
 
+import operator
+
 import numpy as np
 
 from ._batching import pad_batched
@@ -20,8 +22,12 @@ class CpuDevice(Device):
         super().__init__("cpu", np.ndarray)
         self.rng = np.random.default_rng()
 
-    def asarray(self, obj, dtype=None):
-        return np.asarray(obj, dtype=dtype)
+    # NOTE: the methods the engine calls on every op (asarray of a kernel's NumPy scalar,
+    # may_share_memory of a view op's output, setitem of `p[...] = p0`) are the NumPy
+    # callables themselves, not Python methods that forward to them: the same call
+    # without a Python frame, ~1 us each, ~18 per step of a small MLP (W2). Their
+    # signatures take the engine's positional arguments as the methods did.
+    asarray = staticmethod(np.asarray)          # (obj, dtype=None)
 
     def to_numpy(self, arr):
         return arr
@@ -29,20 +35,26 @@ class CpuDevice(Device):
     def copy(self, arr):
         return arr.copy()
 
-    def may_share_memory(self, a, b):
-        return np.may_share_memory(a, b)
+    # NOTE: np.may_share_memory is an __array_function__ dispatcher whose Python
+    # dispatch function runs on every call; the engine passes this device's plain
+    # ndarrays only, so it calls the C function behind it (the same answer).
+    may_share_memory = staticmethod(
+        getattr(np.may_share_memory, "_implementation", np.may_share_memory))   # (a, b)
 
     def copyto(self, dst, src):
         np.copyto(dst, src, casting="same_kind")
 
-    def setitem(self, arr, index, value):
-        arr[index] = value
+    setitem = staticmethod(operator.setitem)    # (arr, index, value): arr[index] = value
 
     def zeros(self, shape, dtype):
         return np.zeros(shape, dtype)
 
     def ones(self, shape, dtype):
-        return np.ones(shape, dtype)
+        # np.ones is empty + copyto (two Python frames, one a dispatcher): fill(1) writes
+        # the same ones (1 cast to dtype) into the same empty array. The backward's seed.
+        out = np.empty(shape, dtype)
+        out.fill(1)
+        return out
 
     def random(self, kind, shape, dtype, **params):
         if kind == "uniform":
@@ -63,14 +75,18 @@ class CpuDevice(Device):
         self.rng.bit_generator.state = state
 
 
+_add_reduce = np.add.reduce
+
+
 def sum_to_shape_kernel(a, shape):
     """Sum `a` over the axes that broadcasting added or stretched, to get `shape`."""
     shape = tuple(shape)
     lead = a.ndim - len(shape)
     if lead == 1 and a.shape[1:] == shape:
         # The common case (a bias's gradient): one leading axis added. Same reduction as
-        # below, without building the axis tuples.
-        return a.sum(axis=0)
+        # below, without building the axis tuples; np.add.reduce is what ndarray.sum
+        # runs (numpy/_core/_methods.py: _sum), minus its Python frame, so the same bits.
+        return _add_reduce(a, 0)
     if lead < 0:
         raise ValueError(f"cannot sum shape {a.shape} down to the longer shape {shape}")
     axes = tuple(range(lead)) + tuple(

@@ -43,6 +43,7 @@ import tapegrad as tg
 from tapegrad import _batching
 from tapegrad._batching import logical_axes, pad_batched
 from tapegrad._compile import run_eagerly
+from tapegrad._engine import eager_kernel as _eager_kernel, new_tensor as _new_tensor
 from tapegrad_shape.ops import derivative_reason
 
 from ._dtype_check import check_float_operands
@@ -612,7 +613,24 @@ def _cross_entropy_kernel(x, t, *, reduction="mean", weight=None, ignore_index=-
 def _cross_entropy_aux_kernel(x, t, *, reduction="mean", weight=None, ignore_index=-100,
                               label_smoothing=0.0):
     """(loss, softmax(x)): the softmax is the auxiliary output the rule reuses."""
+    # NOTE: the common case (a classifier's batch: what _cross_entropy_c takes, reduced
+    # by 'mean') tested here in one expression and run without the five Python frames of
+    # the general path (~4 us of W2's step); the same kernel and reduction, so the same
+    # bits. label_smoothing must be a real 0 (False is refused below, as there).
+    if (reduction == "mean" and weight is None and type(x) is np.ndarray
+            and type(t) is np.ndarray and x.ndim == 2 and t.ndim == 1
+            and t.dtype == np.int64 and x.dtype in _C_FLOATS
+            and (type(label_smoothing) is float or type(label_smoothing) is int)
+            and label_smoothing == 0 and not 0 <= ignore_index < x.shape[1]
+            and x.flags.c_contiguous and t.flags.c_contiguous):
+        parts = _kernels.cross_entropy_rows(x, t)
+        if parts is not None:
+            loss = 0.0 - parts[0]
+            return _add_reduce(loss, None) / loss.size, parts[1]    # as _reduce's 'mean'
     return _cross_entropy_parts(x, t, reduction, weight, ignore_index, label_smoothing)
+
+
+_add_reduce = np.add.reduce       # what ndarray.sum() runs, without its Python frame
 
 
 def _cross_entropy_parts(x, t, reduction, weight, ignore_index, label_smoothing):
@@ -689,6 +707,11 @@ def _cross_entropy_vjp(g, ans, x, t, *, reduction="mean", weight=None, ignore_in
     # aux: (softmax(x),) from the forward in a plain backward; None when the rule is
     # recorded (create_graph, tg.compile), where the softmax must stay a function of x.
     probs = aux[0] if aux is not None else None
+    if (probs is not None and reduction == "mean" and weight is None and not label_smoothing
+            and tg.needs_grad(x)):
+        gx = _plain_labels_vjp(g, probs, t, ignore_index)
+        if gx is not None:
+            return gx, None
     if _is_label(t) and _batching.is_batched(t):
         return _batched_labels_vjp(g, x, t, reduction, weight, ignore_index, label_smoothing)
     if not _is_plain(t, weight, ignore_index, label_smoothing):
@@ -712,6 +735,41 @@ def _cross_entropy_vjp(g, ans, x, t, *, reduction="mean", weight=None, ignore_in
     if tg.needs_grad(t):
         gt = -tg.log_softmax(x, axis=-1) * g
     return gx, gt
+
+
+def _plain_labels_vjp(g, probs, t, ignore_index):
+    """cross_entropy's gradient (softmax - one_hot) * g / N for the common case of a
+    plain backward (the forward's softmax `probs` reused, reduction 'mean', no class
+    weight or smoothing) when the labels are an unbatched (N,) int64 array all in
+    [0, C) and ignore_index is outside it (so no row is ignored): the arrays the general
+    path's ops (_per_element's divide, _minus_one_hot, the multiply) compute, from the
+    same kernels, without their dispatch (~10 Python frames and 3 ops of W2's step).
+    None where the general path must decide (a label out of range or equal to
+    ignore_index, other dtypes or layouts, labels or g with tangents: batched under
+    tg.vmap or carrying forward-mode tangents).
+
+    NOTE: only where aux is given (the rule is not recorded: no create_graph, so the
+    result may be a constant) and tg.compile is not recording (_eager_kernel): a
+    recording runs the rule with aux too, and must see its kernels to replay them; an
+    array computed here would be replayed as this call's constant."""
+    if (not isinstance(t, tg.Tensor) or t._tangents or g._tangents
+            or not _eager_kernel(tg._minus_one_hot, g)):
+        return None          # (tangents: batched under vmap or carried by forward mode)
+    p, labels, g0 = probs._data, t._data, g._data
+    if (type(p) is not np.ndarray or type(labels) is not np.ndarray
+            or type(g0) is not np.ndarray or p.ndim != 2 or labels.ndim != 1
+            or labels.dtype != np.int64 or p.dtype not in _C_FLOATS or g0.dtype != p.dtype
+            or g0.ndim != 0 or not 0 < labels.shape[0] <= 1 << 24
+            or not p.flags.c_contiguous or not labels.flags.c_contiguous
+            or 0 <= ignore_index < p.shape[1]):
+        return None
+    hot = _kernels.minus_one_hot_rows(p, labels)     # None: a label outside [0, C)
+    if hot is None:
+        return None
+    # as _per_element's g / N: N as a 0-d array of g's dtype (exact below 2**24), which
+    # is what the engine makes of the Python int there
+    scale = np.divide(g0, p.dtype.type(labels.shape[0]))
+    return _new_tensor(np.multiply(hot, scale, out=hot), g.device)
 
 
 def _label_terms(x, t, weight, ignore_index, label_smoothing):
