@@ -106,11 +106,6 @@ cdef class _Step:
     cdef object into               # K_KERNEL with a large output: fn(*args, out=a) writing
     cdef object buf                # into a; buf: the last replay's output, reused when
                                    # nothing else holds it (see Note: [reused outputs])
-    cdef readonly Py_ssize_t inplace  # K_KERNEL: the position of an input it may write its
-    cdef object inplace_fn         # result into (inplace_fn(*args, args[pos])), or -1
-    cdef tuple inplace_cands       # (recording) positions of inputs of the output's shape
-    cdef readonly Py_ssize_t inplace_runs   # replays that wrote in place (for tests)
-                                   # (see Note: [in-place epilogues])
 
     def describe(self):
         if self.kind == K_FUSED:
@@ -230,66 +225,6 @@ cdef object _kernel_reusing(_Step st, tuple call):
     return out
 
 
-# Note: [in-place epilogues]
-# A replayed elementwise kernel whose input dies at it (`h @ W + b`: the matmul's output is
-# read by the add and by nothing after; `relu(z)`: z likewise) writes its result into that
-# input instead of allocating: NumPy's `out=` argument with the same loop on the same
-# numbers, so the bits are eager's. The plan (_plan_inplace, at recording) picks inputs
-# that (1) a kernel step of the same program produced (never an argument, a tensor from
-# outside, a constant, a .grad), (2) had the output's shape and dtype, C order and their
-# own data when recorded, (3) are read for the last time by this step (its `free`, which
-# excludes returned values and what the backward reads). The replay then checks that
-# nothing else can see the array at that moment (_may_write_into: only the slot and the
-# step's argument tuple hold it -- a view, a .grad, a saved tensor, a memoryview, the
-# same array passed twice, a weak reference each make it refuse) and otherwise runs the
-# kernel as recorded. Check and write run under the GIL with no Python code between them.
-cdef inline bint _may_write_into(object arr):
-    # 3 references: slots[k], the argument tuple `call`, and this argument
-    return (type(arr) is cnp.ndarray and Py_REFCNT(arr) == 3
-            and (<PyArrayObject_fields*><PyObject*>arr).weakreflist == NULL
-            and cnp.PyArray_CHKFLAGS(<cnp.ndarray>arr, cnp.NPY_ARRAY_OWNDATA)
-            and cnp.PyArray_ISWRITEABLE(<cnp.ndarray>arr)
-            and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>arr))
-
-
-cdef object _inplace_candidates(object items, object out):
-    """Positions of the inputs a kernel could write `out` into (same shape, dtype, C
-    order, own data, when recording), or None."""
-    cdef list cands = []
-    if cnp.PyArray_SIZE(<cnp.ndarray>out) < 2:
-        # NOTE: with one element NumPy's binary loops see out == in1 with stride 0 and take
-        # their reduction path (out = out + sum(in2)), which picks another NaN than the
-        # plain loop when both operands are NaN (the fuzzer of test_compile_fused found
-        # 0x7fc00000 against eager's 0xffc00000 for the add of two NaN sums)
-        return None
-    for pos, a in enumerate(items):
-        if (type(a) is np.ndarray and (<cnp.ndarray>a).dtype == (<cnp.ndarray>out).dtype
-                and a.shape == out.shape
-                and cnp.PyArray_CHKFLAGS(<cnp.ndarray>a, cnp.NPY_ARRAY_OWNDATA)
-                and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>a)
-                and cnp.PyArray_ISWRITEABLE(<cnp.ndarray>a)):
-            cands.append(pos)
-    return tuple(cands) if cands else None
-
-
-def _plan_inplace(list steps):
-    """Set `inplace` of the kernel steps that may write into a dying input (after
-    _plan_frees; see Note: [in-place epilogues])."""
-    cdef _Step st
-    made = set()               # slots written by a kernel step earlier in `steps`
-    for st in steps:
-        st.inplace = -1
-        if st.kind == K_KERNEL and st.inplace_cands is not None and st.aux_out is None:
-            for pos in st.inplace_cands:
-                k = st.idx[pos]
-                if k >= 0 and k in made and k in st.free and st.idx.count(k) == 1:
-                    st.inplace = pos
-                    break
-        if st.kind == K_KERNEL and st.out >= 0:
-            made.add(st.out)
-        st.inplace_cands = None
-
-
 cdef void _release_buffers(list steps):
     cdef _Step st
     for st in steps or ():
@@ -321,16 +256,8 @@ cdef void _run(list steps, list slots, tuple args) except *:
             item = slots[k] if k >= 0 else st.lits[i]
             Py_INCREF(item)
             PyTuple_SET_ITEM(call, i, item)
-        # NOTE: `item` and `out` must not keep an array alive past its use: the in-place
-        # test counts references (Note: [in-place epilogues])
-        item = None
         if st.kind == K_KERNEL:
-            if st.inplace >= 0 and _may_write_into(slots[<Py_ssize_t>st.idx[st.inplace]]):
-                # (out by position: a ufunc call without a keyword dict, which cost more
-                # than the allocation it spares)
-                out = st.inplace_fn(*call, slots[<Py_ssize_t>st.idx[st.inplace]])
-                st.inplace_runs += 1
-            elif st.into is not None:
+            if st.into is not None:
                 out = _kernel_reusing(st, call)
             elif st.kwargs is None:
                 out = st.fn(*call)
@@ -347,7 +274,6 @@ cdef void _run(list steps, list slots, tuple args) except *:
                 raise ReplayShapeError(step, st.describe()[1], st.out_shape,
                                        tuple(out.shape))
             slots[st.out] = out
-            out = None
         elif st.kind == K_WRITE or st.kind == K_CALL:
             st.fn(*call)
         elif st.kind == K_ACCUM:
@@ -613,18 +539,6 @@ class _Recorder:
         st.target, st.fresh = target, fresh
         st.fuse_info = _fuse_info(fn, items, out, kwargs) if kind == K_KERNEL else None
         st.into = st.buf = None
-        st.inplace, st.inplace_fn, st.inplace_cands = -1, None, None
-        if (kind == K_KERNEL and st.kwargs is None and st.out_shape is None
-                and type(out) is np.ndarray):
-            # (an elementwise ufunc, not a gufunc such as matmul, whose out= may not be
-            # an input; or a kernel saying it is elementwise with an `inplace_kernel`)
-            st.inplace_fn = (fn if type(fn) is np.ufunc and fn.nout == 1 and fn.signature
-                             is None and len(items) == fn.nin
-                             else getattr(fn, "inplace_kernel", None))
-            if st.inplace_fn is not None:
-                st.inplace_cands = _inplace_candidates(items, out)
-                if st.inplace_cands is None:
-                    st.inplace_fn = None
         if (kind == K_KERNEL and st.kwargs is None and st.out_shape is None
                 and type(out) is np.ndarray and out.nbytes >= REUSE_BYTES):
             # (kernels with parameters, value-dependent shapes or aux outputs allocate)
@@ -905,18 +819,6 @@ cdef class _Program:
         """Drop the large outputs kept for the next replay (Note: [reused outputs])."""
         _release_buffers(self.forward_run)
         _release_buffers(self.backward_run)
-
-    def inplace_writes(self):
-        """(steps planned to write into a dying input, replays of them that did): for
-        tests (Note: [in-place epilogues])."""
-        cdef _Step st
-        cdef Py_ssize_t planned = 0, done = 0
-        for run in (self.forward, self.backward):
-            for st in run or ():
-                if st.inplace >= 0:
-                    planned += 1
-                    done += st.inplace_runs
-        return planned, done
 
     def reusable_buffers(self):
         """How many kernel steps keep their output for the next replay (for tests)."""
@@ -1291,9 +1193,6 @@ class CompiledFunction:
         _plan_frees(program.forward, set(program.out_slots) | set(program.keep_after_forward))
         if program.backward is not None:
             _plan_frees(program.backward, {k for k in program.grad_slots if k is not None})
-        _plan_inplace(program.forward)
-        if program.backward is not None:
-            _plan_inplace(program.backward)
         program.forward_run, program.backward_run = program.forward, program.backward
         if self.fuse:
             # (after _plan_frees: a value freed inside a run is one only the run reads)
@@ -1794,7 +1693,6 @@ cdef list _fuse_steps(list steps):
         fused.device = st.device
         fused.free = tuple(freed)
         fused.out_ndim = -1
-        fused.inplace = -1
         fused.sub = group
         out.append(fused)
         i = j

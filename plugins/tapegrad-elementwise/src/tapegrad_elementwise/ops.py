@@ -77,11 +77,6 @@ def _relu_kernel(x):
     return np.maximum(x, 0)
 
 
-# tg.compile may have a replay write relu's result into its dying input (the bias add's
-# output): the same ufunc loop, so the same bits (Note: [in-place epilogues], _compile.pyx)
-_relu_kernel.inplace_kernel = lambda x, out: np.maximum(x, 0, out)
-
-
 def _clip_kernel(x, a_min=None, a_max=None):
     return np.clip(x, _clip_bound(a_min), _clip_bound(a_max))
 
