@@ -169,6 +169,36 @@ def test_a_linear_layer_has_numpy_hand_written_bits_and_c_order(batch, n_in, n_o
         np.testing.assert_array_equal(got.numpy(), expected)
 
 
+def test_the_plain_backward_shortcut_is_taken_only_where_nothing_records():
+    # matmul's 2-D rule computes g @ y.T and x.T @ g on the raw arrays in a plain backward
+    # (tapegrad._engine.plain_gradient); under create_graph it must record instead, so
+    # the gradient is differentiable: d<df/dX, V>/dX = 2 A^T A V for f = sum((A X)^2).
+    from tapegrad._engine import log_reads, plain_gradient
+    A_, X_, V_ = rand((4, 3)), rand((3, 2)), rand((3, 2))
+    A, X = leaf(A_), leaf(X_)
+    ((A @ X) ** 2).sum().backward()
+    assert not X.grad.requires_grad and X.grad.grad_fn is None
+    np.testing.assert_allclose(X.grad.numpy(), 2 * A_.T @ A_ @ X_, rtol=1e-12)
+    A.grad = X.grad = None
+    ((A @ X) ** 2).sum().backward(create_graph=True)
+    gX = X.grad
+    assert gX.requires_grad
+    X.grad = A.grad = None
+    (gX * tg.tensor(V_)).sum().backward()
+    np.testing.assert_allclose(X.grad.numpy(), 2 * A_.T @ A_ @ V_, rtol=1e-12)
+    # the predicate: off with grad mode on, with an open read log, for tangents
+    g = tg.ones((2, 2))
+    assert not plain_gradient(g)
+    with tg.no_grad():
+        assert plain_gradient(g)
+        previous = log_reads([])
+        try:
+            assert not plain_gradient(g)
+        finally:
+            log_reads(previous)
+        assert plain_gradient(g) and not plain_gradient(np.ones(2))
+
+
 # ---------------------------------------------------------------------------------------
 # Second derivatives
 # ---------------------------------------------------------------------------------------

@@ -153,6 +153,27 @@ cpdef bint eager_kernel(Op op, object g):
     return (<TensorBase>g)._device.name in op.kernels
 
 
+cpdef bint plain_gradient(object g):
+    """Whether a gradient rule may compute on `g`'s raw array itself and wrap the result
+    with `new_tensor`, skipping the op calls it would otherwise make: nothing would
+    record them (grad mode off, i.e. no create_graph; tg.compile not recording in this
+    thread), no tg.checkpoint read log is open (an op would log its constant inputs), and
+    g carries no forward-mode tangent or tg.vmap batch (an op would carry them along).
+    The rule must still check the other operands it reads (their ``_tangents`` too).
+
+    >>> import tapegrad as tg
+    >>> from tapegrad._engine import plain_gradient
+    >>> with tg.no_grad():
+    ...     plain_gradient(tg.ones(3))
+    True
+    >>> plain_gradient(tg.ones(3)), plain_gradient(2.0)     # grad mode on: ops record
+    (False, False)
+    """
+    if not isinstance(g, TensorBase) or _n_read_logs or _traced() or _grad_enabled():
+        return False
+    return not (<TensorBase>g)._tangents
+
+
 def is_grad_enabled():
     """Whether ops record onto the tape in this thread / asyncio task.
 
