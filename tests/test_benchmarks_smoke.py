@@ -264,3 +264,20 @@ def test_jax_cases_match_the_numpy_reference(benchmarks):
         expected = reference.outputs(reference.run())
         case = workload.build("jax")
         check_outputs(workload, "jax", case.outputs(case.run()), expected)
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "sched_setaffinity"),
+                    reason="the OS has no CPU affinity call (the worker pins nothing)")
+def test_a_one_thread_worker_runs_on_one_core():
+    # the thread variables do not bind every library's pools (JAX's XLA CPU client used
+    # both cores of a 2-CPU machine with them set): the worker pins itself to one CPU.
+    code = ("import json, os; from benchmarks.worker import pin_to_cores; "
+            "before = sorted(os.sched_getaffinity(0)); cores = pin_to_cores(1); "
+            "print(json.dumps([before, cores, sorted(os.sched_getaffinity(0))]))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True,
+                          text=True, timeout=60, check=True)
+    before, cores, after = json.loads(proc.stdout)
+    if len(before) == 1:
+        assert cores is None and after == before     # one CPU allowed: nothing to pin
+    else:
+        assert cores == before[:1] and after == cores
