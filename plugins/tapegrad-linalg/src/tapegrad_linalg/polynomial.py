@@ -30,7 +30,7 @@ import numpy as np
 import tapegrad as tg
 from tapegrad._compile import compile_check, run_eagerly
 
-from ._helpers import _rand
+from ._helpers import _conj, _rand
 
 __all__ = ["poly", "polyadd", "polyder", "polydiv", "polyfit", "polyint", "polymul",
            "polysub", "polyval", "roots", "register"]
@@ -76,11 +76,6 @@ def _float(x):
     """``x + 0.0`` as NumPy writes it: floats and complex values keep their dtype
     (complex64 too), integers and bools become float64."""
     return x if x.dtype.kind in "fc" else x.astype(np.float64)
-
-
-def _conj(t):
-    """t's complex conjugate; t itself when real (no op recorded for the real rules)."""
-    return tg.conj(t) if t.dtype.kind == "c" else t
 
 
 # ---------------------------------------------------------------------------------------

@@ -32,8 +32,9 @@ import tapegrad as tg
 from tapegrad._compile import compile_check, run_eagerly
 
 from .ops import _abs2, _batch_size, _shape_of, _with_batch_axis
-from .ops import (_EXTREMUM_SAMPLES, _as_tensor, _complex_distinct, _as_tensor_like, _axes, _constant_argument,
-                  _distinct, _kept_shape, _mask, _rand, _sqrt_of_var, derivative_reason)
+from .ops import (_EXTREMUM_SAMPLES, _as_tensor, _as_tensor_like, _axes, _complex_distinct,
+                  _constant_argument, _distinct, _kept_shape, _mask, _rand, _sqrt_of_var,
+                  derivative_reason)
 
 __all__ = ["gradient", "diff", "any", "all", "ptp", "nansum", "nanmean", "nanvar", "nanstd",
            "average", "median", "quantile", "percentile", "nanmedian", "nanquantile",
