@@ -169,9 +169,17 @@ cpdef bint plain_gradient(object g):
     >>> plain_gradient(tg.ones(3)), plain_gradient(2.0)     # grad mode on: ops record
     (False, False)
     """
-    if not isinstance(g, TensorBase) or _n_read_logs or _traced() or _grad_enabled():
+    if not isinstance(g, TensorBase) or not _nothing_records():
         return False
     return not (<TensorBase>g)._tangents
+
+
+cdef inline bint _nothing_records():
+    """No op call made now would record or log anything: grad mode off (no
+    create_graph), tg.compile not recording in this thread, no tg.checkpoint read log.
+    What the gradient shortcuts that skip op calls need (plain_gradient,
+    _grad_times_number); the cheap tests first."""
+    return not _n_read_logs and not _traced() and not _grad_enabled()
 
 
 def is_grad_enabled():
@@ -2088,7 +2096,7 @@ cdef tuple _grad_times_number(OpNode node, object g):
     if not (type(c) is float or type(c) is int):
         return None
     gk = None
-    if not _grad_enabled() and not _traced() and not _n_read_logs and node.op is _op_multiply:
+    if node.op is _op_multiply and _nothing_records():
         gk = _times_number_kernel(<TensorBase>g, c)
     if gk is not None:
         return (gk, None) if k == 0 else (None, gk)

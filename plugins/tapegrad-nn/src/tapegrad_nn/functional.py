@@ -43,7 +43,7 @@ import tapegrad as tg
 from tapegrad import _batching
 from tapegrad._batching import logical_axes, pad_batched
 from tapegrad._compile import run_eagerly
-from tapegrad._engine import eager_kernel as _eager_kernel, new_tensor as _new_tensor
+from tapegrad._engine import new_tensor as _new_tensor, plain_gradient as _plain_gradient
 from tapegrad_shape.ops import derivative_reason
 
 from ._dtype_check import check_float_operands
@@ -749,11 +749,10 @@ def _plain_labels_vjp(g, probs, t, ignore_index):
     tg.vmap or carrying forward-mode tangents).
 
     NOTE: only where aux is given (the rule is not recorded: no create_graph, so the
-    result may be a constant) and tg.compile is not recording (_eager_kernel): a
-    recording runs the rule with aux too, and must see its kernels to replay them; an
-    array computed here would be replayed as this call's constant."""
-    if (not isinstance(t, tg.Tensor) or t._tangents or g._tangents
-            or not _eager_kernel(tg._minus_one_hot, g)):
+    result may be a constant) and nothing records (_plain_gradient: in particular
+    tg.compile, whose recording runs the rule with aux too and must see its kernels to
+    replay them; an array computed here would be replayed as this call's constant)."""
+    if not _plain_gradient(g) or not isinstance(t, tg.Tensor) or t._tangents:
         return None          # (tangents: batched under vmap or carried by forward mode)
     p, labels, g0 = probs._data, t._data, g._data
     if (type(p) is not np.ndarray or type(labels) is not np.ndarray
