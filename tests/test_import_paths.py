@@ -83,3 +83,25 @@ def test_in_process_import_is_the_same_object():
     assert isinstance(nn, types.ModuleType)
     with pytest.raises(ModuleNotFoundError):
         import tapegrad.nn.not_there  # noqa: F401
+
+
+def test_every_module_all_names_only_what_the_module_defines():
+    # `from tapegrad_shape.numerics import *` raised AttributeError while its __all__
+    # listed convolve and ldexp, which are registered ops (tg.convolve), not attributes.
+    import importlib
+    import pkgutil
+
+    missing = {}
+    for package in ("tapegrad", "tapegrad_elementwise", "tapegrad_shape", "tapegrad_linalg",
+                    "tapegrad_nn", "tapegrad_fft", "tapegrad_higher", "tapegrad_checkpoint"):
+        try:
+            pkg = importlib.import_module(package)
+        except ImportError:        # a plugin not installed in this environment
+            continue
+        for info in pkgutil.iter_modules(pkg.__path__):
+            module = importlib.import_module(f"{package}.{info.name}")
+            names = getattr(module, "__all__", ())
+            absent = [n for n in names if not hasattr(module, n)]
+            if absent:
+                missing[module.__name__] = absent
+    assert missing == {}

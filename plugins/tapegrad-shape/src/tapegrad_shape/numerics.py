@@ -36,8 +36,10 @@ from tapegrad._batching import logical_axes
 from .ops import (_as_tensor, _as_tensor_like, _axes, _conj, _constant_argument, _loop_fallback,
                   _rand)
 
-__all__ = ["convolve", "correlate", "cov", "corrcoef", "ediff1d", "geomspace", "logspace",
-           "interp", "ldexp", "modf", "trapezoid", "unwrap", "vander", "register"]
+# convolve and ldexp are ops (registered in register() below, reached as tg.convolve and
+# tg.ldexp), not module attributes: listing them here made `from ... import *` fail.
+__all__ = ["correlate", "cov", "corrcoef", "ediff1d", "geomspace", "logspace",
+           "interp", "modf", "trapezoid", "unwrap", "vander", "register"]
 
 _NOVALUE = object()      # "argument not given" (NumPy's np._NoValue)
 
