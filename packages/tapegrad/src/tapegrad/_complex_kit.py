@@ -204,10 +204,28 @@ def _numeric_gradient(f, flat, wrt, ws, eps):
     return grads
 
 
+def excess_over_tolerance(got, expected, atol, rtol):
+    """How far each entry of `got` (real or complex) lies outside atol + rtol * |expected|
+    (<= 0: within); `expected` is the reference (finite differences, or the other rule).
+
+    NOTE: NaN compares false with everything, so a plain `excess.max() > 0` let a rule that
+    returns NaN pass every check. Here a NaN in `got` where `expected` is a number is an
+    infinite excess. A NaN or infinite *reference* is no evidence either way (the function
+    is NaN or blows up within eps of the sample: an all-NaN slice of nanvar, a pole), so
+    that entry is accepted as before, and so is a NaN on both sides."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        excess = np.abs(got - expected) - (atol + rtol * np.abs(expected))
+    undefined = np.isnan(excess)
+    if undefined.any():
+        wrong_nan = np.isnan(got) & ~np.isnan(expected)
+        excess = np.where(undefined, np.where(wrong_nan, np.inf, 0.0), excess)
+    return excess
+
+
 def _compare(got, want, atol, rtol, where, what, i):
     got = np.asarray(got, np.complex128)
     want = np.asarray(want, np.complex128)
-    excess = np.abs(got - want) - (atol + rtol * np.abs(want))
+    excess = excess_over_tolerance(got, want, atol, rtol)
     if excess.size and excess.max() > 0:
         k = int(np.argmax(excess))
         index = tuple(int(v) for v in np.unravel_index(k, want.shape)) if want.ndim else ()
