@@ -29,6 +29,7 @@ import functools
 import gc
 import itertools
 import logging
+import operator
 import threading
 import warnings
 import weakref
@@ -80,6 +81,8 @@ DEF K_BUMP = 5        # count an in-place write (fn: the op's name) on target's 
 DEF K_FUSED = 6       # fn (a _fuse.FusedKernel) runs the kernels `sub` as one step
 DEF K_INPLACE = 7     # fn (a _fuse.InPlaceKernel) runs `sub` (kernels, then an in-place
                       # ufunc write of their result: p -= lr * g) as one step into the target
+DEF K_COPY = 8        # slots[idx[0]][...] = slots[idx[2]] (fn: the recorded setitem) as one
+                      # PyArray_CopyInto where both are NumPy arrays of one dtype and shape
 
 
 @cython.final
@@ -114,6 +117,8 @@ cdef class _Step:
             return "fused", (<FusedKernel>self.fn).describe()
         if self.kind == K_INPLACE:
             return "fused_inplace", (<InPlaceKernel>self.fn).describe()
+        if self.kind == K_COPY:
+            return "copy", "setitem"
         name = getattr(self.fn, "__name__", None) or type(self.fn).__name__
         return {0: "kernel", 1: "write", 2: "accumulate_grad", 3: "set_grad",
                 4: "call", 5: "bump_version"}[self.kind], name
@@ -237,6 +242,26 @@ cdef void _release_buffers(list steps):
             _release_buffers(st.sub)
 
 
+cdef int _copy_step(_Step st, list slots) except -1:
+    """`dst[...] = src` (a parameter restored from its initial values, say): with two NumPy
+    arrays of one shape and equivalent dtypes that is a plain copy, PyArray_CopyInto --
+    what ndarray.__setitem__ with an Ellipsis ends in (PyArray_AssignArray, which also
+    copies an overlapping source first), without the index parsing and the view; anything
+    else goes through the recorded setitem, as eager."""
+    dst = slots[<Py_ssize_t>st.idx[0]]
+    src = slots[<Py_ssize_t>st.idx[2]]
+    if (type(dst) is cnp.ndarray and type(src) is cnp.ndarray
+            and cnp.PyArray_NDIM(<cnp.ndarray>dst) == cnp.PyArray_NDIM(<cnp.ndarray>src)
+            and memcmp(cnp.PyArray_DIMS(<cnp.ndarray>dst), cnp.PyArray_DIMS(<cnp.ndarray>src),
+                       cnp.PyArray_NDIM(<cnp.ndarray>dst) * sizeof(cnp.npy_intp)) == 0
+            and cnp.PyArray_EquivTypes((<cnp.ndarray>dst).dtype, (<cnp.ndarray>src).dtype)
+            and cnp.PyArray_ISWRITEABLE(<cnp.ndarray>dst)):
+        cnp.PyArray_CopyInto(<cnp.ndarray>dst, <cnp.ndarray>src)
+    else:
+        st.fn(dst, Ellipsis, src)
+    return 0
+
+
 cdef void _run(list steps, list slots, tuple args) except *:
     """The replay loop: every step of a program, in order."""
     cdef _Step st
@@ -256,6 +281,11 @@ cdef void _run(list steps, list slots, tuple args) except *:
         if st.kind == K_INPLACE:
             if not (<InPlaceKernel>st.fn).run(slots):
                 _run(st.sub, slots, args)       # (it wrote nothing: see InPlaceKernel.run)
+            for k in st.free:
+                slots[k] = None
+            continue
+        if st.kind == K_COPY:
+            _copy_step(st, slots)
             for k in st.free:
                 slots[k] = None
             continue
@@ -1726,6 +1756,28 @@ cdef object _inplace_write_ufunc(_Step st):
     return ufunc
 
 
+cdef bint _is_full_setitem(_Step st):
+    """A recorded `dst[...] = src` between two slots (operator.setitem: the cpu device's)."""
+    return (st.kind == K_WRITE and st.fn is operator.setitem and len(st.idx) == 3
+            and st.idx[0] >= 0 and st.idx[1] == -1 and st.lits[1] is Ellipsis
+            and st.idx[2] >= 0 and st.kwargs is None)
+
+
+cdef _Step _copy_of(_Step w):
+    """A K_COPY step for the full setitem `w` (which stays in `sub`, for describe())."""
+    cdef _Step st = _Step.__new__(_Step)
+    st.kind = K_COPY
+    st.fn = w.fn
+    st.idx, st.lits = w.idx, w.lits
+    st.kwargs = st.kwslots = None
+    st.out = -1
+    st.device = w.device
+    st.free = w.free
+    st.out_ndim = -1
+    st.sub = [w]
+    return st
+
+
 cdef list _fuse_inplace(list steps):
     """`steps` with each in-place ufunc write of a fusible kernel run's result replaced by
     one K_INPLACE step (an _fuse.InPlaceKernel: `p -= lr * p.grad` is one multiply's and
@@ -1740,6 +1792,9 @@ cdef list _fuse_inplace(list steps):
     cdef tuple info
     for j in range(n):
         w = <_Step>steps[j]
+        if _is_full_setitem(w):
+            out.append(_copy_of(w))
+            continue
         ufunc = _inplace_write_ufunc(w)
         if ufunc is None or j == 0:
             out.append(w)

@@ -391,6 +391,7 @@ cdef bint _reported(int flags) except -1:
 # ---------------------------------------------------------------------------------------
 
 from cpython.exc cimport PyErr_WarnEx
+from cpython.contextvars cimport get_value as _context_value
 
 try:        # NumPy 2's errstate lives in this context variable (np.geterr reads it)
     from numpy._core.umath import _extobj_contextvar as _EXTOBJ
@@ -420,7 +421,7 @@ cdef bint _modes_allow_inplace() except -1:
     global _modes_seen
     if _EXTOBJ is None:
         return _only_warn_or_ignore(np.geterr())
-    obj = _EXTOBJ.get()
+    obj = _context_value(_EXTOBJ)     # (C: no bound method made per check)
     seen = _modes_seen
     if seen[0] is obj:
         return seen[1]
