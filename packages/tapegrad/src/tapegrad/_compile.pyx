@@ -29,6 +29,7 @@ import functools
 import gc
 import itertools
 import logging
+import operator
 import threading
 import warnings
 import weakref
@@ -44,7 +45,7 @@ from cpython.ref cimport Py_INCREF, Py_REFCNT, PyObject
 from libc.string cimport memcmp, memcpy
 
 from tapegrad._engine cimport Device, Node, TensorBase, VersionCounter
-from tapegrad._fuse cimport FusedKernel
+from tapegrad._fuse cimport FusedKernel, InPlaceKernel
 
 from tapegrad._fuse import FUSIBLE as _FUSIBLE, FUSIBLE_TYPES as _FUSIBLE_TYPES, loop_index
 
@@ -78,6 +79,10 @@ DEF K_SETGRAD = 3     # target.grad = None, or a tensor over slots[args[0]]
 DEF K_CALL = 4        # fn(): state outside the slots (the random generators' states)
 DEF K_BUMP = 5        # count an in-place write (fn: the op's name) on target's version
 DEF K_FUSED = 6       # fn (a _fuse.FusedKernel) runs the kernels `sub` as one step
+DEF K_INPLACE = 7     # fn (a _fuse.InPlaceKernel) runs `sub` (kernels, then an in-place
+                      # ufunc write of their result: p -= lr * g) as one step into the target
+DEF K_COPY = 8        # slots[idx[0]][...] = slots[idx[2]] (fn: the recorded setitem) as one
+                      # PyArray_CopyInto where both are NumPy arrays of one dtype and shape
 
 
 @cython.final
@@ -110,6 +115,10 @@ cdef class _Step:
     def describe(self):
         if self.kind == K_FUSED:
             return "fused", (<FusedKernel>self.fn).describe()
+        if self.kind == K_INPLACE:
+            return "fused_inplace", (<InPlaceKernel>self.fn).describe()
+        if self.kind == K_COPY:
+            return "copy", "setitem"
         name = getattr(self.fn, "__name__", None) or type(self.fn).__name__
         return {0: "kernel", 1: "write", 2: "accumulate_grad", 3: "set_grad",
                 4: "call", 5: "bump_version"}[self.kind], name
@@ -229,8 +238,28 @@ cdef void _release_buffers(list steps):
     cdef _Step st
     for st in steps or ():
         st.buf = None
-        if st.kind == K_FUSED:
+        if st.kind == K_FUSED or st.kind == K_INPLACE:
             _release_buffers(st.sub)
+
+
+cdef int _copy_step(_Step st, list slots) except -1:
+    """`dst[...] = src` (a parameter restored from its initial values, say): with two NumPy
+    arrays of one shape and equivalent dtypes that is a plain copy, PyArray_CopyInto --
+    what ndarray.__setitem__ with an Ellipsis ends in (PyArray_AssignArray, which also
+    copies an overlapping source first), without the index parsing and the view; anything
+    else goes through the recorded setitem, as eager."""
+    dst = slots[<Py_ssize_t>st.idx[0]]
+    src = slots[<Py_ssize_t>st.idx[2]]
+    if (type(dst) is cnp.ndarray and type(src) is cnp.ndarray
+            and cnp.PyArray_NDIM(<cnp.ndarray>dst) == cnp.PyArray_NDIM(<cnp.ndarray>src)
+            and memcmp(cnp.PyArray_DIMS(<cnp.ndarray>dst), cnp.PyArray_DIMS(<cnp.ndarray>src),
+                       cnp.PyArray_NDIM(<cnp.ndarray>dst) * sizeof(cnp.npy_intp)) == 0
+            and cnp.PyArray_EquivTypes((<cnp.ndarray>dst).dtype, (<cnp.ndarray>src).dtype)
+            and cnp.PyArray_ISWRITEABLE(<cnp.ndarray>dst)):
+        cnp.PyArray_CopyInto(<cnp.ndarray>dst, <cnp.ndarray>src)
+    else:
+        st.fn(dst, Ellipsis, src)
+    return 0
 
 
 cdef void _run(list steps, list slots, tuple args) except *:
@@ -246,6 +275,17 @@ cdef void _run(list steps, list slots, tuple args) except *:
             if not (<FusedKernel>st.fn).run(slots):
                 (<FusedKernel>st.fn).materialize(slots)
                 _run(st.sub, slots, args)       # as recorded: eager's warnings, layouts
+            for k in st.free:
+                slots[k] = None
+            continue
+        if st.kind == K_INPLACE:
+            if not (<InPlaceKernel>st.fn).run(slots):
+                _run(st.sub, slots, args)       # (it wrote nothing: see InPlaceKernel.run)
+            for k in st.free:
+                slots[k] = None
+            continue
+        if st.kind == K_COPY:
+            _copy_step(st, slots)
             for k in st.free:
                 slots[k] = None
             continue
@@ -1655,9 +1695,11 @@ cdef list _fuse_steps(list steps):
     calls it cannot fuse). Needs the frees planned: a slot a run writes and frees is one
     only the run reads (a scratch register); the others it writes are its outputs."""
     cdef list out = []
-    cdef Py_ssize_t i = 0, j, n = len(steps), pos
+    cdef Py_ssize_t i = 0, j, n, pos
     cdef _Step st, g, fused
     cdef tuple info
+    steps = _fuse_inplace(steps)        # first: the in-place runs take their kernels
+    n = len(steps)
     while i < n:
         st = <_Step>steps[i]
         if st.fuse_info is None:
@@ -1696,6 +1738,124 @@ cdef list _fuse_steps(list steps):
         fused.sub = group
         out.append(fused)
         i = j
+    return out
+
+
+cdef object _inplace_write_ufunc(_Step st):
+    """The ufunc of an in-place ufunc write `ufunc(dst, other, out=dst)` (what an unrecorded
+    `p -= t` records: _engine.ufunc_into) between two slots, when a fused step may run it;
+    else None."""
+    if st.kind != K_WRITE or st.fn is not _engine.ufunc_into or len(st.idx) != 3 \
+            or st.kwargs is not None:
+        return None
+    dst, other, lit = st.idx
+    ufunc = st.lits[2]
+    if dst < 0 or other < 0 or lit != -1 or other == dst or type(ufunc) is not np.ufunc \
+            or ufunc not in _FUSIBLE or ufunc.nin != 2 or ufunc.nout != 1:
+        return None
+    return ufunc
+
+
+cdef bint _is_full_setitem(_Step st):
+    """A recorded `dst[...] = src` between two slots (operator.setitem: the cpu device's)."""
+    return (st.kind == K_WRITE and st.fn is operator.setitem and len(st.idx) == 3
+            and st.idx[0] >= 0 and st.idx[1] == -1 and st.lits[1] is Ellipsis
+            and st.idx[2] >= 0 and st.kwargs is None)
+
+
+cdef _Step _copy_of(_Step w):
+    """A K_COPY step for the full setitem `w` (which stays in `sub`, for describe())."""
+    cdef _Step st = _Step.__new__(_Step)
+    st.kind = K_COPY
+    st.fn = w.fn
+    st.idx, st.lits = w.idx, w.lits
+    st.kwargs = st.kwslots = None
+    st.out = -1
+    st.device = w.device
+    st.free = w.free
+    st.out_ndim = -1
+    st.sub = [w]
+    return st
+
+
+cdef list _fuse_inplace(list steps):
+    """`steps` with each in-place ufunc write of a fusible kernel run's result replaced by
+    one K_INPLACE step (an _fuse.InPlaceKernel: `p -= lr * p.grad` is one multiply's and
+    one subtract's inner loops, block by block, straight into p; docs/compile.md,
+    "In-place fused updates"). The run is the longest stretch of fusible kernels of the
+    target's dtype and shape just before the write, ending in the write's operand, whose
+    results the write or the run reads last (frees planned: nothing after them reads
+    them, so none needs an array). Other writes and kernels stay as they are."""
+    cdef list out = []
+    cdef Py_ssize_t i, j, n = len(steps), start, pos, size
+    cdef _Step st, w, k, step, fused
+    cdef tuple info
+    for j in range(n):
+        w = <_Step>steps[j]
+        if _is_full_setitem(w):
+            out.append(_copy_of(w))
+            continue
+        ufunc = _inplace_write_ufunc(w)
+        if ufunc is None or j == 0:
+            out.append(w)
+            continue
+        dst, other = w.idx[0], w.idx[1]
+        k = <_Step>steps[j - 1]
+        if k.kind != K_KERNEL or k.fuse_info is None or k.out != other \
+                or k.aux_out is not None or not out or out[len(out) - 1] is not k \
+                or loop_index(ufunc, (<tuple>k.fuse_info)[0]) < 0:
+            out.append(w)
+            continue
+        info = k.fuse_info
+        freed = set(w.free)
+        start = j
+        while start > 0:
+            step = <_Step>steps[start - 1]
+            if step.kind != K_KERNEL or step.fuse_info is None or step.aux_out is not None \
+                    or (<tuple>step.fuse_info)[0] != info[0] \
+                    or (<tuple>step.fuse_info)[1] != info[1] \
+                    or step.out == dst or out[len(out) - (j - start) - 1] is not step:
+                break
+            freed.update(step.free)
+            # every result of the run is read last inside it (or by the write)
+            if any((<_Step>steps[i]).out not in freed for i in range(start - 1, j)):
+                break
+            start -= 1
+        if start == j:
+            out.append(w)
+            continue
+        size = 1
+        for d in info[1]:
+            size *= d
+        ops, in_sizes, written, frees = [], {}, set(), set(w.free)
+        for i in range(start, j):
+            step = <_Step>steps[i]
+            for pos in range(len(step.idx)):
+                a = step.idx[pos]
+                if a not in written and a not in in_sizes:
+                    in_sizes[a] = step.fuse_info[2][pos]
+            written.add(step.out)
+            frees.update(step.free)
+            ops.append((step.fn, step.idx, step.out))
+        if in_sizes.get(dst, size) != size or size == 0 or not info[1]:
+            out.append(w)
+            continue
+        in_sizes[dst] = size
+        ops.append((ufunc, (dst, other), dst))
+        fused = _Step.__new__(_Step)
+        fused.kind = K_INPLACE
+        fused.fn = InPlaceKernel(ops, info[0], info[1], in_sizes, dst)
+        # idx: the slots it reads, so that the planning of pools sees a plain reader
+        fused.idx = tuple(sorted(in_sizes))
+        fused.lits = (None,) * len(fused.idx)
+        fused.kwargs = fused.kwslots = None
+        fused.out = -1
+        fused.device = w.device
+        fused.free = tuple(frees)
+        fused.out_ndim = -1
+        fused.sub = steps[start:j + 1]
+        del out[len(out) - (j - start):]
+        out.append(fused)
     return out
 
 

@@ -62,3 +62,35 @@ cdef class FusedKernel:
 
     cdef int run(self, list slots) except -1
     cdef int materialize(self, list slots) except -1
+
+
+# An in-place fused step (see InPlaceKernel in _fuse.pyx and docs/compile.md, "In-place
+# fused updates"): a run of elementwise ufunc kernels whose last result is written into an
+# existing array by an in-place ufunc write (`p -= lr * p.grad`: multiply, then
+# subtract(p, t, out=p)), executed block by block with the ufuncs' own inner loops and
+# the final result stored straight into that array. Every check that can send a replay
+# back to the original steps is made before the first byte is written.
+cdef enum:
+    INPLACE_BLOCK = 8192    # elements per inner-loop call (one scratch block per value)
+
+cdef class InPlaceKernel:
+    cdef readonly int typenum        # the dtype of every operand (NPY_FLOAT32/NPY_FLOAT64)
+    cdef int itemsize
+    cdef readonly tuple out_shape    # the shape of every op's result and of the target
+    cdef cnp.npy_intp size           # its number of elements (> 0)
+    cdef int out_ndim
+    cdef bytes out_dims              # out_shape as packed npy_intp (one memcmp per run)
+    cdef readonly tuple names        # the ufuncs' names, in order (for describe())
+    cdef readonly tuple in_slots     # the slots read, one register each (the target's too)
+    cdef readonly Py_ssize_t dst_slot  # the slot of the array written in place
+    cdef int dst_reg                 # its register (an input register)
+    cdef cnp.npy_intp *in_size       # per input: the elements expected (size, or 1)
+    cdef Py_ssize_t nin_regs, nscratch, nops
+    cdef inner_loop *op_loop
+    cdef void **op_data
+    cdef int *op_nargs
+    cdef int *op_regs                # per op, 3 entries: input registers, then the result's
+    cdef readonly object ufuncs
+    cdef readonly Py_ssize_t runs, fallbacks   # (diagnostics for tests)
+
+    cdef int run(self, list slots) except -1

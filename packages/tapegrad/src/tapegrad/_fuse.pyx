@@ -20,6 +20,7 @@ import numpy as np
 
 cimport numpy as cnp
 from libc.stdlib cimport malloc, free
+from libc.string cimport memcmp
 
 cnp.import_array()
 
@@ -383,3 +384,298 @@ cdef bint _reported(int flags) except -1:
         if flags & <int>flag and modes[name] != "ignore":
             return True
     return False
+
+
+# ---------------------------------------------------------------------------------------
+# In-place fused updates (`p -= lr * p.grad` as one step)
+# ---------------------------------------------------------------------------------------
+
+from cpython.exc cimport PyErr_WarnEx
+from cpython.contextvars cimport get_value as _context_value
+
+try:        # NumPy 2's errstate lives in this context variable (np.geterr reads it)
+    from numpy._core.umath import _extobj_contextvar as _EXTOBJ
+except ImportError:             # pragma: no cover (another NumPy layout: ask every time)
+    _EXTOBJ = None
+
+cdef tuple _modes_seen = (None, False)
+cdef Py_ssize_t _total_inplace_runs = 0
+
+
+def inplace_runs():
+    """How many in-place fused steps have run (not handed back) in this process (tests)."""
+    return _total_inplace_runs
+     # (the errstate object last checked, its verdict)
+
+cdef tuple _FLAG_ORDER = (     # NumPy reports a ufunc's flags in this order, in these words
+    ("divide", FE_DIVBYZERO, "divide by zero"), ("over", FE_OVERFLOW, "overflow"),
+    ("under", FE_UNDERFLOW, "underflow"), ("invalid", FE_INVALID, "invalid value"))
+
+
+cdef bint _modes_allow_inplace() except -1:
+    """Whether np.geterr() only ignores or warns: then an in-place step can run and report
+    its flags afterwards, as eager's ufuncs do (warnings, in the same order). 'raise',
+    'call', 'print' and 'log' act while eager's first ufunc returns, before the write
+    into the target: those replays run the original steps. Cached by the identity of
+    NumPy's errstate object (np.errstate and np.seterr make a new one; ~50 ns a check)."""
+    global _modes_seen
+    if _EXTOBJ is None:
+        return _only_warn_or_ignore(np.geterr())
+    obj = _context_value(_EXTOBJ)     # (C: no bound method made per check)
+    seen = _modes_seen
+    if seen[0] is obj:
+        return seen[1]
+    ok = _only_warn_or_ignore(np.geterr())
+    _modes_seen = (obj, ok)          # (one assignment: another thread sees old or new)
+    return ok
+
+
+cdef bint _only_warn_or_ignore(dict modes):
+    for name, _, _ in _FLAG_ORDER:
+        if modes[name] != "ignore" and modes[name] != "warn":
+            return False
+    return True
+
+
+cdef class InPlaceKernel:
+    """An in-place fused step (see _fuse.pxd): `ops` = [(ufunc, (input slot, ...), output
+    slot)] in program order, all on dtype `typenum` with results of shape `out_shape`; the
+    last op's output slot is `dst_slot`, whose array the step writes in place (the last op
+    reads it too: subtract(p, t, out=p)); every other op's output is a value only the step
+    reads. `in_sizes` maps each slot read from outside the run (dst_slot included) to its
+    element count (the out size, or 1 for a broadcast scalar)."""
+
+    def __cinit__(self):
+        self.in_size = NULL
+        self.op_loop = NULL
+        self.op_data = NULL
+        self.op_nargs = NULL
+        self.op_regs = NULL
+
+    def __dealloc__(self):
+        free(self.in_size)
+        free(self.op_loop)
+        free(self.op_data)
+        free(self.op_nargs)
+        free(self.op_regs)
+
+    def __init__(self, list ops, int typenum, tuple out_shape, dict in_sizes,
+                 Py_ssize_t dst_slot):
+        cdef Py_ssize_t i, k, n = len(ops), nargs
+        cdef cnp.ufunc uf
+        cdef int index
+        if n < 2 or (<tuple>ops[n - 1])[2] != dst_slot or dst_slot not in in_sizes \
+                or not out_shape:
+            raise ValueError("an in-place step needs kernels then the write into dst_slot "
+                             "(an array of one or more dimensions)")
+        self.typenum = typenum
+        self.itemsize = cnp.PyArray_DescrFromType(typenum).itemsize
+        self.out_shape = out_shape
+        self.out_ndim = len(out_shape)
+        self.out_dims = np.asarray(out_shape, dtype=np.intp).tobytes()
+        self.size = 1
+        for i in range(self.out_ndim):
+            self.size *= out_shape[i]
+        if self.size <= 0 or in_sizes[dst_slot] != self.size:
+            raise ValueError("an in-place step writes a non-empty array of its result's size")
+        self.nops = n
+        self.dst_slot = dst_slot
+        self.op_loop = <inner_loop*>malloc(n * sizeof(inner_loop))
+        self.op_data = <void**>malloc(n * sizeof(void*))
+        self.op_nargs = <int*>malloc(n * sizeof(int))
+        self.op_regs = <int*>malloc(3 * n * sizeof(int))
+        cdef list in_slots = []
+        cdef dict reg_of = {}
+        for i in range(n):
+            for a in <tuple>(<tuple>ops[i])[1]:
+                if a not in reg_of and a in in_sizes:
+                    reg_of[a] = len(in_slots)
+                    in_slots.append(a)
+        self.nin_regs = len(in_slots)
+        self.dst_reg = reg_of[dst_slot]
+        self.in_size = <cnp.npy_intp*>malloc(self.nin_regs * sizeof(cnp.npy_intp))
+        for i in range(self.nin_regs):
+            self.in_size[i] = in_sizes[in_slots[i]]
+        # Scratch: one block buffer per intermediate value, never shared (the runs are a
+        # few ops long), so no op's result shares memory with an operand of its own.
+        names = []
+        for i in range(n):
+            ufunc, args, s = <tuple>ops[i]
+            uf = <cnp.ufunc>ufunc
+            nargs = len(args)
+            index = loop_index(ufunc, typenum)
+            if index < 0 or uf.nin != nargs:
+                raise ValueError(f"not fusible: {ufunc.__name__} on type {typenum}")
+            self.op_loop[i] = <inner_loop>uf.functions[index]
+            self.op_data[i] = uf.data[index]
+            self.op_nargs[i] = nargs + 1
+            for k in range(nargs):
+                if args[k] not in reg_of:
+                    raise ValueError(f"op {i} reads slot {args[k]} before it is written")
+                self.op_regs[3 * i + k] = reg_of[args[k]]
+            if i < n - 1:
+                if s in reg_of:
+                    raise ValueError(f"op {i} writes slot {s}, which the step also reads")
+                reg_of[s] = self.nin_regs + i
+            self.op_regs[3 * i + nargs] = reg_of[s]
+            names.append(ufunc.__name__)
+        self.nscratch = n - 1
+        self.in_slots = tuple(in_slots)
+        self.names = tuple(names)
+        self.ufuncs = tuple(set([(<tuple>op)[0] for op in ops]))
+
+    def describe(self):
+        return f"{len(self.names)} ops into slot {self.dst_slot}: {','.join(self.names)}"
+
+    def try_run(self, list slots):
+        """run() from Python (tests): True when it ran, False when it handed back (then
+        nothing was written)."""
+        return self.run(slots) == 1
+
+    cdef int run(self, list slots) except -1:
+        """Run the step on `slots`; 1 when done, 0 when the caller must run the original
+        steps instead. Every reason for 0 is found before anything is written: an operand
+        it cannot read as the recording did, a target that is not writeable, of another
+        shape or laid out otherwise, an input that overlaps the target other than as the
+        very same elements, or an errstate that acts on a flag as the ufunc returns."""
+        cdef Py_ssize_t nreg = self.nin_regs + self.nscratch
+        cdef Py_ssize_t i, chunk = self.size if self.size < INPLACE_BLOCK else INPLACE_BLOCK
+        cdef cnp.ndarray arr, dst
+        cdef char *lo
+        cdef char *dlo
+        cdef char *dhi
+        cdef cnp.npy_intp extent
+        cdef int op
+        cdef fexcept_t saved
+        cdef char **base = NULL
+        cdef cnp.npy_intp *stride = NULL
+        cdef int *op_flags = NULL
+        cdef char *scratch = NULL
+        cdef bint any_flag = False
+        obj = slots[self.dst_slot]
+        if type(obj) is not np.ndarray:
+            self.fallbacks += 1
+            return 0
+        dst = <cnp.ndarray>obj
+        if cnp.PyArray_TYPE(dst) != self.typenum or cnp.PyArray_NDIM(dst) != self.out_ndim \
+                or memcmp(cnp.PyArray_DIMS(dst), <const char*>self.out_dims,
+                          self.out_ndim * sizeof(cnp.npy_intp)) != 0 \
+                or not cnp.PyArray_ISWRITEABLE(dst) or not cnp.PyArray_ISALIGNED(dst) \
+                or not _modes_allow_inplace():
+            self.fallbacks += 1
+            return 0
+        base = <char**>malloc(nreg * sizeof(char*))
+        stride = <cnp.npy_intp*>malloc(nreg * sizeof(cnp.npy_intp))
+        op_flags = <int*>malloc(self.nops * sizeof(int))
+        scratch = <char*>malloc(max(1, self.nscratch * chunk * self.itemsize))
+        try:
+            if base == NULL or stride == NULL or op_flags == NULL or scratch == NULL:
+                raise MemoryError()
+            for i in range(self.nin_regs):
+                obj = slots[<Py_ssize_t>self.in_slots[i]]
+                if type(obj) is not np.ndarray:
+                    self.fallbacks += 1
+                    return 0
+                arr = <cnp.ndarray>obj
+                if cnp.PyArray_TYPE(arr) != self.typenum or \
+                        cnp.PyArray_SIZE(arr) != self.in_size[i] or \
+                        not cnp.PyArray_ISALIGNED(arr):
+                    self.fallbacks += 1
+                    return 0
+                # NOTE: the strides NumPy passes (see FusedKernel.run, the same rules)
+                if cnp.PyArray_NDIM(arr) == 0 or (self.in_size[i] == 1 and self.size > 1):
+                    stride[i] = 0
+                elif cnp.PyArray_NDIM(arr) == 1:
+                    stride[i] = cnp.PyArray_STRIDES(arr)[0]
+                    if stride[i] < 0:
+                        self.fallbacks += 1
+                        return 0
+                elif cnp.PyArray_IS_C_CONTIGUOUS(arr):
+                    stride[i] = self.itemsize
+                else:
+                    self.fallbacks += 1
+                    return 0
+                base[i] = <char*>cnp.PyArray_DATA(arr)
+            if stride[self.dst_reg] == 0 and self.size > 1:
+                self.fallbacks += 1         # a target whose elements share memory
+                return 0
+            # NOTE: eager computes each intermediate over the whole array before the write
+            # into the target; block by block, an input that overlaps the target would be
+            # read after an earlier block was written. Only the target's own elements,
+            # read at the same positions (p -= lr * p), are safe.
+            dlo = base[self.dst_reg]
+            dhi = dlo + (self.size - 1) * stride[self.dst_reg] + self.itemsize
+            for i in range(self.nin_regs):
+                if i == self.dst_reg:
+                    continue
+                lo = base[i]
+                if lo == dlo and stride[i] == stride[self.dst_reg] and \
+                        self.in_size[i] == self.size:
+                    continue
+                extent = (self.in_size[i] - 1) * stride[i] + self.itemsize \
+                    if stride[i] > 0 else self.itemsize
+                if lo < dhi and dlo < lo + extent:
+                    self.fallbacks += 1
+                    return 0
+            for i in range(self.nscratch):
+                base[self.nin_regs + i] = scratch + i * chunk * self.itemsize
+                stride[self.nin_regs + i] = self.itemsize
+            for op in range(self.nops):
+                op_flags[op] = 0
+            fegetexceptflag(&saved, FE_ALL_EXCEPT)
+            feclearexcept(FE_ALL_EXCEPT)
+            if self.size * self.nops >= _NOGIL_WORK:
+                with nogil:
+                    _inplace_blocks(self, base, stride, op_flags)
+            else:
+                _inplace_blocks(self, base, stride, op_flags)
+            fesetexceptflag(&saved, FE_ALL_EXCEPT)
+            self.runs += 1
+            global _total_inplace_runs
+            _total_inplace_runs += 1
+            for op in range(self.nops):
+                if op_flags[op]:
+                    any_flag = True
+            if any_flag:
+                # as each eager ufunc does when it returns, in op order (the modes allow
+                # only 'ignore' and 'warn' here)
+                modes = np.geterr()
+                for op in range(self.nops):
+                    for name, flag, text in _FLAG_ORDER:
+                        if op_flags[op] & <int>flag and modes[name] == "warn":
+                            message = f"{text} encountered in {self.names[op]}".encode()
+                            PyErr_WarnEx(RuntimeWarning, message, 1)
+            return 1
+        finally:
+            free(base)
+            free(stride)
+            free(op_flags)
+            free(scratch)
+
+
+cdef void _inplace_blocks(InPlaceKernel kernel, char **base, cnp.npy_intp *stride,
+                          int *op_flags) noexcept nogil:
+    """Every op of `kernel` on every block; each op's floating-point flags into op_flags
+    (a test per call, a clear only when one is set: flags are rare)."""
+    cdef cnp.npy_intp count, offset = 0
+    cdef Py_ssize_t op, k
+    cdef int reg, f
+    cdef int *regs
+    cdef char *args[3]
+    cdef cnp.npy_intp steps[3]
+    while offset < kernel.size:
+        count = kernel.size - offset
+        if count > INPLACE_BLOCK:
+            count = INPLACE_BLOCK
+        for op in range(kernel.nops):
+            regs = &kernel.op_regs[3 * op]
+            for k in range(kernel.op_nargs[op]):
+                reg = regs[k]
+                args[k] = base[reg] + (offset * stride[reg] if reg < kernel.nin_regs else 0)
+                steps[k] = stride[reg]
+            kernel.op_loop[op](args, &count, steps, kernel.op_data[op])
+            f = fetestexcept(FE_DIVBYZERO | FE_OVERFLOW | FE_UNDERFLOW | FE_INVALID)
+            if f:
+                op_flags[op] |= f
+                feclearexcept(FE_ALL_EXCEPT)
+        offset += count
