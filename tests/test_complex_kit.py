@@ -45,14 +45,6 @@ def _square_op(name, conjugate):
     return op
 
 
-@pytest.fixture
-def installed():
-    names = []
-    yield names
-    for n in names:
-        _engine.uninstall_op(n)
-
-
 def _function(name, fn, samples):
     return FunctionDef(name, fn, "tests", samples, False, None)
 

@@ -271,21 +271,17 @@ cdef void _run(list steps, list slots, tuple args) except *:
     cdef TensorBase t
     for st in steps:
         step += 1
-        if st.kind == K_FUSED:
-            if not (<FusedKernel>st.fn).run(slots):
-                (<FusedKernel>st.fn).materialize(slots)
-                _run(st.sub, slots, args)       # as recorded: eager's warnings, layouts
-            for k in st.free:
-                slots[k] = None
-            continue
-        if st.kind == K_INPLACE:
-            if not (<InPlaceKernel>st.fn).run(slots):
-                _run(st.sub, slots, args)       # (it wrote nothing: see InPlaceKernel.run)
-            for k in st.free:
-                slots[k] = None
-            continue
-        if st.kind == K_COPY:
-            _copy_step(st, slots)
+        if st.kind == K_FUSED or st.kind == K_INPLACE or st.kind == K_COPY:
+            # steps that run themselves (falling back to `sub`, as recorded, when they cannot)
+            if st.kind == K_FUSED:
+                if not (<FusedKernel>st.fn).run(slots):
+                    (<FusedKernel>st.fn).materialize(slots)
+                    _run(st.sub, slots, args)   # as recorded: eager's warnings, layouts
+            elif st.kind == K_INPLACE:
+                if not (<InPlaceKernel>st.fn).run(slots):
+                    _run(st.sub, slots, args)   # (it wrote nothing: see InPlaceKernel.run)
+            else:
+                _copy_step(st, slots)
             for k in st.free:
                 slots[k] = None
             continue
