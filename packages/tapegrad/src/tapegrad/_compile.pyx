@@ -33,7 +33,6 @@ import operator
 import threading
 import warnings
 import weakref
-from threading import get_ident
 from collections import OrderedDict, namedtuple
 
 import numpy as np
@@ -42,6 +41,11 @@ cimport cython
 cimport numpy as cnp
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from cpython.ref cimport Py_INCREF, Py_REFCNT, PyObject
+from cpython.dict cimport PyDict_GetItem
+from cpython.long cimport PyLong_FromVoidPtr
+from cpython.pythread cimport PyThread_get_thread_ident
+from cpython.weakref cimport PyWeakref_GET_OBJECT, PyWeakref_NewRef
+from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcmp, memcpy
 
 from tapegrad._engine cimport Device, Node, TensorBase, VersionCounter
@@ -364,95 +368,178 @@ def _flat_values(kwargs):
     return out
 
 
-def _recording_thread_only(method):
-    """The engine's calls from other threads are their own eager work, not the recording's."""
-    @functools.wraps(method)
-    def on_recording_thread(self, *args):
-        if get_ident() == self.thread:
-            return method(self, *args)
-    return on_recording_thread
+cdef object _weakref_type = weakref.ReferenceType
+cdef object _MINUS_ONE = -1          # idx of a literal argument
 
 
-class _Recorder:
+cdef bint _holds_tensor(object value) except -1:
+    """A tensor, or a tuple or list holding one (a kernel parameter a replay cannot read)."""
+    if isinstance(value, TensorBase):
+        return True
+    if type(value) is tuple or type(value) is list:
+        for v in value:
+            if isinstance(v, TensorBase):
+                return True
+    return False
+cdef object _ndarray_type = np.ndarray
+cdef object _ufunc_type = np.ufunc
+
+
+# Note: [the recorder's per-kernel cost]
+# _Recorder hears of every kernel of the function and of its backward (W1's first call:
+# ~6,600), so it is a cdef class whose per-kernel work is C: typed attributes, cdef
+# methods for what the engine's hooks share (_step, _slot, _new_slot), slots as C
+# integers until they go into the step's tuples. What stays Python are the engine's entry
+# points themselves (kernel, write, created, ...: called by name) and the rare paths
+# (keyword parameters, aliasing, version bumps).
+# The thread check of each hook (see _engine's Note: [the tracer belongs to the recording
+# thread]) is one C call: the engine only calls from the recording thread, but
+# tapegrad.random and friends reach the recorder through get_tracer() too.
+
+
+@cython.final
+cdef class _Recorder:
     """Installed in the engine while a function records; builds the programs."""
 
-    def __init__(self, arg_tensors):
-        # NOTE: arrays are watched through weak references, not kept: the engine decides
-        # by reference count whether a leaf may adopt a gradient without a copy, and a
-        # recording must make the same decisions as eager. When an array dies its id is
-        # forgotten, so a new array that reuses the id is a new slot.
-        self.watch = {}                # id(array) -> weakref (or the array, if not weakrefable)
-        self.slot_of = {}              # id(array) -> slot
+    # NOTE: arrays are watched through weak references, not kept: the engine decides by
+    # reference count whether a leaf may adopt a gradient without a copy, and a recording
+    # must make the same decisions as eager. An array's id can be reused once it dies, so
+    # an entry counts only while its weak reference still points at that very array
+    # (_alive); a dead array's entry is dropped when its id comes up again, and the new
+    # array is a new slot. (No callback per reference: a Python call per dead array and a
+    # closure per watched one cost more than the lookup's check.)
+    cdef dict watch                  # id(array) -> weakref (or the array, if not weakrefable)
+    cdef dict slot_of                # id(array) -> slot (valid while watch[id] is alive)
+    cdef public Py_ssize_t nslots
+    cdef public list arg_slots       # (slot, argument index)
+    cdef public list externals       # (slot, tensor read by reference)
+    cdef public list constants       # [slot, value, pristine copy or None]
+    cdef public dict const_index     # slot -> index into constants
+    cdef set created_ids             # ids of arrays the function created (constants)
+    cdef public tuple arg_tensors
+    cdef public list steps           # the program being recorded
+    cdef public list effects         # what a check=True run could not repeat safely
+    cdef public bint inner_backward
+    cdef public bint any_backward    # a backward() or tg.grad ran inside (hooks: see _record)
+    cdef public list guards          # (value_fn, value when recorded)
+    cdef public object eager_reason  # set when what ran cannot be replayed
+    cdef public object once_reason   # set when this recording must not be kept (record_once)
+    cdef dict rng_cells              # id(state from tg.random.get_state) -> (state, cell)
+    cdef public set rng_steps        # ids of the steps that seed, save or restore generators
+    cdef public set check_steps      # ids of the steps of compile_check (no effect)
+    cdef public bint hidden_backward  # while _record_backward runs its placeholder backward
+    cdef unsigned long thread        # only this thread's calls belong to the recording
+    cdef dict arg_of_slot            # argument slot -> index of the (first) argument
+    cdef dict ext_of_slot            # external slot -> the tensors read over its array
+    cdef dict grad_of                # id(array of a .grad read) -> the tensor it is the grad of
+    cdef public list grad_externals  # (slot, _GradOf): a .grad from before the call
+    cdef public list alias_candidates  # (weakref of a tensor, argument index): see _slot()
+    # (weakref of a tensor, its node, requires_grad) for the arguments and tensors from
+    # outside, as first seen: an in-place op that records re-points a tensor's graph
+    # (x[0] = w[1] with grad on makes x a non-leaf), which a replay cannot do to a
+    # caller's tensor. (Weak: a tensor made inside must die, see _note_alias.)
+    cdef public list graph_before
+
+    def __init__(self, tuple arg_tensors):
+        self.watch = {}
+        self.slot_of = {}
         self.nslots = 0
-        self.arg_slots = []            # (slot, argument index)
-        self.externals = []            # (slot, tensor read by reference)
-        self.constants = []            # [slot, value, pristine copy or None]
-        self.const_index = {}          # slot -> index into constants
-        self.created_ids = set()       # ids of arrays the function created (constants)
+        self.arg_slots = []
+        self.externals = []
+        self.constants = []
+        self.const_index = {}
+        self.created_ids = set()
         self.arg_tensors = arg_tensors
-        self.steps = []                # the program being recorded
-        self.effects = []              # what a check=True run could not repeat safely
+        self.steps = []
+        self.effects = []
         self.inner_backward = False
-        self.any_backward = False      # a backward() or tg.grad ran inside (hooks: see _record)
-        self.guards = []               # (value_fn, value when recorded)
-        self.eager_reason = None       # set when what ran cannot be replayed
-        self.once_reason = None        # set when this recording must not be kept (record_once)
-        self.rng_cells = {}            # id(state from tg.random.get_state) -> (state, cell)
-        self.rng_steps = set()         # ids of the steps that seed, save or restore generators
-        self.check_steps = set()       # ids of the steps of compile_check (no effect)
-        self.hidden_backward = False   # while _record_backward runs its placeholder backward
-        self.thread = get_ident()      # only this thread's calls belong to the recording
-        self.arg_of_slot = {}          # argument slot -> index of the (first) argument
-        self.ext_of_slot = {}          # external slot -> the tensors read over its array
-        self.grad_of = {}              # id(array of a .grad read) -> the tensor it is the grad of
-        self.grad_externals = []       # (slot, _GradOf): a .grad from before the call
-        self.alias_candidates = []     # (weakref of a tensor, argument index): see slot()
-        # (weakref of a tensor, its node, requires_grad) for the arguments and tensors from
-        # outside, as first seen: an in-place op that records re-points a tensor's graph
-        # (x[0] = w[1] with grad on makes x a non-leaf), which a replay cannot do to a
-        # caller's tensor. (Weak: a tensor made inside must die, see _note_alias.)
+        self.any_backward = False
+        self.guards = []
+        self.eager_reason = None
+        self.once_reason = None
+        self.rng_cells = {}
+        self.rng_steps = set()
+        self.check_steps = set()
+        self.hidden_backward = False
+        self.thread = PyThread_get_thread_ident()
+        self.arg_of_slot = {}
+        self.ext_of_slot = {}
+        self.grad_of = {}
+        self.grad_externals = []
+        self.alias_candidates = []
         self.graph_before = []
+        cdef Py_ssize_t i, s
         for t in arg_tensors:
             self._note_graph(t)
-        for i, t in enumerate(arg_tensors):
-            arr = (<TensorBase>t)._data
-            if id(arr) not in self.slot_of:
+        for i in range(len(arg_tensors)):
+            arr = (<TensorBase>arg_tensors[i])._data
+            if self._slot_of(arr) < 0:
                 s = self._new_slot(arr)
                 self.arg_slots.append((s, i))
                 self.arg_of_slot[s] = i
 
-    def _watch(self, arr):
-        key = id(arr)
-        try:
-            self.watch[key] = weakref.ref(arr, lambda ref, key=key: self._forget(key, ref))
-        except TypeError:
-            self.watch[key] = arr
-
-    def _forget(self, key, ref):
-        if self.watch.get(key) is ref:
+    # -- arrays and slots ---------------------------------------------------------------
+    cdef bint _alive(self, object key, object arr) except -1:
+        """Whether the entry under `key` (id(arr)) is arr's own; if it is a dead array's
+        (whose id arr now has), it is dropped."""
+        cdef PyObject *w = PyDict_GetItem(self.watch, key)
+        if w != NULL:
+            if <object>w is arr or (type(<object>w) is _weakref_type
+                                    and PyWeakref_GET_OBJECT(<object>w) == <PyObject*>arr):
+                return True
             del self.watch[key]
-            self.slot_of.pop(key, None)
-            self.created_ids.discard(key)
+        self.slot_of.pop(key, None)
+        self.created_ids.discard(key)
+        return False
 
-    def _new_slot(self, arr):
-        self._watch(arr)
-        slot = self.nslots
+    cdef Py_ssize_t _slot_of(self, object arr) except -2:
+        """arr's slot, or -1 when the recording has none for it."""
+        key = PyLong_FromVoidPtr(<void*>arr)      # id(arr)
+        cdef PyObject *s = PyDict_GetItem(self.slot_of, key)
+        if s == NULL or not self._alive(key, arr):
+            return -1
+        return <Py_ssize_t><object>s
+
+    cdef void _watch(self, object key, object arr) except *:
+        if type(arr) is _ndarray_type:
+            w = PyWeakref_NewRef(arr, None)
+        else:
+            try:
+                w = PyWeakref_NewRef(arr, None)
+            except TypeError:
+                w = arr
+        self.watch[key] = w
+
+    cdef Py_ssize_t _new_slot(self, object arr) except -1:
+        key = PyLong_FromVoidPtr(<void*>arr)
+        self._watch(key, arr)
+        cdef Py_ssize_t slot = self.nslots
         self.nslots += 1
-        self.slot_of[id(arr)] = slot
+        self.slot_of[key] = slot
+        if self.created_ids:
+            self.created_ids.discard(key)     # (a dead created array's id, reused)
         return slot
+
+    def new_slot(self, arr):
+        """A new slot for `arr` (for tests and tools; the recorder's own code is C)."""
+        return self._new_slot(arr)
 
     def slot(self, arr, tensor=None):
         """The slot of an array a step reads; registers an array seen for the first time."""
-        s = self.slot_of.get(id(arr))
-        if s is not None:
-            if tensor is not None:
+        return self._slot(arr, tensor)
+
+    cdef Py_ssize_t _slot(self, object arr, object tensor) except -1:
+        cdef Py_ssize_t s = self._slot_of(arr)
+        if s >= 0:
+            if tensor is not None and (self.arg_of_slot or self.ext_of_slot):
                 if s in self.arg_of_slot:
                     self._note_alias(s, tensor)
                 elif s in self.ext_of_slot:
                     self._add_external(s, tensor)
             return s
-        if tensor is not None and id(arr) not in self.created_ids:
-            owner = self.grad_of.get(id(arr))
+        key = PyLong_FromVoidPtr(<void*>arr)
+        if tensor is not None and not (key in self.created_ids and self._alive(key, arr)):
+            owner = self.grad_of.get(key)
             if owner is not None and (<TensorBase>owner)._grad is tensor:
                 # p.grad read before the backward that replaces it: read afresh
                 s = self._new_slot(arr)
@@ -470,19 +557,16 @@ class _Recorder:
         self.constants.append([s, arr, None])
         return s
 
-    def _spec_of(self, tensor):
+    cdef object _spec_of(self, tensor):
         """An argument's index, else the tensor (registered as read from outside)."""
-        for i, a in enumerate(self.arg_tensors):
-            if a is tensor:
+        cdef Py_ssize_t i
+        for i in range(len(self.arg_tensors)):
+            if self.arg_tensors[i] is tensor:
                 return i
-        self.slot((<TensorBase>tensor)._data, tensor)
+        self._slot((<TensorBase>tensor)._data, tensor)
         return tensor
 
-    @_recording_thread_only
-    def grad_read(self, t):
-        self.grad_of[id((<TensorBase>(<TensorBase>t)._grad)._data)] = t
-
-    def _add_external(self, s, tensor):
+    cdef void _add_external(self, Py_ssize_t s, object tensor) except *:
         # NOTE: every tensor read from outside over this array gets an entry, not just the
         # first: in `w.detach() + w` the detached one comes first, and w (which needs the
         # gradient) would otherwise be no external at all.
@@ -494,14 +578,14 @@ class _Recorder:
         self.externals.append((s, tensor))
         self._note_graph(tensor)
 
-    def _note_graph(self, tensor):
+    cdef void _note_graph(self, object tensor) except *:
         for ref, _, _ in self.graph_before:
             if ref() is tensor:
                 return
         self.graph_before.append((weakref.ref(tensor), (<TensorBase>tensor)._node,
                                   (<TensorBase>tensor)._requires_grad))
 
-    def _note_alias(self, s, tensor):
+    cdef void _note_alias(self, Py_ssize_t s, object tensor) except *:
         # NOTE: another tensor over an argument's array: a tensor made inside (a.detach())
         # or one from outside that the caller aliased (cf(w.detach()) while the code reads
         # w, or w.detach() inside). A replay could not tell which, so _record checks, once
@@ -516,41 +600,62 @@ class _Recorder:
                 return
         self.alias_candidates.append((weakref.ref(tensor), self.arg_of_slot[s]))
 
-    def _is_array(self, obj, device):
-        return type(obj) is (<Device>device).array_type or isinstance(obj, np.ndarray)
+    cdef bint _is_array(self, object obj, object device):
+        return type(obj) is (<Device>device).array_type or isinstance(obj, cnp.ndarray)
 
-    def _step(self, kind, fn, items, tensors, kwargs, out, device, target=None, fresh=False):
+    # -- steps ----------------------------------------------------------------------------
+    cdef _Step _step(self, int kind, object fn, object items, object tensors, object kwargs,
+                     object out, object device, object target=None, bint fresh=False):
         cdef _Step st = _Step.__new__(_Step)
         cdef bint reads_index = False
-        # NOTE: this runs once per recorded kernel (W1's first call: ~10,000 times), so the
-        # array test is written out rather than a call of _is_array
+        cdef tuple its = items if type(items) is tuple else tuple(items)
+        cdef tuple tens = None
+        cdef Py_ssize_t i, n = len(its), ntens = 0, s
+        cdef tuple idx = PyTuple_New(n), lits = PyTuple_New(n)
+        cdef object item, t, slot_obj
+        if tensors is not None:
+            tens = tensors if type(tensors) is tuple else tuple(tensors)
+            ntens = len(tens)
         array_type = (<Device>device).array_type if device is not None else None
-        idx, lits = [], []
-        for i, item in enumerate(items):
-            if type(item) is array_type or isinstance(item, np.ndarray):
-                t = tensors[i] if tensors is not None and i < len(tensors) else None
+        for i in range(n):
+            item = its[i]
+            if type(item) is array_type or isinstance(item, cnp.ndarray):
+                t = tens[i] if i < ntens else None
                 if t is not None and not isinstance(t, TensorBase):
                     t = None
-                idx.append(self.slot(item, t))
-                lits.append(None)
-                if not reads_index and item.dtype.kind in "biu":
-                    reads_index = True
+                slot_obj = self._slot(item, t)
+                Py_INCREF(slot_obj)
+                PyTuple_SET_ITEM(idx, i, slot_obj)
+                Py_INCREF(None)
+                PyTuple_SET_ITEM(lits, i, None)
+                if not reads_index:
+                    if isinstance(item, cnp.ndarray):
+                        reads_index = (cnp.PyArray_ISINTEGER(<cnp.ndarray>item)
+                                       or cnp.PyArray_ISBOOL(<cnp.ndarray>item))
+                    else:
+                        reads_index = item.dtype.kind in "biu"
             else:
-                idx.append(-1)
-                lits.append(item)
+                Py_INCREF(_MINUS_ONE)
+                PyTuple_SET_ITEM(idx, i, _MINUS_ONE)
+                Py_INCREF(item)
+                PyTuple_SET_ITEM(lits, i, item)
         st.kind, st.fn, st.device = kind, fn, device
-        st.idx, st.lits = tuple(idx), tuple(lits)
+        st.idx, st.lits = idx, lits
         st.kwargs = dict(kwargs) if kwargs else None
         st.kwslots = None
         if kwargs:
             kws = []
             for key, value in kwargs.items():
-                if self._is_array(value, device) and id(value) in self.slot_of:
-                    kws.append((key, -1, self.slot_of[id(value)]))
+                if self._is_array(value, device):
+                    s = self._slot_of(value)
+                    if s >= 0:
+                        kws.append((key, -1, s))
                 elif type(value) is tuple:
                     for pos, v in enumerate(value):
-                        if self._is_array(v, device) and id(v) in self.slot_of:
-                            kws.append((key, pos, self.slot_of[id(v)]))
+                        if self._is_array(v, device):
+                            s = self._slot_of(v)
+                            if s >= 0:
+                                kws.append((key, pos, s))
             st.kwslots = tuple(kws) if kws else None
             for key, pos, _ in kws:   # the template must not keep record-time arrays alive
                 if pos < 0:
@@ -565,39 +670,57 @@ class _Recorder:
         # return a shape that depends on values (x[x > 0]); checking just those keeps the
         # check off the other steps, where it would cost ~10% of a small replayed kernel.
         if kwargs and not reads_index:
-            reads_index = any(self._is_array(v, device) and v.dtype.kind in "biu"
-                              for v in _flat_values(kwargs))
-        st.out_shape = (tuple(out.shape) if kind == K_KERNEL and out is not None
-                        and reads_index and hasattr(out, "shape") else None)
-        st.out_ndim = -1 if st.out_shape is None else len(st.out_shape)
-        st.out_dims = (None if st.out_shape is None else
-                       np.asarray(st.out_shape, dtype=np.intp).tobytes())
+            for v in _flat_values(kwargs):
+                if self._is_array(v, device) and v.dtype.kind in "biu":
+                    reads_index = True
+                    break
+        if kind == K_KERNEL and out is not None and reads_index and hasattr(out, "shape"):
+            st.out_shape = tuple(out.shape)
+            st.out_ndim = len(st.out_shape)
+            st.out_dims = np.asarray(st.out_shape, dtype=np.intp).tobytes()
+        else:
+            st.out_shape = None
+            st.out_ndim = -1
+            st.out_dims = None
         st.target, st.fresh = target, fresh
-        st.fuse_info = _fuse_info(fn, items, out, kwargs) if kind == K_KERNEL else None
+        st.fuse_info = _fuse_info(fn, its, out, kwargs) if kind == K_KERNEL else None
         st.into = st.buf = None
         if (kind == K_KERNEL and st.kwargs is None and st.out_shape is None
-                and type(out) is np.ndarray and out.nbytes >= REUSE_BYTES):
+                and type(out) is _ndarray_type
+                and cnp.PyArray_NBYTES(<cnp.ndarray>out) >= REUSE_BYTES):
             # (kernels with parameters, value-dependent shapes or aux outputs allocate)
-            if type(fn) is np.ufunc and fn.nout == 1 and len(items) == fn.nin:
+            if type(fn) is _ufunc_type and fn.nout == 1 and n == fn.nin:
                 st.into = fn                # (an `out` passed by position: never)
             else:
                 st.into = getattr(fn, "out_kernel", None)
         self.steps.append(st)
         return st
 
-    def _target_of(self, TensorBase t):
-        for i, a in enumerate(self.arg_tensors):
-            if a is t:
+    def add_call(self, fn):
+        """Record a K_CALL step: fn() runs at that point of every replay."""
+        self._step(K_CALL, fn, (), None, None, None, None)
+
+    cdef object _target_of(self, TensorBase t):
+        cdef Py_ssize_t i
+        for i in range(len(self.arg_tensors)):
+            if self.arg_tensors[i] is t:
                 return i
         return t
 
+    cdef inline bint _elsewhere(self):
+        """Whether the calling thread is not the recording one (its calls are its own)."""
+        return PyThread_get_thread_ident() != self.thread
+
     # -- the engine's calls -----------------------------------------------------------
-    @_recording_thread_only
-    def kernel(self, fn, arrays, kwargs, out, device, inputs):
+    def grad_read(self, t):
+        if self._elsewhere():
+            return
+        self.grad_of[id((<TensorBase>(<TensorBase>t)._grad)._data)] = t
+
+    cdef _Step _kernel(self, fn, arrays, kwargs, out, device, inputs):
         if kwargs and self.eager_reason is None:
             for key, value in kwargs.items():
-                if isinstance(value, TensorBase) or (type(value) in (tuple, list) and any(
-                        isinstance(v, TensorBase) for v in value)):
+                if _holds_tensor(value):
                     # NOTE: the step would keep that tensor object (a literal), and each
                     # replay would read the recording's values (tg.repeat(x, r) with
                     # another r returned the recorded repeats).
@@ -611,20 +734,27 @@ class _Recorder:
                     break
         return self._step(K_KERNEL, fn, arrays, inputs, kwargs, out, device)
 
-    @_recording_thread_only
+    def kernel(self, fn, arrays, kwargs, out, device, inputs):
+        if self._elsewhere():
+            return
+        self._kernel(fn, arrays, kwargs, out, device, inputs)
+
     def kernel_aux(self, fn, arrays, kwargs, out, aux, device, inputs):
         """A kernel of an op with aux outputs, which returned (out, *aux): the aux arrays
         get slots, so that the rule reusing them (in the recorded backward) reads each
         replay's own (see Note: [auxiliary outputs] in _engine.pyx)."""
-        cdef _Step st = self.kernel(fn, arrays, kwargs, out, device, inputs)
-        st.aux_out = tuple(self._new_slot(a) for a in aux)
+        if self._elsewhere():
+            return
+        cdef _Step st = self._kernel(fn, arrays, kwargs, out, device, inputs)
+        st.aux_out = tuple([self._new_slot(a) for a in aux])
         st.into = None
 
-    @_recording_thread_only
     def write(self, fn, items, device, owner):
         """fn(*items) writes into items[0] (device.copyto, device.setitem). Called before
         the write, so a constant seen here first is copied intact."""
-        s = self.slot(items[0], owner)
+        if self._elsewhere():
+            return
+        s = self._slot(items[0], owner)
         entry = self.const_index.get(s)
         if entry is not None and self.constants[entry][2] is None:
             self.constants[entry][2] = _copy_array(items[0])
@@ -636,31 +766,37 @@ class _Recorder:
                 # the op re-points owner's graph)
                 self._note_graph(owner)
 
-    @_recording_thread_only
     def created(self, arr, device):
-        if id(arr) not in self.slot_of:
-            self.created_ids.add(id(arr))
-            self._watch(arr)
+        if self._elsewhere():
+            return
+        if self._slot_of(arr) < 0:
+            key = PyLong_FromVoidPtr(<void*>arr)
+            self.created_ids.add(key)
+            self._watch(key, arr)
 
-    @_recording_thread_only
     def random(self, device, kind, shape, dtype, params, arr):
+        if self._elsewhere():
+            return
         self.rng_steps.add(id(self._step(K_KERNEL, device.random, (kind, shape, dtype), None,
                                          params, arr, device)))
         self.effects.append("a random draw")
 
-    @_recording_thread_only
     def rng_seeded(self, seed):
+        if self._elsewhere():
+            return
         self.rng_steps.add(id(self._step(K_CALL, functools.partial(tg_random.manual_seed, seed),
                                          (), None, None, None, None)))
 
-    @_recording_thread_only
     def rng_state_taken(self, state):
+        if self._elsewhere():
+            return
         cell = _RngStateCell(tuple(state))
         self.rng_cells[id(state)] = (state, cell)     # kept, so that the id stays unique
         self.rng_steps.add(id(self._step(K_CALL, cell.take, (), None, None, None, None)))
 
-    @_recording_thread_only
     def rng_state_restored(self, state):
+        if self._elsewhere():
+            return
         found = self.rng_cells.get(id(state))
         if found is not None and found[0] is state:
             st = self._step(K_CALL, found[1].restore, (), None, None, None, None)
@@ -669,9 +805,10 @@ class _Recorder:
                             None, None, None, None)
         self.rng_steps.add(id(st))
 
-    @_recording_thread_only
     def hook_ran(self, hook):
         """A hook is about to run; returns True when it must not (see _record_backward)."""
+        if self._elsewhere():
+            return None
         if self.eager_reason is None:
             where = ("is on a tensor that the backward of its result passes"
                      if self.hidden_backward else "ran while it recorded")
@@ -681,17 +818,19 @@ class _Recorder:
                 f"DistributedDataParallel's all-reduce), so this signature runs eagerly")
         return self.hidden_backward
 
-    @_recording_thread_only
     def once(self, reason):
+        if self._elsewhere():
+            return
         if self.once_reason is None:
             self.once_reason = reason
 
-    @_recording_thread_only
     def function_backward(self, name, ctx):
         """A tg.Function's backward is about to run. Unless its class says it runs the
         same ops whatever the gradient's values (replay_backward), a replay of its kernels
         could take the wrong branch: the signature runs eagerly, and the hidden backward
         stops here, before the user's code sees its placeholder gradients."""
+        if self._elsewhere():
+            return
         if getattr(ctx, "_replay_backward", True):
             return
         if self.eager_reason is None:
@@ -703,37 +842,42 @@ class _Recorder:
         if self.hidden_backward:
             raise RuntimeError(self.eager_reason)
 
-    @_recording_thread_only
     def guard(self, value_fn):
+        if self._elsewhere():
+            return
         # NOTE: creation functions guard tg.get_default_dtype on every call that uses it:
         # the same function with the same value is checked once (a repeat adds nothing).
         value = value_fn()
         if not any(fn is value_fn and not _guard_changed(value, v) for fn, v in self.guards):
             self.guards.append((value_fn, value))
 
-    @_recording_thread_only
     def eager(self, reason):
+        if self._elsewhere():
+            return
         if self.eager_reason is None:
             self.eager_reason = reason
 
-    @_recording_thread_only
     def check(self, run, tensors):
-        arrays = tuple((<TensorBase>t)._data for t in tensors)
+        if self._elsewhere():
+            return
+        arrays = tuple([(<TensorBase>t)._data for t in tensors])
         st = self._step(K_CALL, run, arrays, tensors, None, None, (<TensorBase>tensors[0])._device)
         self.check_steps.add(id(st))
 
-    @_recording_thread_only
     def backward_started(self, accumulate, create_graph):
+        if self._elsewhere():
+            return
         self.any_backward = True
         if accumulate:
             self.inner_backward = True
             self.effects.append("a backward() that sets .grad")
 
-    @_recording_thread_only
     def bumped(self, t, op_name):
         """An in-place write counted on t's version: a replay counts it on the tensor from
         outside (an argument, or one read by reference) that shares t's version counter;
         tensors made inside are made afresh by each replay."""
+        if self._elsewhere():
+            return
         vc = (<TensorBase>t)._vc
         target = None
         for i, a in enumerate(self.arg_tensors):
@@ -754,14 +898,16 @@ class _Recorder:
         if target is not None:
             self._step(K_BUMP, op_name, (), None, None, None, None, target=target)
 
-    @_recording_thread_only
     def grad_accumulated(self, t, g, fresh, result):
+        if self._elsewhere():
+            return
         self._step(K_ACCUM, None, (g,), None, None, result, (<TensorBase>t)._device,
                    target=self._target_of(t), fresh=fresh)
         self.effects.append("a backward() that sets .grad")
 
-    @_recording_thread_only
     def grad_assigned(self, t):
+        if self._elsewhere():
+            return
         g = (<TensorBase>t)._grad
         items = () if g is None else ((<TensorBase>g)._data,)
         self._step(K_SETGRAD, None, items, None, None, None, (<TensorBase>t)._device,
@@ -1136,7 +1282,7 @@ class CompiledFunction:
 
     def _record_locked(self, key, args, tensors, kwargs):
         name = f"compiled:{getattr(self.fn, '__name__', 'fn')}"
-        rec = _Recorder(tensors)
+        cdef _Recorder rec = _Recorder(tensors)
         with _recording(rec):
             out = self.fn(*args, **kwargs)
         inner_any_backward = rec.any_backward     # (the hidden backward below sets it too)
@@ -1213,7 +1359,7 @@ class CompiledFunction:
         if rec.eager_reason is not None and self.warn_when_eager:
             warnings.warn(f"tg.compile({getattr(self.fn, '__qualname__', self.fn)}): "
                           f"{rec.eager_reason}", CompileWarning, stacklevel=3)
-        if any((<_Step>st).kind == K_BUMP for st in program.forward):
+        if _any_of_kind(program.forward, K_BUMP):
             program.writes_outside = True
             program.vc_partition = _vc_partition(tensors, program.externals)
         program.nslots = rec.nslots
@@ -1221,14 +1367,13 @@ class CompiledFunction:
         # rerun: a fallback puts the generators back as they were before the replay.
         # A fallback can come only from a step that checks its shape; it has drawn random
         # numbers (to give back) only if such a step follows one that uses a generator.
-        first_rng = next((i for i, st in enumerate(program.forward)
-                          if id(st) in rec.rng_steps), len(program.forward))
-        program.restore_rng = any((<_Step>st).out_ndim >= 0
-                                  for st in program.forward[first_rng + 1:])
+        program.restore_rng = _checks_shape_after_rng(program.forward, rec.rng_steps)
         program.keep_after_forward = _slots_backward_reads(program)
-        _plan_frees(program.forward, set(program.out_slots) | set(program.keep_after_forward))
+        _plan_frees(program.forward, set(program.out_slots) | set(program.keep_after_forward),
+                    program.nslots)
         if program.backward is not None:
-            _plan_frees(program.backward, {k for k in program.grad_slots if k is not None})
+            _plan_frees(program.backward, {k for k in program.grad_slots if k is not None},
+                        program.nslots)
         program.forward_run, program.backward_run = program.forward, program.backward
         if self.fuse:
             # (after _plan_frees: a value freed inside a run is one only the run reads)
@@ -1237,12 +1382,8 @@ class CompiledFunction:
                 program.backward_run = _fuse_steps(program.backward)
             _build_fused(program)
         # Index into forward_run (where a replay counts steps); a fused step only computes.
-        program.first_effect = next((i for i, st in enumerate(program.forward_run)
-                                     if (<_Step>st).kind != K_KERNEL
-                                     and (<_Step>st).kind != K_FUSED
-                                     and id(st) not in rec.rng_steps
-                                     and id(st) not in rec.check_steps),
-                                    len(program.forward_run))
+        program.first_effect = _first_effect(program.forward_run, rec.rng_steps,
+                                             rec.check_steps)
         if rec.once_reason is not None:
             return out            # ran eagerly; the next such call records again
         variants = self._cache.setdefault(key, [])
@@ -1460,7 +1601,42 @@ def _tensors_named_by(fn):
     return tuple(out)
 
 
-def _outputs_as_eager(rec, _Program program, tuple outs, tuple tensors):
+cdef bint _any_of_kind(list steps, int kind):
+    cdef _Step st
+    for st in steps:
+        if st.kind == kind:
+            return True
+    return False
+
+
+cdef bint _checks_shape_after_rng(list steps, set rng_steps) except -1:
+    """Whether a step that checks its shape follows the first that uses a generator."""
+    cdef _Step st
+    cdef bint drawn = False
+    for st in steps:
+        if drawn:
+            if st.out_ndim >= 0:
+                return True
+        elif rng_steps and id(st) in rng_steps:
+            drawn = True
+    return False
+
+
+cdef Py_ssize_t _first_effect(list steps, set rng_steps, set check_steps) except -1:
+    """The index of the first step that does more than compute, or len(steps)."""
+    cdef _Step st
+    cdef Py_ssize_t i
+    for i in range(len(steps)):
+        st = <_Step>steps[i]
+        if st.kind != K_KERNEL and st.kind != K_FUSED and not (
+                rng_steps and id(st) in rng_steps) and not (
+                check_steps and id(st) in check_steps):
+            return i
+    return len(steps)
+
+
+
+def _outputs_as_eager(_Recorder rec, _Program program, tuple outs, tuple tensors):
     """Make the replay's outputs what eager returns: an argument, a tensor read from
     outside, or an earlier output returned as it is is returned as that very tensor
     (eager returns that object, with its version and leaf status); an output that is a
@@ -1509,7 +1685,7 @@ def _outputs_as_eager(rec, _Program program, tuple outs, tuple tensors):
         program.out_views = tuple(views)
 
 
-def _check_passthrough_grads(rec, _Program program, tuple outs, tuple tensors):
+def _check_passthrough_grads(_Recorder rec, _Program program, tuple outs, tuple tensors):
     """An output returned as an argument or outside tensor that the other outputs'
     gradients reach too: eagerly its gradients are summed in the engine's order with
     the others (g_x + g1 + g2), a replay sums the program's part first (g1 + g2), which
@@ -1551,7 +1727,7 @@ def _grad_inputs(program, tuple tensors):
     return tuple(out)
 
 
-def _record_backward(rec, program, outs, needs, tensors):
+def _record_backward(_Recorder rec, program, outs, needs, tensors):
     """Run one backward over the eager graph with placeholder cotangents, recording it."""
     grad_inputs = []
     specs = []
@@ -1603,73 +1779,138 @@ def _record_backward(rec, program, outs, needs, tensors):
                                for g in grads)
 
 
-def _plan_frees(list steps, protected):
-    """Set each step's `free`: the slots it reads (or writes) for the last time."""
+cdef void _plan_frees(list steps, object protected, Py_ssize_t nslots) except *:
+    """Set each step's `free`: the slots it reads (or writes) for the last time, in the
+    order the program first mentions them (slots are below `nslots`)."""
     cdef _Step st
-    cdef Py_ssize_t i
-    last = {}
-    for i, st in enumerate(steps):
-        for k in st.idx:
-            if k >= 0:
-                last[k] = i
-        if st.kwslots:
-            for _, _, k in st.kwslots:
-                last[k] = i
-        if st.out >= 0:
-            last[st.out] = i
-        if st.aux_out is not None:
-            for k in st.aux_out:
-                last.setdefault(k, i)       # (one nothing reads is dropped right away)
-    frees = [[] for _ in steps]
-    for k, i in last.items():
-        if k not in protected:
-            frees[i].append(k)
-    for i, st in enumerate(steps):
-        st.free = tuple(frees[i])
+    cdef Py_ssize_t i, j, k, n = len(steps), nseen = 0
+    cdef Py_ssize_t *last = <Py_ssize_t*>malloc(max(1, nslots) * sizeof(Py_ssize_t))
+    cdef Py_ssize_t *seen = <Py_ssize_t*>malloc(max(1, nslots) * sizeof(Py_ssize_t))
+    cdef list frees = [None] * n
+    try:
+        if last == NULL or seen == NULL:
+            raise MemoryError()
+        for k in range(nslots):
+            last[k] = -1
+        for i in range(n):
+            st = <_Step>steps[i]
+            for k in st.idx:
+                if k >= 0:
+                    nseen = _mention(last, seen, nseen, nslots, k, i, True)
+            if st.kwslots:
+                for _, _, k in st.kwslots:
+                    nseen = _mention(last, seen, nseen, nslots, k, i, True)
+            if st.out >= 0:
+                nseen = _mention(last, seen, nseen, nslots, st.out, i, True)
+            if st.aux_out is not None:
+                for k in st.aux_out:      # (one nothing reads is dropped right away)
+                    nseen = _mention(last, seen, nseen, nslots, k, i, False)
+        for j in range(nseen):
+            k = seen[j]
+            if k in protected:
+                continue
+            i = last[k]
+            if frees[i] is None:
+                frees[i] = [k]
+            else:
+                (<list>frees[i]).append(k)
+        for i in range(n):
+            (<_Step>steps[i]).free = () if frees[i] is None else tuple(<list>frees[i])
+    finally:
+        free(last)
+        free(seen)
 
 
-def _slots_backward_reads(program):
+cdef inline Py_ssize_t _mention(Py_ssize_t *last, Py_ssize_t *seen, Py_ssize_t nseen,
+                                Py_ssize_t nslots, Py_ssize_t k, Py_ssize_t i,
+                                bint overwrite) except -1:
+    """_plan_frees: step i mentions slot k (overwrite=False: only if none did before)."""
+    if k >= nslots:
+        raise RuntimeError(f"tg.compile: a step reads slot {k} of a program of {nslots}")
+    if last[k] < 0:
+        seen[nseen] = k
+        nseen += 1
+        last[k] = i
+    elif overwrite:
+        last[k] = i
+    return nseen
+
+
+def _slots_backward_reads(_Program program):
     """Slots written before the backward that the backward program reads."""
     if program.backward is None:
         return ()
-    written = set(program.seed_slots)
-    reads = set()
-    for st in program.backward:
-        for k in (<_Step>st).idx:
-            if k >= 0 and k not in written:
-                reads.add(k)
-        if (<_Step>st).kwslots:
-            for _, _, k in (<_Step>st).kwslots:
-                if k not in written:
-                    reads.add(k)
-        if (<_Step>st).out >= 0:
-            written.add((<_Step>st).out)
-        if (<_Step>st).aux_out is not None:
-            written.update((<_Step>st).aux_out)
-    for k in program.grad_slots:
-        if k is not None and k not in written:
-            reads.add(k)
-    return tuple(sorted(reads))
+    cdef _Step st
+    cdef Py_ssize_t k, n = program.nslots
+    cdef unsigned char *state = <unsigned char*>calloc(max(1, n), 1)  # 1 written, 2 read
+    try:
+        if state == NULL:
+            raise MemoryError()
+        for k in program.seed_slots:
+            state[_checked_slot(k, n)] = 1
+        for st in program.backward:
+            for k in st.idx:
+                if k >= 0 and state[_checked_slot(k, n)] == 0:
+                    state[k] = 2
+            if st.kwslots:
+                for _, _, k in st.kwslots:
+                    if state[_checked_slot(k, n)] == 0:
+                        state[k] = 2
+            if st.out >= 0 and state[_checked_slot(st.out, n)] != 2:
+                state[st.out] = 1
+            if st.aux_out is not None:
+                for k in st.aux_out:
+                    if state[_checked_slot(k, n)] != 2:
+                        state[k] = 1
+        for g in program.grad_slots:
+            if g is not None and state[_checked_slot(g, n)] == 0:
+                state[<Py_ssize_t>g] = 2
+        return tuple([k for k in range(n) if state[k] == 2])
+    finally:
+        free(state)
+
+
+cdef inline Py_ssize_t _checked_slot(Py_ssize_t k, Py_ssize_t nslots) except -1:
+    if k < 0 or k >= nslots:
+        raise RuntimeError(f"tg.compile: slot {k} outside a program of {nslots} slots")
+    return k
 
 
 # ---------------------------------------------------------------------------------------
 # Fusion (the kernels' inner loops: _fuse.pyx)
 # ---------------------------------------------------------------------------------------
 
-cdef object _fuse_info(object fn, object items, object out, object kwargs):
+cdef dict _fusible_loops = {}    # typenum -> {ufunc: in FUSIBLE, with a loop for typenum}
+
+
+cdef bint _fusible(object fn, int typenum) except -1:
+    """Whether ufunc `fn` on `typenum` arrays may join a fused step (cached per ufunc)."""
+    cdef dict known = _fusible_loops.get(typenum)
+    if known is None:
+        known = _fusible_loops[typenum] = {}
+    found = known.get(fn)
+    if found is None:
+        found = known[fn] = fn in _FUSIBLE and loop_index(fn, typenum) >= 0
+    return found
+
+
+cdef object _fuse_info(object fn, tuple items, object out, object kwargs):
     """(typenum, out shape, input sizes) when this kernel call may join a fused step: a
     ufunc of _fuse.FUSIBLE on NumPy arrays of one float dtype, no keywords, every input
     of the result's size or of one element (a broadcast scalar); else None."""
-    if type(fn) is not np.ufunc or kwargs or fn not in _FUSIBLE or type(out) is not np.ndarray:
+    if type(fn) is not _ufunc_type or kwargs or type(out) is not _ndarray_type:
         return None
     cdef cnp.ndarray o = <cnp.ndarray>out
     cdef int typenum = cnp.PyArray_TYPE(o)
     cdef cnp.npy_intp size = cnp.PyArray_SIZE(o), s
-    if typenum not in _FUSIBLE_TYPES or size == 0 or len(items) != fn.nin:
+    cdef Py_ssize_t i, n = len(items)
+    if typenum not in _FUSIBLE_TYPES or size == 0 or n != (<cnp.ufunc>fn).nin:
         return None
-    sizes = []
-    for a in items:
-        if type(a) is not np.ndarray or cnp.PyArray_TYPE(<cnp.ndarray>a) != typenum:
+    cdef tuple sizes = PyTuple_New(n)
+    cdef object size_obj            # (an object: Cython would infer a C integer)
+    for i in range(n):
+        a = items[i]
+        if type(a) is not _ndarray_type or cnp.PyArray_TYPE(<cnp.ndarray>a) != typenum:
             return None
         s = cnp.PyArray_SIZE(<cnp.ndarray>a)
         if s != size and s != 1:
@@ -1679,10 +1920,12 @@ cdef object _fuse_info(object fn, object items, object out, object kwargs):
             # NOTE: (1,) against (1, 1): NumPy's iterator runs it, with strides for its
             # length-1 axes that a fused step would have to guess (see FusedKernel.run)
             return None
-        sizes.append(s)
-    if loop_index(fn, typenum) < 0:
+        size_obj = s
+        Py_INCREF(size_obj)
+        PyTuple_SET_ITEM(sizes, i, size_obj)
+    if not _fusible(fn, typenum):
         return None
-    return (typenum, tuple(out.shape), tuple(sizes))
+    return (typenum, out.shape, sizes)
 
 
 cdef list _fuse_steps(list steps):
@@ -1693,7 +1936,11 @@ cdef list _fuse_steps(list steps):
     cdef list out = []
     cdef Py_ssize_t i = 0, j, n, pos
     cdef _Step st, g, fused
-    cdef tuple info
+    cdef tuple info, gidx, sizes
+    cdef list group, ops
+    cdef set written, freed
+    cdef dict in_sizes
+    cdef object out_slot
     steps = _fuse_inplace(steps)        # first: the in-place runs take their kernels
     n = len(steps)
     while i < n:
@@ -1715,13 +1962,17 @@ cdef list _fuse_steps(list steps):
         group = steps[i:j]
         written, freed, in_sizes, ops = set(), set(), {}, []
         for g in group:
-            for pos in range(len(g.idx)):
-                k = g.idx[pos]
+            gidx = g.idx
+            sizes = <tuple>(<tuple>g.fuse_info)[2]
+            for pos in range(len(gidx)):
+                k = gidx[pos]
                 if k not in written and k not in in_sizes:
-                    in_sizes[k] = g.fuse_info[2][pos]
-            written.add(g.out)
-            freed.update(g.free)
-            ops.append((g.fn, g.idx, g.out))
+                    in_sizes[k] = sizes[pos]
+            out_slot = g.out
+            written.add(out_slot)
+            if g.free:
+                freed.update(g.free)
+            ops.append((g.fn, gidx, out_slot))
         fused = _Step.__new__(_Step)
         fused.kind = K_FUSED
         fused.fn = (ops, info[0], info[1], in_sizes, written - freed)   # see _build_fused
@@ -2056,7 +2307,7 @@ def add_external_guard(provider):
     _EXTERNAL_GUARDS.append(provider)
 
 
-def _external_guards(rec):
+def _external_guards(_Recorder rec):
     if not _EXTERNAL_GUARDS or not rec.externals:
         return ()
     tensors = tuple(t for _, t in rec.externals)

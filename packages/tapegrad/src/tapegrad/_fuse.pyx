@@ -19,7 +19,7 @@ ignore makes the caller run the original steps, which warn (or raise) as eager d
 import numpy as np
 
 cimport numpy as cnp
-from libc.stdlib cimport malloc, free
+from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcmp
 
 cnp.import_array()
@@ -48,6 +48,11 @@ FUSIBLE = frozenset([
 FUSIBLE_TYPES = frozenset([cnp.NPY_FLOAT32, cnp.NPY_FLOAT64])
 
 cdef dict _loops = {}            # (ufunc, typenum) -> loop index, or -1 (not usable)
+
+cdef enum:                       # FusedKernel.__init__'s per-slot flags
+    _IS_INPUT = 1                # read from outside the run (a key of in_sizes)
+    _ESCAPES = 2                 # written here and read after the step
+    _POOLED = 4                  # written as a row of the step's pool
 
 cdef dict _FLAG_NAMES = {"divide": FE_DIVBYZERO, "over": FE_OVERFLOW,
                          "under": FE_UNDERFLOW, "invalid": FE_INVALID}
@@ -135,83 +140,133 @@ cdef class FusedKernel:
         self.op_data = <void**>malloc(max(1, n) * sizeof(void*))
         self.op_nargs = <int*>malloc(max(1, n) * sizeof(int))
         self.op_regs = <int*>malloc(max(1, 3 * n) * sizeof(int))
-        # Registers: inputs first, then outputs, then scratch (numbered after, below).
-        cdef list in_slots = [], out_slots = [], names = [], free_scratch = []
-        cdef dict reg_of = {}, last = {}, loops = {}
+        # NOTE: slots are small integers (indexes into a replay's slot list), so the
+        # planning below keeps its per-slot tables (register, last reader, flags) in C
+        # arrays indexed by slot: a fused run of W1 has 3,000 ops, and dicts and sets of
+        # Python ints cost ~6,000 instructions an op.
+        cdef Py_ssize_t nslot = 0, a, s, nin, base, nscratch = 0, nargs, nfree = 0
         cdef tuple op, args
-        cdef Py_ssize_t nin, base, nscratch = 0, nargs
         for i in range(n):
             op = <tuple>ops[i]
             for a in <tuple>op[1]:
-                last[a] = i
-                if a not in reg_of and a in in_sizes:
-                    reg_of[a] = len(in_slots)
-                    in_slots.append(a)
-        nin = len(in_slots)
-        pooled_set = set(pooled) if pool_slot >= 0 else set()
-        for i in range(n):
-            s = (<tuple>ops[i])[2]
-            if s in escaping and s not in pooled_set:
-                reg_of[s] = nin + len(out_slots)
-                out_slots.append(s)
-        self.nin_regs, self.nout_regs = nin, len(out_slots)
-        self.npool = len(pooled) if pool_slot >= 0 else 0
-        self.pool_slot = pool_slot if self.npool else -1
-        self.pooled_slots = tuple(pooled) if self.npool else ()
-        for i in range(self.npool):
-            reg_of[self.pooled_slots[i]] = nin + len(out_slots) + i
-        self.in_size = <cnp.npy_intp*>malloc(max(1, nin) * sizeof(cnp.npy_intp))
-        self.in_pool = <Py_ssize_t*>malloc(max(1, nin) * sizeof(Py_ssize_t))
-        self.in_row = <Py_ssize_t*>malloc(max(1, nin) * sizeof(Py_ssize_t))
-        self.in_ndim = <int*>malloc(max(1, nin) * sizeof(int))
-        pooled_inputs = []
-        for i in range(nin):
-            self.in_size[i] = in_sizes[in_slots[i]]
-            self.in_pool[i] = -1
-            found = None if pooled_in is None else pooled_in.get(in_slots[i])
-            if found is not None:
-                self.in_pool[i], self.in_row[i], shape = found
-                self.in_ndim[i] = len(shape)
-                pooled_inputs.append((in_slots[i],) + tuple(found))
-        self.pooled_inputs = tuple(pooled_inputs)
-        # Scratch registers by liveness: a value only this step reads lives in a block
-        # buffer from the op that makes it to its last reader, then the buffer is reused.
-        # (An op's result never shares a buffer with its own operands: kept apart, the
-        # loop sees the same non-overlapping operands as eager.)
-        base = nin + len(out_slots) + self.npool
-        for i in range(n):
-            op = <tuple>ops[i]
-            ufunc, args, s = op
-            uf = <cnp.ufunc>ufunc
-            index = loops.get(ufunc, -2)
-            if index == -2:
-                index = loops[ufunc] = loop_index(ufunc, typenum)
-            nargs = len(args)
-            if index < 0 or uf.nin != nargs:
-                raise ValueError(f"not fusible: {ufunc.__name__} on type {typenum}")
-            self.op_loop[i] = <inner_loop>uf.functions[index]
-            self.op_data[i] = uf.data[index]
-            self.op_nargs[i] = nargs + 1
-            for k in range(nargs):
-                self.op_regs[3 * i + k] = reg_of[args[k]]
-            if s not in reg_of:
-                if free_scratch:
-                    reg_of[s] = free_scratch.pop()
-                else:
-                    reg_of[s] = base + nscratch
-                    nscratch += 1
-            self.op_regs[3 * i + nargs] = reg_of[s]
-            for k in range(nargs):
-                a = args[k]
-                if last[a] == i and reg_of[a] >= base and (k == 0 or args[0] != a):
-                    free_scratch.append(reg_of[a])
-            if s not in last and reg_of[s] >= base:     # a result nothing here reads
-                free_scratch.append(reg_of[s])
-            names.append(ufunc.__name__)
+                if a < 0:
+                    raise ValueError(f"not fusible: op {i} reads slot {a}")
+                if a >= nslot:
+                    nslot = a + 1
+            s = op[2]
+            if s < 0:
+                raise ValueError(f"not fusible: op {i} writes slot {s}")
+            if s >= nslot:
+                nslot = s + 1
+        cdef int *reg = <int*>malloc(max(1, nslot) * sizeof(int))     # slot -> register
+        cdef Py_ssize_t *last = <Py_ssize_t*>malloc(max(1, nslot) * sizeof(Py_ssize_t))
+        cdef unsigned char *flag = <unsigned char*>calloc(max(1, nslot), 1)
+        cdef int *free_scratch = <int*>malloc(max(1, 3 * n) * sizeof(int))  # a stack
+        cdef list in_slots = [], out_slots = [], names = []
+        cdef dict loops = {}, ufunc_names = {}
+        try:
+            if reg == NULL or last == NULL or flag == NULL or free_scratch == NULL:
+                raise MemoryError()
+            for a in range(nslot):
+                reg[a] = -1
+                last[a] = -1
+            for a in in_sizes:
+                if 0 <= a < nslot:
+                    flag[a] |= _IS_INPUT
+            for a in escaping:
+                if 0 <= a < nslot:
+                    flag[a] |= _ESCAPES
+            # Registers: inputs first, then outputs, then scratch (numbered after, below).
+            for i in range(n):
+                for a in <tuple>(<tuple>ops[i])[1]:
+                    last[a] = i
+                    if reg[a] < 0 and flag[a] & _IS_INPUT:
+                        reg[a] = len(in_slots)
+                        in_slots.append(a)
+            nin = len(in_slots)
+            if pool_slot >= 0:
+                for a in pooled:
+                    if 0 <= a < nslot:
+                        flag[a] |= _POOLED
+            for i in range(n):
+                s = (<tuple>ops[i])[2]
+                if flag[s] & _ESCAPES and not flag[s] & _POOLED:
+                    reg[s] = nin + len(out_slots)
+                    out_slots.append(s)
+            self.nin_regs, self.nout_regs = nin, len(out_slots)
+            self.npool = len(pooled) if pool_slot >= 0 else 0
+            self.pool_slot = pool_slot if self.npool else -1
+            self.pooled_slots = tuple(pooled) if self.npool else ()
+            for i in range(self.npool):
+                reg[<Py_ssize_t>self.pooled_slots[i]] = nin + len(out_slots) + i
+            self.in_size = <cnp.npy_intp*>malloc(max(1, nin) * sizeof(cnp.npy_intp))
+            self.in_pool = <Py_ssize_t*>malloc(max(1, nin) * sizeof(Py_ssize_t))
+            self.in_row = <Py_ssize_t*>malloc(max(1, nin) * sizeof(Py_ssize_t))
+            self.in_ndim = <int*>malloc(max(1, nin) * sizeof(int))
+            pooled_inputs = []
+            for i in range(nin):
+                self.in_size[i] = in_sizes[in_slots[i]]
+                self.in_pool[i] = -1
+                found = None if pooled_in is None else pooled_in.get(in_slots[i])
+                if found is not None:
+                    self.in_pool[i], self.in_row[i], shape = found
+                    self.in_ndim[i] = len(shape)
+                    pooled_inputs.append((in_slots[i],) + tuple(found))
+            self.pooled_inputs = tuple(pooled_inputs)
+            # Scratch registers by liveness: a value only this step reads lives in a block
+            # buffer from the op that makes it to its last reader, then the buffer is
+            # reused. (An op's result never shares a buffer with its own operands: kept
+            # apart, the loop sees the same non-overlapping operands as eager.)
+            base = nin + len(out_slots) + self.npool
+            for i in range(n):
+                op = <tuple>ops[i]
+                ufunc = op[0]
+                args = <tuple>op[1]
+                s = op[2]
+                found = loops.get(ufunc)
+                if found is None:
+                    found = loops[ufunc] = loop_index(ufunc, typenum)
+                    ufunc_names[ufunc] = ufunc.__name__
+                index = found
+                uf = <cnp.ufunc>ufunc
+                nargs = len(args)
+                if index < 0 or uf.nin != nargs:
+                    raise ValueError(f"not fusible: {ufunc.__name__} on type {typenum}")
+                self.op_loop[i] = <inner_loop>uf.functions[index]
+                self.op_data[i] = uf.data[index]
+                self.op_nargs[i] = nargs + 1
+                for k in range(nargs):
+                    a = args[k]
+                    if reg[a] < 0:
+                        raise ValueError(f"not fusible: op {i} reads slot {a}, which is "
+                                         f"neither an input nor written before it")
+                    self.op_regs[3 * i + k] = reg[a]
+                if reg[s] < 0:
+                    if nfree:
+                        nfree -= 1
+                        reg[s] = free_scratch[nfree]
+                    else:
+                        reg[s] = base + nscratch
+                        nscratch += 1
+                self.op_regs[3 * i + nargs] = reg[s]
+                for k in range(nargs):
+                    a = args[k]
+                    if last[a] == i and reg[a] >= base and (k == 0 or args[0] != args[k]):
+                        free_scratch[nfree] = reg[a]
+                        nfree += 1
+                if last[s] < 0 and reg[s] >= base:     # a result nothing here reads
+                    free_scratch[nfree] = reg[s]
+                    nfree += 1
+                names.append(ufunc_names[ufunc])
+        finally:
+            free(reg)
+            free(last)
+            free(flag)
+            free(free_scratch)
         self.nscratch = nscratch
         self.in_slots, self.out_slots = tuple(in_slots), tuple(out_slots)
         self.names = tuple(names)
-        self.ufuncs = tuple(set([(<tuple>op)[0] for op in ops]))
+        self.ufuncs = tuple(loops)
 
     def describe(self):
         shown = ",".join(self.names[:8]) + (",..." if len(self.names) > 8 else "")
