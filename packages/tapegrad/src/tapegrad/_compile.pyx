@@ -31,6 +31,7 @@ import itertools
 import logging
 import operator
 import threading
+import types
 import warnings
 import weakref
 from collections import OrderedDict, namedtuple
@@ -1386,6 +1387,9 @@ class CompiledFunction:
                                              rec.check_steps)
         if rec.once_reason is not None:
             return out            # ran eagerly; the next such call records again
+        for steps in (program.forward, program.backward, program.forward_run,
+                      program.backward_run):
+            _untrack_steps(steps)   # see Note: [steps the cyclic GC need not see]
         variants = self._cache.setdefault(key, [])
         variants.insert(0, program)
         if len(variants) > _MAX_VARIANTS:
@@ -1635,6 +1639,127 @@ cdef Py_ssize_t _first_effect(list steps, set rng_steps, set check_steps) except
     return len(steps)
 
 
+
+# Note: [steps the cyclic GC need not see]
+# A recording leaves tens of thousands of long-lived objects (W1: 6,600 steps and 40,000
+# tuples of slots, literals and shapes). The cyclic GC traverses every tracked object of a
+# generation on each of its collections: the first young collection after a recording
+# walked all of them (~6 ms of W1's ~65 ms first call), and each later middle or full
+# collection walks them again, in the middle of whatever replay it interrupts. None of
+# them can be part of a reference cycle when everything a step holds is a leaf (numbers,
+# strings, arrays, dtypes, ufuncs, devices, fused kernels, C functions, first-party
+# module-level functions, and tuples of those): nothing it reaches can reach the step, so
+# reference counting alone frees it, and it is untracked (CPython does the same for
+# tuples of atoms on their first traversal). A step holding anything else (a tensor, a
+# closure, a bound Python method, a list) stays tracked: a cycle through it is still
+# found. NOTE: only fields set before the step is untracked may hold objects; a replay
+# later sets `buf`, which is always a plain ndarray (see _kernel_reusing).
+cdef extern from "Python.h":
+    void PyObject_GC_UnTrack(void *op)
+    bint PyObject_GC_IsTracked(object op)
+
+cdef object _builtin_type = type(len)
+cdef object _module_type = type(np)
+cdef object _cyfunction_type = type(_flat_values)     # (a def of this Cython module)
+cdef object _plain_function_type = types.FunctionType   # (a lambda here is a cyfunction)
+cdef object _dispatcher_type = type(np.broadcast_to)   # NumPy's Python-level functions
+
+
+cdef object _generic_type = np.generic
+cdef object _dtype_type = np.dtype
+
+
+cdef bint _leaf_value(object v, int depth) except -1:
+    """Whether v holds nothing that could lead back to a step (see Note: [steps the
+    cyclic GC need not see]); tuples found to be leaves are untracked on the way."""
+    t = type(v)
+    if t is tuple:                  # (first: most values here are tuples, or ints in them)
+        if depth > 4:
+            return False
+        for x in <tuple>v:
+            if not (x is None or type(x) is int or _leaf_value(x, depth + 1)):
+                return False
+        if PyObject_GC_IsTracked(v):
+            PyObject_GC_UnTrack(<void*>v)
+        return True
+    if (v is None or t is int or t is float or t is bool or t is str or t is bytes
+            or t is complex or v is Ellipsis or t is _ndarray_type or t is _ufunc_type
+            or t is FusedKernel or t is InPlaceKernel or isinstance(v, _generic_type)
+            or isinstance(v, _dtype_type) or isinstance(v, Device)):
+        return True
+    if t is slice:
+        return (_leaf_value((<slice>v).start, depth + 1) and _leaf_value((<slice>v).stop, depth + 1)
+                and _leaf_value((<slice>v).step, depth + 1))
+    return False
+
+
+cdef bint _leaf_callable(object fn) except -1:
+    """Whether a step's kernel is a leaf: a ufunc, a C function (bound to nothing, a
+    module, a ufunc: np.add.reduce), one of NumPy's Python-level functions, or a
+    module-level function of a tapegrad module (no closure; its globals are a module's,
+    which lives as long as the process)."""
+    t = type(fn)
+    if fn is None or t is _ufunc_type:
+        return True
+    if t is _builtin_type:
+        owner = getattr(fn, "__self__", None)
+        return (owner is None or type(owner) is _module_type or type(owner) is _ufunc_type)
+    if t is _dispatcher_type:
+        return getattr(fn, "__module__", "").startswith("numpy")
+    if t is _cyfunction_type or t is _plain_function_type:
+        module = getattr(fn, "__module__", None)
+        return (getattr(fn, "__closure__", None) is None and type(module) is str
+                and (module == "tapegrad" or module.startswith("tapegrad")))
+    return False
+
+
+cdef bint _untrack_step(_Step st) except -1:
+    """Untracks st (and its tuples) when everything it holds is a leaf; True if it was."""
+    if not PyObject_GC_IsTracked(st):
+        return True                 # (already checked: a fused step's sub is also listed)
+    if not (_leaf_callable(st.fn) or type(st.fn) is FusedKernel or type(st.fn) is InPlaceKernel):
+        return False
+    if st.into is not None and not _leaf_callable(st.into):
+        return False
+    if not (st.target is None or type(st.target) is int):
+        return False
+    if st.buf is not None and type(st.buf) is not _ndarray_type:
+        return False
+    if not (st.device is None or isinstance(st.device, Device)):
+        return False
+    for field in (st.idx, st.lits, st.kwslots, st.aux_out, st.free, st.out_shape,
+                  st.fuse_info):
+        if not _leaf_value(field, 0):
+            return False
+    if st.kwargs is not None:
+        for value in st.kwargs.values():
+            if not _leaf_value(value, 0):
+                return False
+    if st.sub is not None:
+        if not _untrack_steps(st.sub):
+            return False
+        PyObject_GC_UnTrack(<void*>st.sub)
+    if st.kwargs is not None:
+        PyObject_GC_UnTrack(<void*>st.kwargs)
+    if PyObject_GC_IsTracked(st):
+        PyObject_GC_UnTrack(<void*>st)
+    return True
+
+
+cdef bint _untrack_steps(list steps) except -1:
+    """Untracks every step of `steps` that is all leaves; True if every one was."""
+    cdef bint all_untracked = True
+    if steps is None:
+        return True
+    for st in steps:
+        if not _untrack_step(<_Step>st):
+            all_untracked = False
+    return all_untracked
+
+
+def _untracked(step):
+    """Whether a recorded step is untracked by the cyclic GC (for tests)."""
+    return not PyObject_GC_IsTracked(step)
 
 def _outputs_as_eager(_Recorder rec, _Program program, tuple outs, tuple tensors):
     """Make the replay's outputs what eager returns: an argument, a tensor read from
