@@ -47,7 +47,7 @@ from cpython.long cimport PyLong_FromVoidPtr
 from cpython.pythread cimport PyThread_get_thread_ident
 from cpython.weakref cimport PyWeakref_GET_OBJECT, PyWeakref_NewRef
 from libc.stdlib cimport calloc, free, malloc
-from libc.string cimport memcmp, memcpy
+from libc.string cimport memcmp, memcpy, memset
 
 from tapegrad._engine cimport Device, Node, TensorBase, VersionCounter
 from tapegrad._fuse cimport FusedKernel, InPlaceKernel
@@ -1378,9 +1378,9 @@ class CompiledFunction:
         program.forward_run, program.backward_run = program.forward, program.backward
         if self.fuse:
             # (after _plan_frees: a value freed inside a run is one only the run reads)
-            program.forward_run = _fuse_steps(program.forward)
+            program.forward_run = _fuse_steps(program.forward, program.nslots)
             if program.backward is not None:
-                program.backward_run = _fuse_steps(program.backward)
+                program.backward_run = _fuse_steps(program.backward, program.nslots)
             _build_fused(program)
         # Index into forward_run (where a replay counts steps); a fused step only computes.
         program.first_effect = _first_effect(program.forward_run, rec.rng_steps,
@@ -2053,63 +2053,107 @@ cdef object _fuse_info(object fn, tuple items, object out, object kwargs):
     return (typenum, out.shape, sizes)
 
 
-cdef list _fuse_steps(list steps):
+cdef enum:                       # _fuse_steps' per-slot flags, within one run
+    _RUN_READS_FIRST = 1         # read before the run writes it: an input of the step
+    _RUN_WRITES = 2
+    _RUN_FREES = 4               # read for the last time in the run (dropped after it)
+
+
+cdef list _fuse_steps(list steps, Py_ssize_t nslots):
     """`steps` with each run of two or more consecutive fusible kernels of one dtype and
     result shape replaced by one K_FUSED step (which keeps the run, as `sub`, for the
     calls it cannot fuse). Needs the frees planned: a slot a run writes and frees is one
-    only the run reads (a scratch register); the others it writes are its outputs."""
+    only the run reads (a scratch register); the others it writes are its outputs.
+    `nslots`: the program's number of slots (every slot read or written is below it)."""
     cdef list out = []
-    cdef Py_ssize_t i = 0, j, n, pos
+    cdef Py_ssize_t i = 0, j, n, pos, k, lo, hi
     cdef _Step st, g, fused
     cdef tuple info, gidx, sizes
-    cdef list group, ops
-    cdef set written, freed
+    cdef list group, ops, freed
+    cdef set escaping
     cdef dict in_sizes
-    cdef object out_slot
-    steps = _fuse_inplace(steps)        # first: the in-place runs take their kernels
-    n = len(steps)
-    while i < n:
-        st = <_Step>steps[i]
-        if st.fuse_info is None:
-            out.append(st)
-            i += 1
-            continue
-        info = st.fuse_info
-        j = i + 1
-        while j < n and (<_Step>steps[j]).fuse_info is not None \
-                and (<tuple>(<_Step>steps[j]).fuse_info)[0] == info[0] \
-                and (<tuple>(<_Step>steps[j]).fuse_info)[1] == info[1]:
-            j += 1
-        if j - i < 2:
-            out.append(st)
+    cdef bint in_range
+    # NOTE: per-slot flags in a C array (cleared over the run's slot range after each
+    # run): W1's runs have 3,000 ops, and sets and dicts of Python ints cost ~2,500
+    # instructions an op of the first call.
+    cdef unsigned char *flag = <unsigned char*>calloc(max(1, nslots), 1)
+    if flag == NULL:
+        raise MemoryError()
+    try:
+        steps = _fuse_inplace(steps)        # first: the in-place runs take their kernels
+        n = len(steps)
+        while i < n:
+            st = <_Step>steps[i]
+            if st.fuse_info is None:
+                out.append(st)
+                i += 1
+                continue
+            info = st.fuse_info
+            j = i + 1
+            while j < n and (<_Step>steps[j]).fuse_info is not None \
+                    and (<tuple>(<_Step>steps[j]).fuse_info)[0] == info[0] \
+                    and (<tuple>(<_Step>steps[j]).fuse_info)[1] == info[1]:
+                j += 1
+            if j - i < 2:
+                out.append(st)
+                i = j
+                continue
+            group = steps[i:j]
+            in_range = True
+            lo, hi = nslots, -1
+            for g in group:                 # (slots out of range: leave the run unfused)
+                if not 0 <= g.out < nslots:
+                    in_range = False
+                for k in g.idx:
+                    if not 0 <= k < nslots:
+                        in_range = False
+                for k in g.free or ():
+                    if not 0 <= k < nslots:
+                        in_range = False
+            if not in_range:
+                out.extend(group)
+                i = j
+                continue
+            in_sizes, ops, freed, escaping = {}, [], [], set()
+            for g in group:
+                gidx = g.idx
+                sizes = <tuple>(<tuple>g.fuse_info)[2]
+                for pos in range(len(gidx)):
+                    k = gidx[pos]
+                    if not flag[k] & (_RUN_READS_FIRST | _RUN_WRITES):
+                        flag[k] |= _RUN_READS_FIRST
+                        in_sizes[gidx[pos]] = sizes[pos]
+                    lo, hi = min(lo, k), max(hi, k)
+                k = g.out
+                flag[k] |= _RUN_WRITES
+                lo, hi = min(lo, k), max(hi, k)
+                if g.free:
+                    for k in g.free:
+                        if not flag[k] & _RUN_FREES:
+                            flag[k] |= _RUN_FREES
+                            freed.append(k)
+                        lo, hi = min(lo, k), max(hi, k)
+                ops.append((g.fn, gidx, g.out))
+            for g in group:
+                k = g.out
+                if not flag[k] & _RUN_FREES:
+                    escaping.add(k)
+            if hi >= lo:
+                memset(flag + lo, 0, hi - lo + 1)
+            fused = _Step.__new__(_Step)
+            fused.kind = K_FUSED
+            fused.fn = (ops, info[0], info[1], in_sizes, escaping)   # see _build_fused
+            fused.idx = fused.lits = ()
+            fused.kwargs = fused.kwslots = None
+            fused.out = -1
+            fused.device = st.device
+            fused.free = tuple(freed)
+            fused.out_ndim = -1
+            fused.sub = group
+            out.append(fused)
             i = j
-            continue
-        group = steps[i:j]
-        written, freed, in_sizes, ops = set(), set(), {}, []
-        for g in group:
-            gidx = g.idx
-            sizes = <tuple>(<tuple>g.fuse_info)[2]
-            for pos in range(len(gidx)):
-                k = gidx[pos]
-                if k not in written and k not in in_sizes:
-                    in_sizes[k] = sizes[pos]
-            out_slot = g.out
-            written.add(out_slot)
-            if g.free:
-                freed.update(g.free)
-            ops.append((g.fn, gidx, out_slot))
-        fused = _Step.__new__(_Step)
-        fused.kind = K_FUSED
-        fused.fn = (ops, info[0], info[1], in_sizes, written - freed)   # see _build_fused
-        fused.idx = fused.lits = ()
-        fused.kwargs = fused.kwslots = None
-        fused.out = -1
-        fused.device = st.device
-        fused.free = tuple(freed)
-        fused.out_ndim = -1
-        fused.sub = group
-        out.append(fused)
-        i = j
+    finally:
+        free(flag)
     return out
 
 
