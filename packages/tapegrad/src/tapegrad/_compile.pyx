@@ -371,6 +371,7 @@ def _flat_values(kwargs):
 
 cdef object _weakref_type = weakref.ReferenceType
 cdef object _MINUS_ONE = -1          # idx of a literal argument
+cdef tuple _EMPTY = ()
 
 
 cdef bint _holds_tensor(object value) except -1:
@@ -1727,10 +1728,12 @@ cdef bint _untrack_step(_Step st) except -1:
         return False
     if not (st.device is None or isinstance(st.device, Device)):
         return False
-    for field in (st.idx, st.lits, st.kwslots, st.aux_out, st.free, st.out_shape,
-                  st.fuse_info):
-        if not _leaf_value(field, 0):
-            return False
+    if not (_leaf_value(st.idx, 0) and _leaf_value(st.lits, 0) and _leaf_value(st.free, 0)
+            and (st.kwslots is None or _leaf_value(st.kwslots, 0))
+            and (st.aux_out is None or _leaf_value(st.aux_out, 0))
+            and (st.out_shape is None or _leaf_value(st.out_shape, 0))
+            and (st.fuse_info is None or _leaf_value(st.fuse_info, 0))):
+        return False
     if st.kwargs is not None:
         for value in st.kwargs.values():
             if not _leaf_value(value, 0):
@@ -1909,11 +1912,17 @@ cdef void _plan_frees(list steps, object protected, Py_ssize_t nslots) except *:
     order the program first mentions them (slots are below `nslots`)."""
     cdef _Step st
     cdef Py_ssize_t i, j, k, n = len(steps), nseen = 0
+    cdef object slot_obj
+    cdef tuple frees
+    # NOTE: C arrays throughout (W1's first call plans 6,600 steps): last reader and
+    # first-mention order per slot, the protected slots as flags, and per step the
+    # number of slots it frees, so that each step's tuple is made once, at its size.
     cdef Py_ssize_t *last = <Py_ssize_t*>malloc(max(1, nslots) * sizeof(Py_ssize_t))
     cdef Py_ssize_t *seen = <Py_ssize_t*>malloc(max(1, nslots) * sizeof(Py_ssize_t))
-    cdef list frees = [None] * n
+    cdef unsigned char *kept = <unsigned char*>calloc(max(1, nslots), 1)
+    cdef Py_ssize_t *nfree = <Py_ssize_t*>calloc(max(1, n), sizeof(Py_ssize_t))
     try:
-        if last == NULL or seen == NULL:
+        if last == NULL or seen == NULL or kept == NULL or nfree == NULL:
             raise MemoryError()
         for k in range(nslots):
             last[k] = -1
@@ -1930,20 +1939,31 @@ cdef void _plan_frees(list steps, object protected, Py_ssize_t nslots) except *:
             if st.aux_out is not None:
                 for k in st.aux_out:      # (one nothing reads is dropped right away)
                     nseen = _mention(last, seen, nseen, nslots, k, i, False)
+        for k in protected:
+            if 0 <= k < nslots:
+                kept[k] = 1
         for j in range(nseen):
             k = seen[j]
-            if k in protected:
+            if not kept[k]:
+                nfree[last[k]] += 1
+        for i in range(n):
+            (<_Step>steps[i]).free = _EMPTY if nfree[i] == 0 else PyTuple_New(nfree[i])
+            nfree[i] = 0                  # (now: how many are filled in)
+        for j in range(nseen):            # in first-mention order, as before
+            k = seen[j]
+            if kept[k]:
                 continue
             i = last[k]
-            if frees[i] is None:
-                frees[i] = [k]
-            else:
-                (<list>frees[i]).append(k)
-        for i in range(n):
-            (<_Step>steps[i]).free = () if frees[i] is None else tuple(<list>frees[i])
+            frees = (<_Step>steps[i]).free
+            slot_obj = k
+            Py_INCREF(slot_obj)
+            PyTuple_SET_ITEM(frees, nfree[i], slot_obj)
+            nfree[i] += 1
     finally:
         free(last)
         free(seen)
+        free(kept)
+        free(nfree)
 
 
 cdef inline Py_ssize_t _mention(Py_ssize_t *last, Py_ssize_t *seen, Py_ssize_t nseen,
