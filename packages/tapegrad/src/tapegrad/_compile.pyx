@@ -1379,9 +1379,12 @@ class CompiledFunction:
         program.forward_run, program.backward_run = program.forward, program.backward
         if self.fuse:
             # (after _plan_frees: a value freed inside a run is one only the run reads)
-            program.forward_run = _fuse_steps(program.forward, program.nslots)
+            first_temp, recipe_plans = _reserve_recipe_slots(program)
+            program.forward_run = _fuse_steps(program.forward, program.nslots, first_temp,
+                                              recipe_plans)
             if program.backward is not None:
-                program.backward_run = _fuse_steps(program.backward, program.nslots)
+                program.backward_run = _fuse_steps(program.backward, program.nslots,
+                                                   first_temp, recipe_plans)
             _build_fused(program)
         # Index into forward_run (where a replay counts steps); a fused step only computes.
         program.first_effect = _first_effect(program.forward_run, rec.rng_steps,
@@ -2043,8 +2046,10 @@ cdef object _fuse_info(object fn, tuple items, object out, object kwargs):
     """(typenum, out shape, input sizes) when this kernel call may join a fused step: a
     ufunc of _fuse.FUSIBLE on NumPy arrays of one float dtype, no keywords, every input
     of the result's size or of one element (a broadcast scalar); else None."""
-    if type(fn) is not _ufunc_type or kwargs or type(out) is not _ndarray_type:
+    if kwargs or type(out) is not _ndarray_type:
         return None
+    if type(fn) is not _ufunc_type:
+        return _recipe_fuse_info(fn, items, <cnp.ndarray>out)
     cdef cnp.ndarray o = <cnp.ndarray>out
     cdef int typenum = cnp.PyArray_TYPE(o)
     cdef cnp.npy_intp size = cnp.PyArray_SIZE(o), s
@@ -2073,18 +2078,148 @@ cdef object _fuse_info(object fn, tuple items, object out, object kwargs):
     return (typenum, out.shape, sizes)
 
 
+# Note: [fusion recipes]
+# A kernel that computes what a chain of ufuncs computes, bit for bit (a backward op's C
+# loop, like tanh_backward's for g * (1 - ans * ans)), may say so with an attribute
+# `fused_as`: a tuple of (ufunc, operands) in the order the chain calls them, operands
+# being an int (the kernel's input i < nin, or nin + j: the result of the recipe's j-th
+# ufunc) or a float (a 0-d constant of the run's dtype); the last ufunc's result is the
+# kernel's. Its rule may then call the backward op while tg.compile records (one
+# recorded kernel instead of the chain's three, each a dispatch and a recorded step: W1's
+# first call), and a fused run expands the step into the recipe's ufuncs, the very calls
+# the chain would have recorded: the fused step runs the same inner loops on the same
+# operands (its intermediates in scratch registers, its constants in constant slots) as
+# before. Run on its own (unfused, fuse=False, or a fallback), the step calls the kernel.
+# Only inputs of the result's full shape (no broadcasting) and dtypes whose loops the
+# recipe's ufuncs all have take this path; any other call is a plain kernel step.
+cdef dict _recipes_checked = {}  # typenum -> {kernel: its recipe, or None (unusable)}
+
+
+cdef object _recipe_of(object fn, int typenum):
+    """fn's fusion recipe when every ufunc of it fuses on `typenum` (else None)."""
+    cdef dict known = _recipes_checked.get(typenum)
+    cdef PyObject *found
+    if known is None:
+        known = _recipes_checked[typenum] = {}
+    try:
+        found = PyDict_GetItem(known, fn)
+    except TypeError:
+        return None                 # (an unhashable kernel)
+    if found != NULL:
+        return <object>found
+    recipe = getattr(fn, "fused_as", None)
+    ok = type(recipe) is tuple and len(recipe) >= 1
+    if ok:
+        for entry in recipe:
+            if not (type(entry) is tuple and len(entry) == 2 and type(entry[0]) is _ufunc_type
+                    and type(entry[1]) is tuple and len(entry[1]) == (<cnp.ufunc>entry[0]).nin
+                    and (<cnp.ufunc>entry[0]).nout == 1 and _fusible(entry[0], typenum)):
+                ok = False
+                break
+    known[fn] = recipe if ok else None
+    return known[fn]
+
+
+cdef object _recipe_fuse_info(object fn, tuple items, cnp.ndarray out):
+    """_fuse_info of a kernel with a fusion recipe: every input an ndarray of the
+    result's dtype and shape (the recipe's results then all have that shape)."""
+    cdef int typenum = cnp.PyArray_TYPE(out)
+    cdef cnp.npy_intp size = cnp.PyArray_SIZE(out)
+    if typenum not in _FUSIBLE_TYPES or size == 0:
+        return None
+    recipe = _recipe_of(fn, typenum)
+    if recipe is None:
+        return None
+    cdef Py_ssize_t i, n = len(items), j = 0
+    shape = (<object>out).shape
+    for entry in <tuple>recipe:       # operands must name inputs, earlier results, floats
+        for operand in <tuple>entry[1]:
+            if type(operand) is int:
+                if not 0 <= operand < n + j:
+                    return None
+            elif type(operand) is not float:
+                return None
+        j += 1
+    for i in range(n):
+        a = items[i]
+        if type(a) is not _ndarray_type or cnp.PyArray_TYPE(<cnp.ndarray>a) != typenum \
+                or a.shape != shape:
+            return None
+    return (typenum, shape, (size,) * n)
+
+
+cdef tuple _reserve_recipe_slots(_Program program):
+    """Slots for the fusion recipes of the program's steps (see Note: [fusion
+    recipes]): a constant slot per (value, dtype) its recipes read, and as many temporary
+    slots as the longest recipe has intermediates (shared: a recipe's intermediates are
+    dead when the next one starts). Returns (the first temporary slot, plans): plans maps
+    (kernel, typenum) to its recipe resolved for _expand_recipe, ((ufunc, operands),
+    ...) with each operand an input index (>= 0), or ~slot of a constant, or an
+    intermediate as ~(first temporary + j) (all temporaries and constants lie above the
+    program's other slots); the constants are added to the program (forward and
+    backward read them)."""
+    cdef _Step st
+    cdef dict consts = {}, plans = {}
+    cdef Py_ssize_t temps = 0, n, j
+    cdef list added = [], used = []
+    for steps in (program.forward, program.backward):
+        for st in steps or ():
+            if st.fuse_info is None or type(st.fn) is _ufunc_type:
+                continue
+            typenum = (<tuple>st.fuse_info)[0]
+            key = (st.fn, typenum)
+            if key in plans:
+                continue
+            recipe = <tuple>_recipe_of(st.fn, typenum)
+            plans[key] = None
+            used.append((key, recipe, len(st.idx)))
+            temps = max(temps, len(recipe) - 1)
+            for entry in recipe:
+                for operand in <tuple>entry[1]:
+                    if type(operand) is float and (operand, typenum) not in consts:
+                        consts[(operand, typenum)] = program.nslots
+                        added.append((program.nslots,
+                                      np.array(operand, dtype=cnp.PyArray_DescrFromType(typenum))))
+                        program.nslots += 1
+    if added:
+        program.constants = tuple(program.constants) + tuple(added)
+        program.keep_after_forward = tuple(program.keep_after_forward) + tuple(
+            [slot for slot, _ in added])
+    first_temp = program.nslots
+    program.nslots += temps
+    for key, recipe, n in used:
+        typenum = key[1]
+        plan = []
+        for entry in recipe:
+            resolved = []
+            for operand in <tuple>entry[1]:
+                if type(operand) is float:
+                    resolved.append(~consts[(operand, typenum)])
+                elif operand < n:
+                    resolved.append(operand)
+                else:
+                    resolved.append(~(first_temp + operand - n))
+            plan.append((entry[0], tuple(resolved)))
+        plans[key] = tuple(plan)
+    return first_temp, plans
+
+
 cdef enum:                       # _fuse_steps' per-slot flags, within one run
     _RUN_READS_FIRST = 1         # read before the run writes it: an input of the step
     _RUN_WRITES = 2
     _RUN_FREES = 4               # read for the last time in the run (dropped after it)
 
 
-cdef list _fuse_steps(list steps, Py_ssize_t nslots):
+cdef list _fuse_steps(list steps, Py_ssize_t nslots, Py_ssize_t first_temp=-1,
+                      dict recipe_plans=None):
     """`steps` with each run of two or more consecutive fusible kernels of one dtype and
     result shape replaced by one K_FUSED step (which keeps the run, as `sub`, for the
     calls it cannot fuse). Needs the frees planned: a slot a run writes and frees is one
     only the run reads (a scratch register); the others it writes are its outputs.
-    `nslots`: the program's number of slots (every slot read or written is below it)."""
+    `nslots`: the program's number of slots (every slot read or written is below it);
+    `first_temp`, `recipe_plans`: from _reserve_recipe_slots (a step of a kernel
+    with a fusion recipe is expanded into the recipe's ufuncs, see Note: [fusion
+    recipes])."""
     cdef list out = []
     cdef Py_ssize_t i = 0, j, n, pos, k, lo, hi
     cdef _Step st, g, fused
@@ -2153,7 +2288,15 @@ cdef list _fuse_steps(list steps, Py_ssize_t nslots):
                             flag[k] |= _RUN_FREES
                             freed.append(k)
                         lo, hi = min(lo, k), max(hi, k)
-                ops.append((g.fn, gidx, g.out))
+                if type(g.fn) is _ufunc_type:
+                    ops.append((g.fn, gidx, g.out))
+                else:
+                    if recipe_plans is None:
+                        raise RuntimeError("tg.compile: a fusion recipe without its slots")
+                    _expand_recipe(g, info[0], first_temp, recipe_plans, flag, ops, in_sizes)
+                    # (the constants and temporaries lie above every other slot, see
+                    # _reserve_recipe_slots: their flags are cleared with the run's)
+                    hi = nslots - 1
             for g in group:
                 k = g.out
                 if not flag[k] & _RUN_FREES:
@@ -2175,6 +2318,36 @@ cdef list _fuse_steps(list steps, Py_ssize_t nslots):
     finally:
         free(flag)
     return out
+
+
+cdef void _expand_recipe(_Step g, object typenum, Py_ssize_t first_temp, dict plans,
+                         unsigned char *flag, list ops, dict in_sizes) except *:
+    """_fuse_steps: append the ufunc calls of g's fusion recipe to `ops` (see Note:
+    [fusion recipes]; `plans`: from _reserve_recipe_slots): inputs are g's slots,
+    intermediates the temporary slots, floats the constant slots (read from outside the
+    run: inputs of one element)."""
+    cdef tuple plan = <tuple>plans[(g.fn, typenum)]
+    cdef tuple gidx = g.idx, operands, args
+    cdef Py_ssize_t j, a, last = len(plan) - 1, k, code
+    cdef object slot_obj
+    for j in range(len(plan)):
+        ufunc, operands = <tuple>plan[j]
+        args = PyTuple_New(len(operands))
+        for a in range(len(operands)):
+            code = operands[a]
+            if code >= 0:
+                slot_obj = gidx[code]
+            else:
+                k = ~code
+                slot_obj = k
+                if k < first_temp and not flag[k] & (_RUN_READS_FIRST | _RUN_WRITES):
+                    flag[k] |= _RUN_READS_FIRST       # a constant: an input of the run
+                    in_sizes[slot_obj] = 1
+            Py_INCREF(slot_obj)
+            PyTuple_SET_ITEM(args, a, slot_obj)
+        k = g.out if j == last else first_temp + j
+        flag[k] |= _RUN_WRITES
+        ops.append((ufunc, args, k))
 
 
 cdef object _inplace_write_ufunc(_Step st):
@@ -2238,6 +2411,7 @@ cdef list _fuse_inplace(list steps):
         dst, other = w.idx[0], w.idx[1]
         k = <_Step>steps[j - 1]
         if k.kind != K_KERNEL or k.fuse_info is None or k.out != other \
+                or type(k.fn) is not _ufunc_type \
                 or k.aux_out is not None or not out or out[len(out) - 1] is not k \
                 or loop_index(ufunc, (<tuple>k.fuse_info)[0]) < 0:
             out.append(w)
@@ -2248,6 +2422,7 @@ cdef list _fuse_inplace(list steps):
         while start > 0:
             step = <_Step>steps[start - 1]
             if step.kind != K_KERNEL or step.fuse_info is None or step.aux_out is not None \
+                    or type(step.fn) is not _ufunc_type \
                     or (<tuple>step.fuse_info)[0] != info[0] \
                     or (<tuple>step.fuse_info)[1] != info[1] \
                     or step.out == dst or out[len(out) - (j - start) - 1] is not step:

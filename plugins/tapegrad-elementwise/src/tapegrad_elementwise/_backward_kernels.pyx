@@ -235,6 +235,16 @@ def square_backward(g, x):
     return np.multiply(g, np.multiply(2, x))
 
 
+
+# Fusion recipes (see Note: [fusion recipes] in tapegrad/_compile.pyx): the ufunc calls,
+# in order, of the composite each rule in ops.py falls back to, which these kernels
+# equal bit for bit. tg.compile records the backward op (one step) and a fused replay
+# runs these calls; operands: input i, nin + j (the j-th call's result), or a float.
+tanh_backward.fused_as = ((np.multiply, (1, 1)), (np.subtract, (1.0, 2)),
+                          (np.multiply, (0, 3)))              # g * (1 - ans * ans)
+sigmoid_backward.fused_as = ((np.multiply, (0, 1)), (np.subtract, (1.0, 1)),
+                             (np.multiply, (2, 3)))           # g * ans * (1 - ans)
+
 cdef bint _same_array_kind(object g, object c):
     """Whether ``g * c`` can be written into `c` (so c's buffer is the result): both
     ndarrays of one dtype and shape."""
@@ -263,3 +273,9 @@ def cos_backward(g, x):
         np.multiply(g, s, out=s)
         return np.negative(s, out=s)
     return np.multiply(np.negative(g), s)
+
+
+
+sin_backward.fused_as = ((np.cos, (1,)), (np.multiply, (0, 2)))       # g * cos(x)
+cos_backward.fused_as = ((np.negative, (0,)), (np.sin, (1,)),
+                         (np.multiply, (2, 3)))                       # -g * sin(x)

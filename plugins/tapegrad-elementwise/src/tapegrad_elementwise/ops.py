@@ -36,6 +36,7 @@ import numpy as np
 import tapegrad as tg
 from tapegrad._batching import pad_batched as _pad_batched
 from tapegrad._engine import eager_kernel as _eager_kernel
+from tapegrad._engine import get_tracer as _get_tracer
 
 from . import _backward_kernels, aliases, complex_ops, ufuncs
 from .ufuncs import holomorphic as _holomorphic
@@ -330,7 +331,17 @@ _VJP_OPS = (("relu", "ans"), ("tanh", "ans"), ("sigmoid", "ans"), ("sqrt", "ans"
 # node of every backward): there the composite's
 # ufunc kernels join the replay's fused steps (one fused step beats one call per backward
 # op), and both forms give the same bits. relu's composite has no fusible kernel: its
-# rule runs the backward op while recording too.
+# rule runs the backward op while recording too. A backward op whose kernel carries a
+# fusion recipe (`fused_as`, in _backward_kernels.pyx: its composite's ufunc calls) is
+# recorded as itself, one step that a fused replay expands into those calls
+# (`_records_fused`): the same replay, recorded with one dispatch instead of two or three.
+
+
+def _records_fused(op, g):
+    """Whether tg.compile records in this thread and op's kernel for g's device has a
+    fusion recipe (see Note: [fusion recipes] in tapegrad/_compile.pyx)."""
+    return (isinstance(g, tg.Tensor) and _get_tracer() is not None
+            and getattr(op.kernels.get(g.device.name), "fused_as", None) is not None)
 
 
 def _relu_vjp(g, ans, x):
@@ -345,14 +356,14 @@ def _relu_vjp(g, ans, x):
 
 def _tanh_vjp(g, ans, x):
     op = _BACKWARD_OPS["tanh_backward"]
-    if _real_only(g) and _eager_kernel(op, g):
+    if _real_only(g) and (_eager_kernel(op, g) or _records_fused(op, g)):
         return (op(g, ans),)
     return (g * (1 - ans * ans),)
 
 
 def _sigmoid_vjp(g, ans, x):
     op = _BACKWARD_OPS["sigmoid_backward"]
-    if _real_only(g) and _eager_kernel(op, g):
+    if _real_only(g) and (_eager_kernel(op, g) or _records_fused(op, g)):
         return (op(g, ans),)
     return (g * ans * (1 - ans),)
 
@@ -421,14 +432,14 @@ def _square_vjp(g, ans, x):
 
 def _sin_vjp(g, ans, x):
     op = _BACKWARD_OPS["sin_backward"]
-    if _real_only(g) and _eager_kernel(op, g):
+    if _real_only(g) and (_eager_kernel(op, g) or _records_fused(op, g)):
         return (op(g, x),)
     return (g * tg.cos(x),)
 
 
 def _cos_vjp(g, ans, x):
     op = _BACKWARD_OPS["cos_backward"]
-    if _real_only(g) and _eager_kernel(op, g):
+    if _real_only(g) and (_eager_kernel(op, g) or _records_fused(op, g)):
         return (op(g, x),)
     return (-g * tg.sin(x),)
 
