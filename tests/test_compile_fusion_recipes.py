@@ -42,6 +42,22 @@ def quiet():
             yield
 
 
+def _compiled_equals_eager(f, arguments, fuse=True):
+    """tg.compile(f) called on each tuple of `arguments` (arrays) equals f, output and
+    gradients bit for bit; returns the compiled function."""
+    compiled = tg.compile(f, fuse=fuse)
+    for arrays in arguments:
+        eager_args = [tg.tensor(a, requires_grad=True) for a in arrays]
+        compiled_args = [tg.tensor(a, requires_grad=True) for a in arrays]
+        le, lc = f(*eager_args), compiled(*compiled_args)
+        le.backward()
+        lc.backward()
+        _same(lc, le)
+        for c, e in zip(compiled_args, eager_args):
+            _same(c.grad, e.grad)
+    return compiled
+
+
 def _values(dtype, shift):
     v = np.array([0.0, -0.0, 1.0, -1.0, 0.5, 3.0, -7.5, 20.0, -20.0, 1e-3, np.nan, np.inf,
                   -np.inf, float(np.finfo(dtype).tiny), 1e30, 2.5], dtype)
@@ -61,15 +77,8 @@ def _program(compiled):
 @pytest.mark.parametrize("fuse", [True, False])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_compiled_chains_through_recipe_ops_equal_eager(dtype, fuse):
-    compiled = tg.compile(_chain, fuse=fuse)
-    for call in range(3):
-        x0 = _values(dtype, call)
-        xe, xc = tg.tensor(x0, requires_grad=True), tg.tensor(x0, requires_grad=True)
-        le, lc = _chain(xe), compiled(xc)
-        le.backward()
-        lc.backward()
-        _same(lc, le)
-        _same(xc.grad, xe.grad)
+    compiled = _compiled_equals_eager(_chain, [(_values(dtype, call),) for call in range(3)],
+                                      fuse=fuse)
     program = _program(compiled)
     names = [st.describe()[1] for st in program.backward]
     for op in ("sin_backward", "cos_backward", "tanh_backward", "sigmoid_backward"):
@@ -123,15 +132,7 @@ def test_a_third_party_kernel_with_a_recipe_is_fused_and_equals_eager(installed)
     def f(x):
         return tg.sin(op(tg.sin(x))).sum()
 
-    compiled = tg.compile(f)
-    for call in range(3):
-        x0 = np.linspace(-2.0, 2.0, 9) + call
-        xe, xc = tg.tensor(x0, requires_grad=True), tg.tensor(x0, requires_grad=True)
-        le, lc = f(xe), compiled(xc)
-        le.backward()
-        lc.backward()
-        _same(lc, le)
-        _same(xc.grad, xe.grad)
+    compiled = _compiled_equals_eager(f, [(np.linspace(-2.0, 2.0, 9) + call,) for call in range(3)])
     fused = [what for kind, what in _program(compiled).describe(fused=True)["forward"]
              if kind == "fused"]
     assert fused == ["4 ops: sin,add,multiply,sin"]
@@ -154,15 +155,7 @@ def test_a_recipe_that_does_not_check_out_leaves_a_plain_kernel_step(installed, 
     def f(x):
         return tg.sin(op(tg.sin(x))).sum()
 
-    compiled = tg.compile(f)
-    for call in range(2):
-        x0 = np.linspace(-2.0, 2.0, 9) + call
-        xe, xc = tg.tensor(x0, requires_grad=True), tg.tensor(x0, requires_grad=True)
-        le, lc = f(xe), compiled(xc)
-        le.backward()
-        lc.backward()
-        _same(lc, le)
-        _same(xc.grad, xe.grad)
+    compiled = _compiled_equals_eager(f, [(np.linspace(-2.0, 2.0, 9) + call,) for call in range(2)])
     forward = _program(compiled).describe(fused=True)["forward"]
     assert ("kernel", "kernel") in forward     # the op's own step, not fused
 
@@ -182,17 +175,8 @@ def test_broadcast_inputs_take_the_plain_kernel_and_equal_eager(installed):
     def f(x, y):
         return tg.sin(op(tg.sin(x), tg.sin(y))).sum()
 
-    compiled = tg.compile(f)
-    for call in range(2):
-        x0, y0 = np.linspace(-1.0, 1.0, 8) + call, np.array(0.5 + call)
-        args_e = (tg.tensor(x0, requires_grad=True), tg.tensor(y0, requires_grad=True))
-        args_c = (tg.tensor(x0, requires_grad=True), tg.tensor(y0, requires_grad=True))
-        le, lc = f(*args_e), compiled(*args_c)
-        le.backward()
-        lc.backward()
-        _same(lc, le)
-        for a, b in zip(args_c, args_e):
-            _same(a.grad, b.grad)
+    compiled = _compiled_equals_eager(
+        f, [(np.linspace(-1.0, 1.0, 8) + call, np.array(0.5 + call)) for call in range(2)])
     forward = _program(compiled).describe(fused=True)["forward"]
     assert ("kernel", "kernel") in forward
 
@@ -202,12 +186,5 @@ def test_double_backward_inside_a_compiled_function_equals_eager():
         (g,) = tg.grad(tg.tanh(tg.sin(x)).sum(), x, create_graph=True)
         return (g * g).sum()
 
-    compiled = tg.compile(f)
-    for call in range(3):
-        x0 = np.linspace(-2.0, 2.0, 11) + 0.1 * call
-        xe, xc = tg.tensor(x0, requires_grad=True), tg.tensor(x0, requires_grad=True)
-        le, lc = f(xe), compiled(xc)
-        le.backward()
-        lc.backward()
-        _same(lc, le)
-        _same(xc.grad, xe.grad)
+    compiled = _compiled_equals_eager(
+        f, [(np.linspace(-2.0, 2.0, 11) + 0.1 * call,) for call in range(3)])
