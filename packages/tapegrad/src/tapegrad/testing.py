@@ -247,9 +247,13 @@ def _compare(analytic, numeric, inputs, wrt, atol, rtol, what, *, in_name=None, 
     for r, (arow, nrow) in enumerate(zip(analytic, numeric)):
         for col, (a, n) in enumerate(zip(arow, nrow)):
             excess = _complex_kit.excess_over_tolerance(a, n, atol, rtol)
-            if excess.size and (worst is None or excess.max() > worst[0]):
-                j, k = np.unravel_index(int(np.argmax(excess)), excess.shape)
-                worst = (excess.max(), r, col, j, k, a[j, k], n[j, k])
+            if not excess.size:
+                continue
+            at = int(np.argmax(excess))
+            largest = excess.flat[at]
+            if worst is None or largest > worst[0]:
+                j, k = np.unravel_index(at, excess.shape)
+                worst = (largest, r, col, j, k, a[j, k], n[j, k])
     if worst is not None and worst[0] > 0:
         _, r, col, j, k, a, n = worst
         i = wrt[col]
