@@ -2092,7 +2092,8 @@ cdef object _fuse_info(object fn, tuple items, object out, object kwargs):
 # before. Run on its own (unfused, fuse=False, or a fallback), the step calls the kernel.
 # Only inputs of the result's full shape (no broadcasting) and dtypes whose loops the
 # recipe's ufuncs all have take this path; any other call is a plain kernel step.
-cdef dict _recipes_checked = {}  # typenum -> {kernel: its recipe, or None (unusable)}
+cdef dict _recipes_checked = {}  # typenum -> {kernel with fused_as: its recipe, or None
+                                 # when it does not check out}
 
 
 cdef object _recipe_of(object fn, int typenum):
@@ -2108,6 +2109,8 @@ cdef object _recipe_of(object fn, int typenum):
     if found != NULL:
         return <object>found
     recipe = getattr(fn, "fused_as", None)
+    if recipe is None:
+        return None                 # (not cached: kernels made per call would pile up)
     ok = type(recipe) is tuple and len(recipe) >= 1
     if ok:
         for entry in recipe:
