@@ -1382,6 +1382,9 @@ class CompiledFunction:
             if program.backward is not None:
                 program.backward_run = _fuse_steps(program.backward, program.nslots)
             _build_fused(program)
+        _use_plain_calls(program.forward_run)
+        if program.backward_run is not None:
+            _use_plain_calls(program.backward_run)
         # Index into forward_run (where a replay counts steps); a fused step only computes.
         program.first_effect = _first_effect(program.forward_run, rec.rng_steps,
                                              rec.check_steps)
@@ -2273,6 +2276,24 @@ cdef list _fuse_inplace(list steps):
         del out[len(out) - (j - start):]
         out.append(fused)
     return out
+
+
+# Note: [plain calls]
+# A kernel may carry a `plain_call` attribute: a C callable computing the same bits as the
+# kernel for every argument a replay can pass it (the linalg plugin's _matmul_kernel:
+# np.matmul, whose Python wrapper only rewords NumPy's shape error -- and a replay's shapes
+# are the recording's, checked by the signature). A replayed step with positional
+# arguments only calls it directly: no Python frame per call (W2: 5 matmul steps a run).
+# Steps with keyword parameters or aux outputs keep the kernel.
+cdef void _use_plain_calls(list steps) except *:
+    cdef _Step st
+    for st in steps:
+        if st.sub is not None:          # (fused and in-place steps' fallbacks)
+            _use_plain_calls(st.sub)
+        elif st.kind == K_KERNEL and st.kwargs is None and st.aux_out is None:
+            plain = getattr(st.fn, "plain_call", None)
+            if plain is not None:
+                st.fn = plain
 
 
 cdef void _build_fused(_Program program) except *:
