@@ -9,7 +9,8 @@ calls] in _compile.pyx). What must hold:
 - the same for the cases around it: float64, complex, integers without gradients,
   non-contiguous operands (a transpose, a strided slice), broadcasting batch products,
   1-d operands, an output the function also returns and reads again;
-- kernels without the attribute (transpose) keep their kernel;
+- transposes call np.ndarray.transpose (axes=None, positional only), bit for bit;
+- kernels without the attribute (relu) keep their kernel;
 - a shape that does not fit still gets the reworded error, eagerly and through a
   compiled function (which records anew for a new signature, eagerly).
 
@@ -146,10 +147,24 @@ def test_an_output_returned_and_read_again_equals_eager():
     _check(fn, [_rng.standard_normal((3, 4)), _rng.standard_normal((4, 3))])
 
 
+def test_transposes_call_the_ndarray_method_and_replays_equal_eager():
+    for axes in (None, (1, 0, 2), (2, 0, 1)):
+        compiled = _check(lambda x, y: tg.transpose(x, axes) * y if axes else
+                          tg.transpose(x) @ y,
+                          [_rng.standard_normal((4, 3, 2)), _rng.standard_normal((2, 4, 3))]
+                          if axes else
+                          [_rng.standard_normal((4, 3)), _rng.standard_normal((4, 5))])
+        names = _names(compiled)
+        if axes is None:
+            assert "transpose" in names and "_transpose_kernel" not in names
+        else:   # (axes as a keyword parameter: the kernel, as recorded)
+            assert "transpose" not in names
+
+
 def test_kernels_without_a_plain_call_keep_their_kernel():
-    compiled = _check(lambda x, y: tg.transpose(x) @ y,
-                      [_rng.standard_normal((4, 3)), _rng.standard_normal((4, 5))])
-    assert "_transpose_kernel" in _names(compiled)
+    compiled = _check(lambda x, y: tg.relu(x) @ y,
+                      [_rng.standard_normal((4, 3)), _rng.standard_normal((3, 5))])
+    assert "_relu_kernel" in _names(compiled)
 
 
 def test_a_shape_mismatch_still_gets_the_reworded_error():

@@ -2283,14 +2283,21 @@ cdef list _fuse_inplace(list steps):
 # kernel for every argument a replay can pass it (the linalg plugin's _matmul_kernel:
 # np.matmul, whose Python wrapper only rewords NumPy's shape error -- and a replay's shapes
 # are the recording's, checked by the signature). A replayed step with positional
-# arguments only calls it directly: no Python frame per call (W2: 5 matmul steps a run).
-# Steps with keyword parameters or aux outputs keep the kernel.
+# arguments only, each read from a slot, calls it directly: no Python frame per call (W2:
+# 10 matmul and 5 transpose steps a run). Steps with keyword parameters, aux outputs or a
+# literal argument keep the kernel. The shape plugin's _transpose_kernel has
+# np.ndarray.transpose: a slot of a CPU kernel's argument always holds an ndarray (kernel
+# outputs are made one by the replay, tensors' data is one), where the kernel calls
+# x.transpose(None), which is what np.ndarray.transpose(x) calls.
 cdef void _use_plain_calls(list steps) except *:
     cdef _Step st
     for st in steps:
         if st.sub is not None:          # (fused and in-place steps' fallbacks)
             _use_plain_calls(st.sub)
-        elif st.kind == K_KERNEL and st.kwargs is None and st.aux_out is None:
+        elif (st.kind == K_KERNEL and st.kwargs is None and st.aux_out is None
+                and all(k >= 0 for k in st.idx)):
+            # (every argument from a slot: a replay's arrays of the kernel's device, never
+            # a recorded literal such as a Python number)
             plain = getattr(st.fn, "plain_call", None)
             if plain is not None:
                 st.fn = plain
