@@ -149,11 +149,13 @@ def test_an_output_returned_and_read_again_equals_eager():
 
 def test_transposes_call_the_ndarray_method_and_replays_equal_eager():
     for axes in (None, (1, 0, 2), (2, 0, 1)):
+        if axes is None:
+            arrays = [_rng.standard_normal((4, 3)), _rng.standard_normal((4, 5))]
+        else:
+            x = _rng.standard_normal((4, 3, 2))
+            arrays = [x, _rng.standard_normal(np.transpose(x, axes).shape)]
         compiled = _check(lambda x, y: tg.transpose(x, axes) * y if axes else
-                          tg.transpose(x) @ y,
-                          [_rng.standard_normal((4, 3, 2)), _rng.standard_normal((2, 4, 3))]
-                          if axes else
-                          [_rng.standard_normal((4, 3)), _rng.standard_normal((4, 5))])
+                          tg.transpose(x) @ y, arrays)
         names = _names(compiled)
         if axes is None:
             assert "transpose" in names and "_transpose_kernel" not in names
