@@ -2284,7 +2284,7 @@ cdef list _fuse_inplace(list steps):
 # np.matmul, whose Python wrapper only rewords NumPy's shape error -- and a replay's shapes
 # are the recording's, checked by the signature). A replayed step with positional
 # arguments only, each read from a slot, calls it directly: no Python frame per call (W2:
-# 10 matmul and 5 transpose steps a run). Steps with keyword parameters, aux outputs or a
+# 8 matmul and 5 transpose steps a run). Steps with keyword parameters, aux outputs or a
 # literal argument keep the kernel. The shape plugin's _transpose_kernel has
 # np.ndarray.transpose: a slot of a CPU kernel's argument always holds an ndarray (kernel
 # outputs are made one by the replay, tensors' data is one), where the kernel calls
