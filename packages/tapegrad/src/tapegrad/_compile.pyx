@@ -1386,6 +1386,9 @@ class CompiledFunction:
                 program.backward_run = _fuse_steps(program.backward, program.nslots,
                                                    first_temp, recipe_plans)
             _build_fused(program)
+        _use_plain_calls(program.forward_run)
+        if program.backward_run is not None:
+            _use_plain_calls(program.backward_run)
         # Index into forward_run (where a replay counts steps); a fused step only computes.
         program.first_effect = _first_effect(program.forward_run, rec.rng_steps,
                                              rec.check_steps)
@@ -2471,6 +2474,31 @@ cdef list _fuse_inplace(list steps):
         del out[len(out) - (j - start):]
         out.append(fused)
     return out
+
+
+# Note: [plain calls]
+# A kernel may carry a `plain_call` attribute: a C callable computing the same bits as the
+# kernel for every argument a replay can pass it (the linalg plugin's _matmul_kernel:
+# np.matmul, whose Python wrapper only rewords NumPy's shape error -- and a replay's shapes
+# are the recording's, checked by the signature). A replayed step with positional
+# arguments only, each read from a slot, calls it directly: no Python frame per call (W2:
+# 8 matmul and 5 transpose steps a run). Steps with keyword parameters, aux outputs or a
+# literal argument keep the kernel. The shape plugin's _transpose_kernel has
+# np.ndarray.transpose: a slot of a CPU kernel's argument always holds an ndarray (kernel
+# outputs are made one by the replay, tensors' data is one), where the kernel calls
+# x.transpose(None), which is what np.ndarray.transpose(x) calls.
+cdef void _use_plain_calls(list steps) except *:
+    cdef _Step st
+    for st in steps:
+        if st.sub is not None:          # (fused and in-place steps' fallbacks)
+            _use_plain_calls(st.sub)
+        elif (st.kind == K_KERNEL and st.kwargs is None and st.aux_out is None
+                and all(k >= 0 for k in st.idx)):
+            # (every argument from a slot: a replay's arrays of the kernel's device, never
+            # a recorded literal such as a Python number)
+            plain = getattr(st.fn, "plain_call", None)
+            if plain is not None:
+                st.fn = plain
 
 
 cdef void _build_fused(_Program program) except *:

@@ -450,6 +450,11 @@ def _transpose_kernel(x, axes=None):
     return np.transpose(x, axes)
 
 
+# A replay calls the method itself, no Python frame (see Note: [plain calls] in
+# tapegrad's _compile.pyx): it passes only ndarrays, for which the kernel calls it too.
+_transpose_kernel.plain_call = np.ndarray.transpose
+
+
 def _transpose_vjp(g, ans, x, axes=None):
     if axes is None:
         return (tg.transpose(g),)
