@@ -1670,6 +1670,7 @@ cdef object _module_type = type(np)
 cdef object _cyfunction_type = type(_flat_values)     # (a def of this Cython module)
 cdef object _plain_function_type = types.FunctionType   # (a lambda here is a cyfunction)
 cdef object _dispatcher_type = type(np.broadcast_to)   # NumPy's Python-level functions
+cdef object _method_descriptor_type = type(np.ndarray.transpose)   # a C type's method
 
 
 cdef object _generic_type = np.generic
@@ -1711,6 +1712,8 @@ cdef bint _leaf_callable(object fn) except -1:
     if t is _builtin_type:
         owner = getattr(fn, "__self__", None)
         return (owner is None or type(owner) is _module_type or type(owner) is _ufunc_type)
+    if t is _method_descriptor_type:
+        return True                 # (its type object is all it holds)
     if t is _dispatcher_type:
         return getattr(fn, "__module__", "").startswith("numpy")
     if t is _cyfunction_type or t is _plain_function_type:
