@@ -70,8 +70,8 @@ def _chain(x):
 
 
 def _program(compiled):
-    (variants,) = compiled._cache.values()
-    return variants[0]
+    (program,) = compiled.programs()      # (one signature, recorded once)
+    return program
 
 
 @pytest.mark.parametrize("fuse", [True, False])

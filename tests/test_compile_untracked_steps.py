@@ -40,8 +40,7 @@ def _steps(program):
 
 
 def _only_program(compiled):
-    (variants,) = compiled._cache.values()
-    (program,) = variants
+    (program,) = compiled.programs()      # (one signature, recorded once)
     return program
 
 
