@@ -3463,17 +3463,21 @@ cdef class TensorBase:
     def zero_(self):
         return _inplace(self, "zeros_like", (), None)
 
+    # NOTE: the operators call _inplace themselves, not self.add_ ...: the method lookup on
+    # the Python subclass (an MRO walk) and its call were ~1 k instructions of each `p -=
+    # lr * p.grad` of an optimizer step. A subclass overriding add_ must override the
+    # operator too (tapegrad.Tensor overrides neither).
     def __iadd__(self, other):
-        return self.add_(other)
+        return _inplace(self, "add", (other,), None)
 
     def __isub__(self, other):
-        return self.sub_(other)
+        return _inplace(self, "subtract", (other,), None)
 
     def __imul__(self, other):
-        return self.mul_(other)
+        return _inplace(self, "multiply", (other,), None)
 
     def __itruediv__(self, other):
-        return self.div_(other)
+        return _inplace(self, "divide", (other,), None)
 
     def __ifloordiv__(self, other):
         return _inplace(self, "floor_divide", (other,), None)
@@ -3555,24 +3559,33 @@ cdef bint _ufunc_into(TensorBase self, Op op, tuple others, str name) except -1:
     into self's storage (out=), which is what computing and copying in gives, bit for
     bit, without the temporary and the copy. Returns False to take the general path."""
     cdef TensorBase o
-    if len(others) != 1 or type(self._data) is not cnp.ndarray \
-            or not cnp.PyArray_ISFLOAT(<cnp.ndarray>self._data):
+    cdef object data = self._data, od
+    cdef PyObject* argv[3]
+    if len(others) != 1 or type(data) is not cnp.ndarray \
+            or not cnp.PyArray_ISFLOAT(<cnp.ndarray>data):
         return False
     kernel = op.kernels.get(self._device.name)
-    if type(kernel) is not np.ufunc:
+    if type(kernel) is not _ufunc_type:
         return False
-    other = others[0]
+    other = <object>PyTuple_GET_ITEM(others, 0)
     if isinstance(other, TensorBase):
         o = <TensorBase>other
-        if o._device is not self._device or type(o._data) is not cnp.ndarray \
-                or o._data.dtype is not self._data.dtype or o._data.shape != self._data.shape:
+        od = o._data
+        # NOTE: the same dtype object (as `od.dtype is data.dtype`) and shape, read in C
+        if o._device is not self._device or type(od) is not cnp.ndarray \
+                or <void*>cnp.PyArray_DESCR(<cnp.ndarray>od) != <void*>cnp.PyArray_DESCR(<cnp.ndarray>data) \
+                or not cnp.PyArray_SAMESHAPE(<cnp.ndarray>od, <cnp.ndarray>data):
             return False
-        other = o._data
+        other = od
     elif type(other) is not float and type(other) is not int:
         return False
     if _traced():
-        _TRACER.write(ufunc_into, (self._data, other, kernel), self._device, self)
-    kernel(self._data, other, out=self._data)
+        _TRACER.write(ufunc_into, (data, other, kernel), self._device, self)
+    # ufunc(a, b, a): out= positional, the call `kernel(a, b, out=a)` with no keyword names
+    argv[0] = <PyObject*>data           # borrowed: the locals hold all three
+    argv[1] = <PyObject*>other
+    argv[2] = <PyObject*>data
+    PyObject_Vectorcall(kernel, argv, 3, NULL)
     _bump(self, name)
     return True
 
