@@ -80,6 +80,9 @@ cdef class Op:
     cdef readonly bint vjp_op_reads_ans  # vjp_op's second argument is ans (else input 0)
     cdef readonly bint grad_times_number # two inputs, one a number c: the tensor's gradient
                                       # is g * c, which the engine computes without the rule
+    cdef readonly bint vjp_matmul_2d  # matmul: for 2-D float ndarrays outside recording the
+                                      # rule's gradients are np.matmul(g, y.T), np.matmul(x.T, g):
+                                      # the engine makes the two calls itself (_matmul_2d_vjp)
     cdef void* _vectorcall            # CPython's vectorcall entry (see Note: [calling an op])
     cdef readonly bint supports_complex  # register_op(complex=True): the rules are complex-
                                       # correct (see Note: [complex tensors] in _engine.pyx)

@@ -7,7 +7,7 @@ the op's forward result, `x, y, ...` its inputs.
 """
 
 cimport cython
-from cpython.contextvars cimport get_value
+from cpython.contextvars cimport PyContextVar_Reset, PyContextVar_Set, get_value
 from cpython.dict cimport PyDict_Size
 from cpython.float cimport PyFloat_AS_DOUBLE
 from libc.math cimport fabs, isinf
@@ -120,6 +120,42 @@ cdef inline bint _anomaly_on():
 
 cdef inline bint _grad_enabled():
     return <bint>get_value(GRAD_ENABLED, True)
+
+
+cdef object _GRAD_VAR = GRAD_ENABLED
+
+
+cdef class _GradSwitchCore:
+    """The with-block of `tg.no_grad()` in C (tapegrad._grad_mode.no_grad derives from it):
+    construction, __enter__ and __exit__ run no Python frame (three per `with` block in
+    the Python switch: ~7.7 k instructions, two blocks per training step). Sets grad mode
+    to `_value` (False unless changed) and restores, on exit, exactly the value it
+    replaced (a stack of context-variable tokens: one instance may be entered nested).
+
+    >>> from tapegrad._engine import _GradSwitchCore, is_grad_enabled
+    >>> with _GradSwitchCore():
+    ...     is_grad_enabled()
+    False
+    >>> is_grad_enabled()
+    True
+    """
+    cdef public bint _value
+    cdef public list _tokens
+
+    def __cinit__(self, *args, **kwargs):
+        self._value = False
+        self._tokens = []
+
+    def __init__(self):
+        pass
+
+    def __enter__(self):
+        self._tokens.append(PyContextVar_Set(_GRAD_VAR, self._value))
+        return self
+
+    def __exit__(self, exc_type=None, exc=None, tb=None):
+        PyContextVar_Reset(_GRAD_VAR, self._tokens.pop())
+        return False
 
 
 cpdef bint needs_grad(object value):
@@ -722,7 +758,8 @@ cdef class Op:
         return (lookup, (self.name,))
 
     def _set_fast_paths(self, passthrough=None, bint save_for_other=False, vjp_op=None,
-                        vjp_reads=None, bint grad_times_number=False):
+                        vjp_reads=None, bint grad_times_number=False,
+                        bint matmul_2d=False):
         """Declare what the engine may do without calling the rule (see Note: [gradient
         fast paths]): `passthrough`, one flag per input: the rule's gradient for that input
         is `g` itself; `save_for_other` (two inputs): the rule reads each input only for
@@ -730,7 +767,10 @@ cdef class Op:
         real `g` and a real saved value, outside recording, the rule returns
         ``(vjp_op(g, ans),)`` (or ``(vjp_op(g, x),)``); `grad_times_number` (two inputs):
         for a real `g`, the gradient of the tensor input when the other is a Python
-        number c is ``g * c``. Each must describe the rule exactly: results do not change.
+        number c is ``g * c``; `matmul_2d` (two saved inputs): for 2-D float32/float64
+        ndarrays g, x, y outside recording the rule returns ``np.matmul(g, y.T)`` and
+        ``np.matmul(x.T, g)`` (each only where the input requires grad).
+        Each must describe the rule exactly: results do not change.
         One call declares them all (what it leaves out is off).
 
         >>> import tapegrad as tg
@@ -768,11 +808,16 @@ cdef class Op:
                                  f"{vjp_reads!r}")
         elif vjp_reads is not None:
             raise ValueError(f"{self.name}: vjp_reads without vjp_op")
+        if matmul_2d and (self.nin != 2 or self.params or self.n_aux
+                          or not (self.saves_input(0) and self.saves_input(1))):
+            raise ValueError(f"{self.name}: matmul_2d needs an op of two saved tensor "
+                             f"inputs without parameters or auxiliary outputs")
         self.grad_passthrough = passthrough
         self.save_for_other = save_for_other
         self.vjp_op = vjp_op
         self.vjp_op_reads_ans = vjp_reads == "ans"
         self.grad_times_number = grad_times_number
+        self.vjp_matmul_2d = matmul_2d
 
 
 # Note: [gradient fast paths]
@@ -801,6 +846,16 @@ cdef class Op:
 # * grad_times_number: multiply's rule for `x * 2.0` is `(g * 2.0, None)`: the engine
 #   makes the same `g * 2.0` call itself (the operator's _apply2), without the rule's two
 #   frames; for a real g only (the holomorphic wrapper conjugates a complex one).
+# * matmul_2d (session 12): matmul's rule for two 2-D real operands in a plain backward is
+#   `(np.matmul(g, y.T), np.matmul(x.T, g))` on the raw arrays (tapegrad_linalg's
+#   _matmul_vjp, its own shortcut). The engine makes those two calls itself
+#   (_matmul_2d_vjp), without the rule's frames, the two unpacked saved Tensors and the
+#   helper frames (~30 k instructions of W2's step): the same ufunc on the same arrays
+#   (y.T a transposed view, as `y._data.T`), so the same bits. Only for: grad mode off
+#   (no create_graph), no forward level, no tracer, no read log, g, x, y exact ndarrays
+#   (no subclass), 2-D, one dtype, float32 or float64, on g's device, no tangents, saved
+#   values unmodified (else the rule runs and raises its error). Gradients only where the
+#   rule makes one (the saved input's requires_grad, what tg.needs_grad reads).
 
 
 # Note: [calling an op]
@@ -1986,6 +2041,10 @@ cdef class OpNode(Node):
             fast = _grad_times_number(self, grads[0])
             if fast is not None:
                 return fast
+        if op.vjp_matmul_2d and not recording and not _fwd_active:
+            fast = _matmul_2d_vjp(self, grads[0])      # see Note: [gradient fast paths]
+            if fast is not None:
+                return fast
         ans = None
         if op.save_ans:
             if self.ans_vc.value != self.ans_version:
@@ -2106,6 +2165,78 @@ cdef tuple _grad_times_number(OpNode node, object g):
         add_note(exc, f"(while computing the gradient of '{node.name}')")
         raise
     return (gk, None) if k == 0 else (None, gk)
+
+
+cdef object _np_matmul = np.matmul
+
+
+cdef inline bint _plain_float_matrix(object a, int type_num):
+    """An exact ndarray (no subclass), 2-D, of NumPy type `type_num`."""
+    return (type(a) is cnp.ndarray and cnp.PyArray_NDIM(<cnp.ndarray>a) == 2
+            and cnp.PyArray_TYPE(<cnp.ndarray>a) == type_num)
+
+
+cdef inline object _matmul_call(object a, object b):
+    cdef PyObject* argv[2]
+    argv[0] = <PyObject*>a              # borrowed: the caller holds both
+    argv[1] = <PyObject*>b
+    return PyObject_Vectorcall(_np_matmul, argv, 2, NULL)
+
+
+cdef inline bint _saved_needs_grad(SavedTensor rec):
+    """tg.needs_grad of the tensor rec.unpack() gives the rule: the leaf itself (its
+    requires_grad now) where it still holds the saved array, else the saved flag."""
+    cdef TensorBase t
+    if rec.leaf is not None:
+        t = rec.leaf.get()
+        if t is not None and t._data is rec.data:
+            return t._requires_grad
+    return rec.requires_grad
+
+
+cdef tuple _matmul_2d_vjp(OpNode node, object g):
+    """matmul's gradients `(np.matmul(g, y.T), np.matmul(x.T, g))` for 2-D float ndarrays,
+    as its rule's plain branch computes them; None where the rule must run (see Note:
+    [gradient fast paths]: the caller has checked recording and forward levels)."""
+    cdef TensorBase gt
+    cdef SavedTensor rx, ry
+    cdef Device device
+    cdef object item_x, item_y, g0, gx = None, gy = None
+    cdef int tn
+    if not isinstance(g, TensorBase) or _n_read_logs or _traced():
+        return None
+    gt = <TensorBase>g
+    if gt._tangents:
+        return None
+    g0 = gt._data
+    if type(g0) is not cnp.ndarray:
+        return None
+    tn = cnp.PyArray_TYPE(<cnp.ndarray>g0)
+    if (tn != cnp.NPY_DOUBLE and tn != cnp.NPY_FLOAT) or cnp.PyArray_NDIM(<cnp.ndarray>g0) != 2:
+        return None
+    item_x = <object>PyTuple_GET_ITEM(node.inputs, 0)
+    item_y = <object>PyTuple_GET_ITEM(node.inputs, 1)
+    if type(item_x) is not SavedTensor or type(item_y) is not SavedTensor:
+        return None
+    rx = <SavedTensor>item_x
+    ry = <SavedTensor>item_y
+    device = gt._device
+    if (rx.vc.value != rx.version or ry.vc.value != ry.version      # the rule raises
+            or rx.device is not device or ry.device is not device
+            or rx.tangents or ry.tangents
+            or not _plain_float_matrix(rx.data, tn) or not _plain_float_matrix(ry.data, tn)):
+        return None
+    if _saved_needs_grad(rx):
+        gx = _matmul_call(g0, cnp.PyArray_Transpose(<cnp.ndarray>ry.data, NULL))
+        if type(gx) is not device.array_type:
+            gx = device.asarray(gx)
+        gx = _new_tensor(gx, device)
+    if _saved_needs_grad(ry):
+        gy = _matmul_call(cnp.PyArray_Transpose(<cnp.ndarray>rx.data, NULL), g0)
+        if type(gy) is not device.array_type:
+            gy = device.asarray(gy)
+        gy = _new_tensor(gy, device)
+    return (gx, gy)
 
 
 cdef object _times_number_kernel(TensorBase g, object c):
@@ -3332,17 +3463,21 @@ cdef class TensorBase:
     def zero_(self):
         return _inplace(self, "zeros_like", (), None)
 
+    # NOTE: the operators call _inplace themselves, not self.add_ ...: the method lookup on
+    # the Python subclass (an MRO walk) and its call were ~1 k instructions of each `p -=
+    # lr * p.grad` of an optimizer step. A subclass overriding add_ must override the
+    # operator too (tapegrad.Tensor overrides neither).
     def __iadd__(self, other):
-        return self.add_(other)
+        return _inplace(self, "add", (other,), None)
 
     def __isub__(self, other):
-        return self.sub_(other)
+        return _inplace(self, "subtract", (other,), None)
 
     def __imul__(self, other):
-        return self.mul_(other)
+        return _inplace(self, "multiply", (other,), None)
 
     def __itruediv__(self, other):
-        return self.div_(other)
+        return _inplace(self, "divide", (other,), None)
 
     def __ifloordiv__(self, other):
         return _inplace(self, "floor_divide", (other,), None)
@@ -3424,24 +3559,33 @@ cdef bint _ufunc_into(TensorBase self, Op op, tuple others, str name) except -1:
     into self's storage (out=), which is what computing and copying in gives, bit for
     bit, without the temporary and the copy. Returns False to take the general path."""
     cdef TensorBase o
-    if len(others) != 1 or type(self._data) is not cnp.ndarray \
-            or not cnp.PyArray_ISFLOAT(<cnp.ndarray>self._data):
+    cdef object data = self._data, od
+    cdef PyObject* argv[3]
+    if len(others) != 1 or type(data) is not cnp.ndarray \
+            or not cnp.PyArray_ISFLOAT(<cnp.ndarray>data):
         return False
     kernel = op.kernels.get(self._device.name)
-    if type(kernel) is not np.ufunc:
+    if type(kernel) is not _ufunc_type:
         return False
-    other = others[0]
+    other = <object>PyTuple_GET_ITEM(others, 0)
     if isinstance(other, TensorBase):
         o = <TensorBase>other
-        if o._device is not self._device or type(o._data) is not cnp.ndarray \
-                or o._data.dtype is not self._data.dtype or o._data.shape != self._data.shape:
+        od = o._data
+        # NOTE: the same dtype object (as `od.dtype is data.dtype`) and shape, read in C
+        if o._device is not self._device or type(od) is not cnp.ndarray \
+                or <void*>cnp.PyArray_DESCR(<cnp.ndarray>od) != <void*>cnp.PyArray_DESCR(<cnp.ndarray>data) \
+                or not cnp.PyArray_SAMESHAPE(<cnp.ndarray>od, <cnp.ndarray>data):
             return False
-        other = o._data
+        other = od
     elif type(other) is not float and type(other) is not int:
         return False
     if _traced():
-        _TRACER.write(ufunc_into, (self._data, other, kernel), self._device, self)
-    kernel(self._data, other, out=self._data)
+        _TRACER.write(ufunc_into, (data, other, kernel), self._device, self)
+    # ufunc(a, b, a): out= positional, the call `kernel(a, b, out=a)` with no keyword names
+    argv[0] = <PyObject*>data           # borrowed: the locals hold all three
+    argv[1] = <PyObject*>other
+    argv[2] = <PyObject*>data
+    PyObject_Vectorcall(kernel, argv, 3, NULL)
     _bump(self, name)
     return True
 

@@ -8,7 +8,7 @@ replaced when it exits.
 import functools
 import inspect
 
-from ._engine import ANOMALY_ENABLED, GRAD_ENABLED, anomaly_blocks
+from ._engine import ANOMALY_ENABLED, GRAD_ENABLED, _GradSwitchCore, anomaly_blocks
 
 
 class _Switch:
@@ -76,7 +76,7 @@ class _Switch:
         return gen_wrapper
 
 
-class no_grad(_Switch):
+class no_grad(_GradSwitchCore, _Switch):
     """Disable recording: ops inside build no graph. Context manager or decorator.
 
     >>> import tapegrad as tg
@@ -87,11 +87,10 @@ class no_grad(_Switch):
     False
     """
 
-    def __init__(self):
-        # NOTE: _Switch.__init__(False) inlined: one Python frame fewer per `with
-        # tg.no_grad():` (an optimizer step opens one per step)
-        self._value = False
-        self._tokens = []
+    # NOTE: __init__, __enter__ and __exit__ are _GradSwitchCore's, in C (no Python frame
+    # per `with tg.no_grad():`, which an optimizer step opens once per step); the
+    # decorator forms (__call__, _fresh) are _Switch's. Do not define them here: a Python
+    # method would put the frames back.
 
 
 class enable_grad(_Switch):

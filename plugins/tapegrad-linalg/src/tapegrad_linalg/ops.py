@@ -715,7 +715,11 @@ def tapegrad_register_ops(registry):
         doc="The matrix product x @ y, as np.matmul: vector . vector (a 0-d result), "
             "matrix @ vector, vector @ matrix, matrix @ matrix, and stacks of matrices "
             "whose batch dimensions broadcast ((2, 1, 3, 4) @ (5, 4, 2) -> (2, 5, 3, 2)). "
-            "0-d operands are refused, as in NumPy.")
+            "0-d operands are refused, as in NumPy.")._set_fast_paths(
+        # NOTE: the engine computes the plain 2-D branch of _matmul_vjp itself (the same
+        # two np.matmul calls on the same arrays; Note: [gradient fast paths] in
+        # tapegrad/_engine.pyx): keep the two in step when either changes.
+        matmul_2d=True)
     registry.register_function("dot", dot, samples=_DOT_SAMPLES)
     # NOTE: einsum's rule reads every operand but the one it differentiates, so all are
     # saved (a one-operand einsum keeps its operand alive without needing it).
