@@ -161,3 +161,19 @@ def test_compiled_step_equals_eager_bit_for_bit(dtype):
         assert we.numpy().tobytes() == wc.numpy().tobytes()
         assert we.grad.numpy().tobytes() == wc.grad.numpy().tobytes()
     assert compiled.cache_info().hits >= 2
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_rows_kernel_exponentials_are_numpys(dtype):
+    # The kernel's softmax is NumPy's exp of the shifted logits over a row sum taken in
+    # double, left to right (cumsum is sequential), rounded once: the same bits.
+    rng = np.random.default_rng(11)
+    x = (rng.standard_normal((37, 13)) * 5).astype(dtype)
+    t = rng.integers(0, 13, 37)
+    picked, probs = K.cross_entropy_rows(x, t)
+    z = x - x.max(axis=1, keepdims=True)
+    e = np.exp(z)
+    s = np.cumsum(e.astype(np.float64), axis=1)[:, -1].astype(dtype)
+    np.testing.assert_array_equal(probs, e / s[:, None])
+    # the log is libm's (one a row), NumPy's is SIMD: an ulp apart at most
+    np.testing.assert_array_max_ulp(picked, z[np.arange(37), t] - np.log(s), maxulp=1)
