@@ -1096,6 +1096,14 @@ cdef inline TensorBase _new_tensor(object data, Device device):
     return t
 
 
+cdef inline TensorBase _kernel_result_tensor(object out, Device device):
+    """A kernel's result as a tensor on `device`. NOTE: NumPy returns a scalar, not a 0-d
+    array, for 0-d operands, so a result that is not the device's array type is made one."""
+    if type(out) is not device.array_type:
+        out = device.asarray(out)
+    return _new_tensor(out, device)
+
+
 def new_tensor(data, Device device, bint requires_grad=False):
     """Wrap a device array as a Tensor (no copy, no checks: for plugins and the core)."""
     cdef TensorBase t = _new_tensor(data, device)
@@ -2131,9 +2139,7 @@ cdef tuple _vjp_by_op(OpNode node, Op bop, object g):
         out = PyObject_Vectorcall(kernel, argv, 2, NULL)
     except (ValueError, TypeError, IndexError):
         return None                     # the rule's op call raises it with the op's context
-    if type(out) is not device.array_type:
-        out = device.asarray(out)
-    return (_new_tensor(out, device),)
+    return (_kernel_result_tensor(out, device),)
 
 
 cdef tuple _grad_times_number(OpNode node, object g):
@@ -2227,15 +2233,11 @@ cdef tuple _matmul_2d_vjp(OpNode node, object g):
             or not _plain_float_matrix(rx.data, tn) or not _plain_float_matrix(ry.data, tn)):
         return None
     if _saved_needs_grad(rx):
-        gx = _matmul_call(g0, cnp.PyArray_Transpose(<cnp.ndarray>ry.data, NULL))
-        if type(gx) is not device.array_type:
-            gx = device.asarray(gx)
-        gx = _new_tensor(gx, device)
+        gx = _kernel_result_tensor(
+            _matmul_call(g0, cnp.PyArray_Transpose(<cnp.ndarray>ry.data, NULL)), device)
     if _saved_needs_grad(ry):
-        gy = _matmul_call(cnp.PyArray_Transpose(<cnp.ndarray>rx.data, NULL), g0)
-        if type(gy) is not device.array_type:
-            gy = device.asarray(gy)
-        gy = _new_tensor(gy, device)
+        gy = _kernel_result_tensor(
+            _matmul_call(cnp.PyArray_Transpose(<cnp.ndarray>rx.data, NULL), g0), device)
     return (gx, gy)
 
 
@@ -2260,9 +2262,7 @@ cdef object _times_number_kernel(TensorBase g, object c):
     argv[0] = <PyObject*>gd             # borrowed: g and the locals hold them
     argv[1] = <PyObject*>z
     out = PyObject_Vectorcall(kernel, argv, 2, NULL)
-    if type(out) is not g._device.array_type:
-        out = g._device.asarray(out)
-    return _new_tensor(out, g._device)
+    return _kernel_result_tensor(out, g._device)
 
 
 cdef bint _passes_through(Node node, tuple passthrough):
