@@ -7,7 +7,8 @@ from tapegrad.testing import run_doctests
 
 MODULES = ["tapegrad", "tapegrad._plugins", "tapegrad._grad_mode", "tapegrad._creation",
            "tapegrad._tensor", "tapegrad.function", "tapegrad.testing", "tapegrad._engine",
-           "tapegrad.random", "tapegrad.serialization", "tapegrad._compile"]
+           "tapegrad.random", "tapegrad.serialization", "tapegrad._compile",
+           "tapegrad._array_kernels"]
 
 
 @pytest.mark.parametrize("name", MODULES)
