@@ -294,3 +294,33 @@ def test_batch_dimensions_that_do_not_broadcast_raise():
 def test_0d_operands_are_refused_as_in_numpy(x, y):
     with pytest.raises(ValueError, match="matmul: 0-d operands are not allowed"):
         x() @ y()
+
+
+# Note: [matmul through a transposed copy] (tapegrad/_array_kernels.pyx): W2's g @ W.T
+# runs through a C copy of W.T on every path, so all give one answer.
+def test_a_linear_layer_gradient_eager_compiled_and_create_graph_agree_bit_for_bit():
+    # every path that computes g @ W.T goes through the same kernel
+    rng = np.random.default_rng(3)
+    x0 = rng.standard_normal((32, 128)).astype(np.float32)
+    w0 = rng.standard_normal((128, 128)).astype(np.float32)
+    g0 = rng.standard_normal((32, 128)).astype(np.float32)
+
+    def grads(create_graph=False):
+        x, w = tg.tensor(x0, requires_grad=True), tg.tensor(w0, requires_grad=True)
+        (x @ w).backward(tg.tensor(g0), create_graph=create_graph)
+        return x.grad.numpy(), w.grad.numpy()
+
+    def step(x, w, g):
+        (x @ w).backward(g)
+        return x.grad, w.grad
+
+    eager = grads()
+    xs, ws = tg.tensor(x0, requires_grad=True), tg.tensor(w0, requires_grad=True)
+    compiled = tg.compile(step)
+    for _ in range(3):
+        xs.grad = ws.grad = None
+        cx, cw = compiled(xs, ws, tg.tensor(g0))
+    for got in (grads(create_graph=True), (cx.numpy(), cw.numpy())):
+        for a, b in zip(got, eager):
+            np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(eager[0], np.matmul(g0, np.ascontiguousarray(w0.T)))

@@ -16,3 +16,8 @@ cdef object sum_leading_axis(object a)
 
 # np.ascontiguousarray(a.T) for a 2-D C-contiguous float array; None where it cannot.
 cdef object transposed_copy(object a)
+
+# np.matmul(x, y) for 2-D operands, with the one layout choice of Note: [matmul through a
+# transposed copy] (_array_kernels.pyx): a small F-ordered float32 y is multiplied as a C
+# copy. `out`: None, or an array np.matmul may write into.
+cdef object matmul_2d(object x, object y, object out)

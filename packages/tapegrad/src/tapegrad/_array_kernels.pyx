@@ -10,6 +10,7 @@ about 0.15 us per array, as much as these loops take on W2's (32, 128) arrays.
 
 cimport cython
 cimport numpy as cnp
+from cpython.object cimport PyObject
 from cython cimport floating
 
 import numpy as np
@@ -89,6 +90,7 @@ cdef extern from *:
     """
     void tg_transpose_f32(const float* a, float* out, Py_ssize_t n, Py_ssize_t k) noexcept nogil
     void tg_transpose_f64(const double* a, double* out, Py_ssize_t n, Py_ssize_t k) noexcept nogil
+    object PyObject_Vectorcall(object callable, PyObject** args, size_t nargsf, PyObject* kwnames)
 
 
 # Above this many elements a loop releases the GIL while it runs.
@@ -179,6 +181,95 @@ cdef object transposed_copy(object a):
         else:
             tg_transpose_f64(<double*>cnp.PyArray_DATA(arr), <double*>cnp.PyArray_DATA(out), n, k)
     return out
+
+
+# Note: [matmul through a transposed copy]
+# A linear layer's input gradient is g @ W.T: NumPy hands the BLAS W with a transpose
+# flag. NumPy 2.4's OpenBLAS (SkylakeX kernels) has a "direct" sgemm that skips packing,
+# for row-major products without transpose flags only (docs/linalg.md, "Matmul and the
+# BLAS"), so at small sizes g @ W.T is much slower than the same product on a C-ordered
+# copy of W.T: W2's (32, 128) @ (128, 128).T takes 19.1 us as written, 12.6 us as the
+# tiled copy above (2.2 us; np.ascontiguousarray: 10.5) and the direct product, one BLAS
+# thread. So matmul's CPU kernel multiplies a transposed (F-ordered) float32 y by way of
+# its C copy where that measured faster with one thread and no slower with two: x
+# C-ordered with at least 16 rows, y at least 64 columns, 65,536 < m * n * k <= 524,288
+# (with more work the threaded packed product wins: (256, 128) @ (128, 128).T, 52 against
+# 77 us on two threads). Fewer rows (8: 3.9 against 6.2 us), fewer columns and float64
+# (no direct dgemm) keep NumPy's call.
+# NOTE: the values: each element is the same k-term dot product either way, and OpenBLAS
+# 0.3.31 rounds it identically with both layouts at every shape inside these bounds that
+# the tests try (not with fewer than 16 rows: another kernel runs there); a BLAS that
+# rounds the two layouts differently gives the copy's product, which is as accurate.
+# Every path that multiplies two 2-D matrices on the CPU (the op's kernel, its rule's
+# shortcut, the engine's matmul_2d fast path, a tg.compile replay) calls this one
+# function, so eager, compiled and double backward agree bit for bit.
+cdef object _np_matmul = np.matmul
+cdef Py_ssize_t _COPY_MIN_ROWS = 16, _COPY_MIN_COLS = 64
+cdef double _COPY_MIN_WORK = 65536, _COPY_MAX_WORK = 524288     # m * n * k
+
+
+cdef object matmul_2d(object x, object y, object out):
+    cdef cnp.ndarray xa, ya
+    if (type(x) is cnp.ndarray and type(y) is cnp.ndarray
+            and cnp.PyArray_NDIM(<cnp.ndarray>x) == 2 and cnp.PyArray_NDIM(<cnp.ndarray>y) == 2):
+        xa = <cnp.ndarray>x
+        ya = <cnp.ndarray>y
+        if (cnp.PyArray_TYPE(xa) == cnp.NPY_FLOAT and cnp.PyArray_TYPE(ya) == cnp.NPY_FLOAT
+                and cnp.PyArray_DIM(xa, 0) >= _COPY_MIN_ROWS
+                and cnp.PyArray_DIM(ya, 1) >= _COPY_MIN_COLS
+                and cnp.PyArray_DIM(xa, 1) == cnp.PyArray_DIM(ya, 0)
+                and _COPY_MIN_WORK < <double>cnp.PyArray_DIM(xa, 0) * cnp.PyArray_SIZE(ya)
+                <= _COPY_MAX_WORK
+                and cnp.PyArray_IS_C_CONTIGUOUS(xa) and cnp.PyArray_ISALIGNED(xa)
+                and cnp.PyArray_ISNOTSWAPPED(xa)
+                and not cnp.PyArray_IS_C_CONTIGUOUS(ya) and cnp.PyArray_IS_F_CONTIGUOUS(ya)):
+            c = transposed_copy(cnp.PyArray_Transpose(ya, NULL))
+            if c is not None:
+                y = c
+    cdef PyObject* argv[2]
+    if out is None:
+        argv[0] = <PyObject*>x          # borrowed: the caller holds x, and y is held here
+        argv[1] = <PyObject*>y
+        return PyObject_Vectorcall(_np_matmul, argv, 2, NULL)
+    return _np_matmul(x, y, out=out)
+
+
+def matmul(x, y, out=None):
+    """``np.matmul(x, y)`` (``out=``: into that array), multiplying a small transposed
+    float32 ``y`` as a C-ordered copy (see Note: [matmul through a transposed copy]):
+    the kernel of tapegrad's matmul on the CPU.
+
+    >>> import numpy as np
+    >>> from tapegrad._array_kernels import matmul
+    >>> w = np.arange(128 * 64, dtype=np.float32).reshape(128, 64) / 1000
+    >>> g = np.ones((32, 64), np.float32)
+    >>> bool((matmul(g, w.T) == g @ np.ascontiguousarray(w.T)).all())
+    True
+    """
+    return matmul_2d(x, y, out)
+
+
+def sum_over_added_axis(a, shape):
+    """``np.add.reduce(a, 0)`` where `shape` is ``a.shape[1:]`` (a bias's gradient:
+    broadcasting added one leading axis) and the C loop applies; None otherwise (the
+    caller sums its general way). Checked in C: the caller is every bias gradient.
+
+    >>> import numpy as np
+    >>> from tapegrad._array_kernels import sum_over_added_axis
+    >>> sum_over_added_axis(np.ones((4, 3)), (3,)).tolist(), sum_over_added_axis(np.ones((4, 3)), (1, 3))
+    ([4.0, 4.0, 4.0], None)
+    """
+    cdef Py_ssize_t i, nd
+    if type(a) is not cnp.ndarray or type(shape) is not tuple:
+        return None
+    nd = cnp.PyArray_NDIM(<cnp.ndarray>a)
+    if nd != len(<tuple>shape) + 1:
+        return None
+    for i in range(nd - 1):
+        item = (<tuple>shape)[i]
+        if type(item) is not int or <Py_ssize_t>item != cnp.PyArray_DIM(<cnp.ndarray>a, i + 1):
+            return None
+    return sum_leading_axis(a)
 
 
 def sum_leading(a):

@@ -10,7 +10,7 @@ import operator
 
 import numpy as np
 
-from ._array_kernels import sum_leading as _sum_leading
+from ._array_kernels import sum_over_added_axis as _sum_over_added_axis
 from ._batching import pad_batched
 from ._engine import Device, lookup
 from ._plugins import Sample, hookimpl
@@ -76,16 +76,22 @@ class CpuDevice(Device):
         self.rng.bit_generator.state = state
 
 
+_add_reduce = np.add.reduce
+
+
 def sum_to_shape_kernel(a, shape):
     """Sum `a` over the axes that broadcasting added or stretched, to get `shape`."""
+    # The common case (a bias's gradient): one leading axis added, on a float array. Same
+    # reduction as below, a.sum(axis=0) (np.add.reduce(a, 0), what ndarray.sum runs), as
+    # one C pass in NumPy's order, so its bits (_array_kernels.sum_over_added_axis: None
+    # where it does not apply).
+    out = _sum_over_added_axis(a, shape)
+    if out is not None:
+        return out
     shape = tuple(shape)
     lead = a.ndim - len(shape)
     if lead == 1 and a.shape[1:] == shape:
-        # The common case (a bias's gradient): one leading axis added. Same reduction as
-        # below, without building the axis tuples: np.add.reduce(a, 0), what ndarray.sum
-        # runs (numpy/_core/_methods.py: _sum), as one C pass over a float array (NumPy's
-        # order, so its bits: _array_kernels.sum_leading), NumPy's call otherwise.
-        return _sum_leading(a)
+        return _add_reduce(a, 0)
     if lead < 0:
         raise ValueError(f"cannot sum shape {a.shape} down to the longer shape {shape}")
     axes = tuple(range(lead)) + tuple(

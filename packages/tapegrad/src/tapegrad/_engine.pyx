@@ -87,6 +87,7 @@ import numpy as np
 from tapegrad import _dim_keywords
 
 cimport numpy as cnp
+from tapegrad._array_kernels cimport matmul_2d
 
 cnp.import_array()
 
@@ -768,8 +769,9 @@ cdef class Op:
         ``(vjp_op(g, ans),)`` (or ``(vjp_op(g, x),)``); `grad_times_number` (two inputs):
         for a real `g`, the gradient of the tensor input when the other is a Python
         number c is ``g * c``; `matmul_2d` (two saved inputs): for 2-D float32/float64
-        ndarrays g, x, y outside recording the rule returns ``np.matmul(g, y.T)`` and
-        ``np.matmul(x.T, g)`` (each only where the input requires grad).
+        ndarrays g, x, y outside recording the rule returns ``matmul(g, y.T)`` and
+        ``matmul(x.T, g)`` (each only where the input requires grad; matmul: the op's
+        CPU kernel, tapegrad._array_kernels.matmul).
         Each must describe the rule exactly: results do not change.
         One call declares them all (what it leaves out is off).
 
@@ -847,7 +849,8 @@ cdef class Op:
 #   makes the same `g * 2.0` call itself (the operator's _apply2), without the rule's two
 #   frames; for a real g only (the holomorphic wrapper conjugates a complex one).
 # * matmul_2d (session 12): matmul's rule for two 2-D real operands in a plain backward is
-#   `(np.matmul(g, y.T), np.matmul(x.T, g))` on the raw arrays (tapegrad_linalg's
+#   `(matmul(g, y.T), matmul(x.T, g))` (matmul: the op's CPU kernel,
+#   tapegrad._array_kernels.matmul) on the raw arrays (tapegrad_linalg's
 #   _matmul_vjp, its own shortcut). The engine makes those two calls itself
 #   (_matmul_2d_vjp), without the rule's frames, the two unpacked saved Tensors and the
 #   helper frames (~30 k instructions of W2's step): the same ufunc on the same arrays
@@ -2173,8 +2176,6 @@ cdef tuple _grad_times_number(OpNode node, object g):
     return (gk, None) if k == 0 else (None, gk)
 
 
-cdef object _np_matmul = np.matmul
-
 
 cdef inline bint _plain_float_matrix(object a, int type_num):
     """An exact ndarray (no subclass), 2-D, of NumPy type `type_num`."""
@@ -2183,10 +2184,9 @@ cdef inline bint _plain_float_matrix(object a, int type_num):
 
 
 cdef inline object _matmul_call(object a, object b):
-    cdef PyObject* argv[2]
-    argv[0] = <PyObject*>a              # borrowed: the caller holds both
-    argv[1] = <PyObject*>b
-    return PyObject_Vectorcall(_np_matmul, argv, 2, NULL)
+    # matmul's CPU kernel itself (Note: [matmul through a transposed copy] in
+    # _array_kernels.pyx): the rule's products, so the same bits
+    return matmul_2d(a, b, None)
 
 
 cdef inline bint _saved_needs_grad(SavedTensor rec):
@@ -2201,7 +2201,7 @@ cdef inline bint _saved_needs_grad(SavedTensor rec):
 
 
 cdef tuple _matmul_2d_vjp(OpNode node, object g):
-    """matmul's gradients `(np.matmul(g, y.T), np.matmul(x.T, g))` for 2-D float ndarrays,
+    """matmul's gradients `(matmul(g, y.T), matmul(x.T, g))` for 2-D float ndarrays,
     as its rule's plain branch computes them; None where the rule must run (see Note:
     [gradient fast paths]: the caller has checked recording and forward levels)."""
     cdef TensorBase gt

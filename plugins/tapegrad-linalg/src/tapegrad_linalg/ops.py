@@ -38,6 +38,7 @@ import string
 
 import numpy as np
 import tapegrad as tg
+from tapegrad._array_kernels import matmul as _cpu_matmul
 from tapegrad._batching import pad_batched
 from tapegrad._engine import new_tensor as _new_tensor, plain_gradient as _plain_gradient
 
@@ -61,14 +62,13 @@ def _matmul_kernel(x, y):
     # NOTE: NumPy checks the shapes; only when it refuses do we work out why, so a valid
     # product pays nothing for the clearer message.
     # NOTE: [matmul's BLAS calls] the product is NumPy's own call, in the orientation
-    # written. (y.T @ x.T).T is 30-40 % faster for some small-batch g @ W.T shapes
-    # (OpenBLAS, one thread) and gives the same bits there, but its result is F-ordered:
-    # relu_backward's C loop and tg.compile's reused outputs take only C order, and the
-    # copy back eats most of the gain; at W3's sizes no orientation or layout is faster by
-    # more than the noise (docs/linalg.md, "Matmul and the BLAS"; docs/performance.md,
-    # "Session 10: W3").
+    # written, with one layout choice: a small transposed float32 y (a linear layer's
+    # g @ W.T) is multiplied as a C-ordered copy, which OpenBLAS multiplies 1.2-2.5x
+    # faster (tapegrad._array_kernels.matmul, Note: [matmul through a transposed copy];
+    # docs/linalg.md, "Matmul and the BLAS"). (y.T @ x.T).T would be faster for some
+    # shapes too, but its result is F-ordered, which what follows a product runs slower on.
     try:
-        return np.matmul(x, y)
+        return _cpu_matmul(x, y)
     except ValueError as exc:
         why = _matmul_mismatch(np.shape(x), np.shape(y))
         if why is None:
@@ -77,13 +77,13 @@ def _matmul_kernel(x, y):
 
 
 # tg.compile writes a large product into the previous replay's array when nothing else
-# holds it (docs/compile.md, "Reused outputs"): np.matmul(x, y, out=a) gives the bits
-# np.matmul(x, y) gives (the same BLAS call; a has the layout NumPy would allocate).
-_matmul_kernel.out_kernel = np.matmul
-# And a replay calls np.matmul itself (no Python frame), for the same bits: a replay's
-# shapes are the recording's, so the reworded shape error above cannot be needed there
-# (docs/compile.md, "Plain calls").
-_matmul_kernel.plain_call = np.matmul
+# holds it (docs/compile.md, "Reused outputs"): _cpu_matmul(x, y, out=a) gives the bits
+# _cpu_matmul(x, y) gives (the same BLAS call; a has the layout NumPy would allocate).
+_matmul_kernel.out_kernel = _cpu_matmul
+# And a replay calls the kernel's C function itself (no Python frame), for the same bits:
+# a replay's shapes are the recording's, so the reworded shape error above cannot be
+# needed there (docs/compile.md, "Plain calls").
+_matmul_kernel.plain_call = _cpu_matmul
 
 
 def _matmul_mismatch(xs, ys):
@@ -161,11 +161,11 @@ def _matmul_vjp(g, ans, x, y):
         # all identities here: ~2 us of Python per call in a small MLP's backward.
         if _plain_gradient(g) and _plain_cpu_operands(g, x, y):
             # NOTE: a plain backward (nothing records, no tangents): the two products the
-            # op calls below would make, np.matmul on the same arrays and transposed views
-            # (the same bits), without their four op calls (~8 us of W2's eager step).
+            # op calls below would make, the op's kernel on the same arrays and transposed
+            # views (the same bits), without their four op calls (~8 us of W2's eager step).
             device, g0 = g.device, g._data
-            return (_new_tensor(np.matmul(g0, y._data.T), device) if wx else None,
-                    _new_tensor(np.matmul(x._data.T, g0), device) if wy else None)
+            return (_new_tensor(_cpu_matmul(g0, y._data.T), device) if wx else None,
+                    _new_tensor(_cpu_matmul(x._data.T, g0), device) if wy else None)
         return (tg.matmul(g, tg.transpose(y)) if wx else None,
                 tg.matmul(tg.transpose(x), g) if wy else None)
     # Note: [matmul's 1-d operands]
@@ -717,7 +717,7 @@ def tapegrad_register_ops(registry):
             "whose batch dimensions broadcast ((2, 1, 3, 4) @ (5, 4, 2) -> (2, 5, 3, 2)). "
             "0-d operands are refused, as in NumPy.")._set_fast_paths(
         # NOTE: the engine computes the plain 2-D branch of _matmul_vjp itself (the same
-        # two np.matmul calls on the same arrays; Note: [gradient fast paths] in
+        # two calls of the kernel's _cpu_matmul on the same arrays; Note: [gradient fast paths] in
         # tapegrad/_engine.pyx): keep the two in step when either changes.
         matmul_2d=True)
     registry.register_function("dot", dot, samples=_DOT_SAMPLES)
