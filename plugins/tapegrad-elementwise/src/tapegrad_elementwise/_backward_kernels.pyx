@@ -289,7 +289,10 @@ sigmoid_backward.fused_as = ((np.multiply, (0, 1)), (np.subtract, (1.0, 1)),
 
 cdef bint _same_array_kind(object g, object c):
     """Whether ``g * c`` can be written into `c` (so c's buffer is the result): both
-    ndarrays of one dtype and shape. (Checked in C: W1's backward runs it 600 times.)"""
+    ndarrays of one dtype and shape. (Checked in C: W1's backward runs it 600 times.)
+    NOTE: until session 14 this compared ``(<cnp.ndarray>g).shape`` with c's, which for
+    a typed ndarray is Cython's C dims *pointer*: never equal for two arrays, so the
+    in-place path below never ran."""
     cdef cnp.ndarray ga, ca
     cdef int nd
     if type(g) is not cnp.ndarray or type(c) is not cnp.ndarray:
@@ -319,14 +322,16 @@ def sin_backward(g, x):
 
 
 def cos_backward(g, x):
-    """``-g * sin(x)``: the cosine's gradient from its input, as ``sin_backward``.
-    NOTE: computed as ``-(g * sin(x))``, the same number: rounding to nearest is symmetric
-    in sign, so negating before or after the product gives the same bits (NaN aside,
-    whose sign NumPy does not define either)."""
+    """``-g * sin(x)``: the cosine's gradient from its input, as ``sin_backward``: NumPy's
+    own sin, negative and multiply, the product written into sin's buffer.
+    NOTE: ``(-g) * sin(x)`` in that order, never ``-(g * sin(x))``: the same number, but
+    where g and sin(x) are both NaN the product keeps one operand's NaN, and negating
+    first or last flips which sign comes out -- the fused replay runs the recipe below,
+    and a replay must give eager's bits, NaN signs included (tests/test_compile_fused.py's
+    fuzzer found it)."""
     s = _sin(x)
     if _same_array_kind(g, s):
-        _multiply(g, s, out=s)
-        return _negative(s, out=s)
+        return _multiply(_negative(g), s, out=s)
     return _multiply(_negative(g), s)
 
 
