@@ -48,13 +48,22 @@ _GELU_C = 0.044715
 SELU_ALPHA = 1.6732632423543772848170429916717
 SELU_SCALE = 1.0507009873554804934193349852946
 
-try:                                       # NOTE: scipy is optional (not a dependency of
-    from scipy.special import erf as _erf  # tapegrad-nn); without it math.erf runs per
-except ImportError:                        # element (~50 ns each), with the same values.
-    _erf_each = np.frompyfunc(math.erf, 1, 1)
+def _erf(x):
+    """erf, elementwise: scipy.special.erf where scipy is installed, else math.erf per
+    element (~50 ns each), with the same values. NOTE: scipy is optional (not a dependency
+    of tapegrad-nn) and imported on the first call, not at import: scipy.special adds
+    ~110 ms to ``import tapegrad``. The first call replaces this function by the one it
+    found."""
+    global _erf
+    try:
+        from scipy.special import erf
+    except ImportError:
+        each = np.frompyfunc(math.erf, 1, 1)
 
-    def _erf(x):
-        return np.asarray(_erf_each(x), dtype=x.dtype)
+        def erf(x):
+            return np.asarray(each(x), dtype=x.dtype)
+    _erf = erf
+    return erf(x)
 
 
 # Eigen's float32 erf (also XLA's): x P(x^2) / Q(x^2) on x clipped to [-4, 4] (erf is 1
