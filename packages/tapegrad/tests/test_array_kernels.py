@@ -72,6 +72,17 @@ def test_sum_leading_falls_back_to_numpy_elsewhere(a):
     np.testing.assert_array_equal(got, want)
 
 
+def test_sum_over_added_axis_declines_what_is_not_a_bias_sum():
+    from tapegrad._array_kernels import sum_over_added_axis
+    from tapegrad._core_plugin import sum_to_shape_kernel
+    a = np.ones((4, 3))
+    for shape in ((1, 3), (4,), [3], (np.int64(3),), (2 ** 70,), (-3,), ()):
+        assert sum_over_added_axis(a, shape) is None
+    with pytest.raises(ValueError, match="cannot sum shape"):
+        sum_to_shape_kernel(a, (2 ** 70,))
+    np.testing.assert_array_equal(sum_to_shape_kernel(a, [3]), [4.0, 4.0, 4.0])
+
+
 def test_a_bias_gradient_is_numpys_column_sum():
     # sum_to_shape's common case (a bias broadcast along a batch axis) runs the loop
     rng = np.random.default_rng(0)

@@ -259,7 +259,7 @@ def sum_over_added_axis(a, shape):
     >>> sum_over_added_axis(np.ones((4, 3)), (3,)).tolist(), sum_over_added_axis(np.ones((4, 3)), (1, 3))
     ([4.0, 4.0, 4.0], None)
     """
-    cdef Py_ssize_t i, nd
+    cdef Py_ssize_t i, nd, length
     if type(a) is not cnp.ndarray or type(shape) is not tuple:
         return None
     nd = cnp.PyArray_NDIM(<cnp.ndarray>a)
@@ -267,7 +267,13 @@ def sum_over_added_axis(a, shape):
         return None
     for i in range(nd - 1):
         item = (<tuple>shape)[i]
-        if type(item) is not int or <Py_ssize_t>item != cnp.PyArray_DIM(<cnp.ndarray>a, i + 1):
+        if type(item) is not int:
+            return None
+        try:
+            length = item
+        except OverflowError:           # no such axis: the general path names the error
+            return None
+        if length != cnp.PyArray_DIM(<cnp.ndarray>a, i + 1):
             return None
     return sum_leading_axis(a)
 
