@@ -27,66 +27,61 @@ cdef extern from *:
     #endif
 
     /* out (k x n, C order) = the transpose of a (n x k, C order), in square tiles so both
-       sides stay in cache; 4x4 (float) and 2x2 (double) register transposes inside a tile
-       where SSE2 is there (every x86-64), scalar copies elsewhere. Copies only: the values
-       are a's bits. */
+       sides stay in cache; inside a tile, B x B blocks through registers (4x4 floats,
+       2x2 doubles, SSE2: every x86-64; a scalar copy of the block elsewhere), the ragged
+       edges element by element. Copies only: the values are a's bits. */
     #define TG_TILE 32
-    static void tg_transpose_f32(const float* a, float* out, Py_ssize_t n, Py_ssize_t k) {
-        for (Py_ssize_t i0 = 0; i0 < n; i0 += TG_TILE) {
-            Py_ssize_t i1 = i0 + TG_TILE < n ? i0 + TG_TILE : n;
-            for (Py_ssize_t j0 = 0; j0 < k; j0 += TG_TILE) {
-                Py_ssize_t j1 = j0 + TG_TILE < k ? j0 + TG_TILE : k;
-                Py_ssize_t i = i0;
+
+    static inline void tg_block_f32(const float* a, float* out, Py_ssize_t i, Py_ssize_t j,
+                                    Py_ssize_t n, Py_ssize_t k) {
     #if TG_HAVE_SSE2
-                for (; i + 4 <= i1; i += 4) {
-                    Py_ssize_t j = j0;
-                    for (; j + 4 <= j1; j += 4) {
-                        __m128 r0 = _mm_loadu_ps(a + (i + 0) * k + j);
-                        __m128 r1 = _mm_loadu_ps(a + (i + 1) * k + j);
-                        __m128 r2 = _mm_loadu_ps(a + (i + 2) * k + j);
-                        __m128 r3 = _mm_loadu_ps(a + (i + 3) * k + j);
-                        _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
-                        _mm_storeu_ps(out + (j + 0) * n + i, r0);
-                        _mm_storeu_ps(out + (j + 1) * n + i, r1);
-                        _mm_storeu_ps(out + (j + 2) * n + i, r2);
-                        _mm_storeu_ps(out + (j + 3) * n + i, r3);
-                    }
-                    for (; j < j1; j++)
-                        for (Py_ssize_t ii = i; ii < i + 4; ii++) out[j * n + ii] = a[ii * k + j];
-                }
+        __m128 r0 = _mm_loadu_ps(a + (i + 0) * k + j);
+        __m128 r1 = _mm_loadu_ps(a + (i + 1) * k + j);
+        __m128 r2 = _mm_loadu_ps(a + (i + 2) * k + j);
+        __m128 r3 = _mm_loadu_ps(a + (i + 3) * k + j);
+        _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+        _mm_storeu_ps(out + (j + 0) * n + i, r0);
+        _mm_storeu_ps(out + (j + 1) * n + i, r1);
+        _mm_storeu_ps(out + (j + 2) * n + i, r2);
+        _mm_storeu_ps(out + (j + 3) * n + i, r3);
+    #else
+        for (int p = 0; p < 4; p++)
+            for (int q = 0; q < 4; q++) out[(j + q) * n + i + p] = a[(i + p) * k + j + q];
     #endif
-                for (; i < i1; i++)
-                    for (Py_ssize_t j = j0; j < j1; j++) out[j * n + i] = a[i * k + j];
-            }
-        }
     }
 
-    static void tg_transpose_f64(const double* a, double* out, Py_ssize_t n, Py_ssize_t k) {
-        for (Py_ssize_t i0 = 0; i0 < n; i0 += TG_TILE) {
-            Py_ssize_t i1 = i0 + TG_TILE < n ? i0 + TG_TILE : n;
-            for (Py_ssize_t j0 = 0; j0 < k; j0 += TG_TILE) {
-                Py_ssize_t j1 = j0 + TG_TILE < k ? j0 + TG_TILE : k;
-                Py_ssize_t i = i0;
+    static inline void tg_block_f64(const double* a, double* out, Py_ssize_t i, Py_ssize_t j,
+                                    Py_ssize_t n, Py_ssize_t k) {
     #if TG_HAVE_SSE2
-                for (; i + 2 <= i1; i += 2) {
-                    Py_ssize_t j = j0;
-                    for (; j + 2 <= j1; j += 2) {
-                        __m128d r0 = _mm_loadu_pd(a + (i + 0) * k + j);
-                        __m128d r1 = _mm_loadu_pd(a + (i + 1) * k + j);
-                        _mm_storeu_pd(out + (j + 0) * n + i, _mm_unpacklo_pd(r0, r1));
-                        _mm_storeu_pd(out + (j + 1) * n + i, _mm_unpackhi_pd(r0, r1));
-                    }
-                    for (; j < j1; j++) {
-                        out[j * n + i] = a[i * k + j];
-                        out[j * n + i + 1] = a[(i + 1) * k + j];
-                    }
-                }
+        __m128d r0 = _mm_loadu_pd(a + (i + 0) * k + j);
+        __m128d r1 = _mm_loadu_pd(a + (i + 1) * k + j);
+        _mm_storeu_pd(out + (j + 0) * n + i, _mm_unpacklo_pd(r0, r1));
+        _mm_storeu_pd(out + (j + 1) * n + i, _mm_unpackhi_pd(r0, r1));
+    #else
+        for (int p = 0; p < 2; p++)
+            for (int q = 0; q < 2; q++) out[(j + q) * n + i + p] = a[(i + p) * k + j + q];
     #endif
-                for (; i < i1; i++)
-                    for (Py_ssize_t j = j0; j < j1; j++) out[j * n + i] = a[i * k + j];
-            }
-        }
     }
+
+    /* One tiled transpose per element type T, with blocks of B x B by BLOCK. */
+    #define TG_TRANSPOSE(NAME, T, B, BLOCK)                                               \
+        static void NAME(const T* a, T* out, Py_ssize_t n, Py_ssize_t k) {                \
+            for (Py_ssize_t i0 = 0; i0 < n; i0 += TG_TILE) {                              \
+                Py_ssize_t i1 = i0 + TG_TILE < n ? i0 + TG_TILE : n, i = i0;             \
+                for (Py_ssize_t j0 = 0; j0 < k; j0 += TG_TILE) {                          \
+                    Py_ssize_t j1 = j0 + TG_TILE < k ? j0 + TG_TILE : k, j;              \
+                    for (i = i0; i + B <= i1; i += B) {                                   \
+                        for (j = j0; j + B <= j1; j += B) BLOCK(a, out, i, j, n, k);      \
+                        for (; j < j1; j++)                                              \
+                            for (Py_ssize_t p = i; p < i + B; p++) out[j * n + p] = a[p * k + j]; \
+                    }                                                                    \
+                    for (; i < i1; i++)                                                  \
+                        for (j = j0; j < j1; j++) out[j * n + i] = a[i * k + j];         \
+                }                                                                        \
+            }                                                                            \
+        }
+    TG_TRANSPOSE(tg_transpose_f32, float, 4, tg_block_f32)
+    TG_TRANSPOSE(tg_transpose_f64, double, 2, tg_block_f64)
     """
     void tg_transpose_f32(const float* a, float* out, Py_ssize_t n, Py_ssize_t k) noexcept nogil
     void tg_transpose_f64(const double* a, double* out, Py_ssize_t n, Py_ssize_t k) noexcept nogil

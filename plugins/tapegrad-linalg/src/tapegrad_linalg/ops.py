@@ -717,8 +717,8 @@ def tapegrad_register_ops(registry):
             "whose batch dimensions broadcast ((2, 1, 3, 4) @ (5, 4, 2) -> (2, 5, 3, 2)). "
             "0-d operands are refused, as in NumPy.")._set_fast_paths(
         # NOTE: the engine computes the plain 2-D branch of _matmul_vjp itself (the same
-        # two calls of the kernel's _cpu_matmul on the same arrays; Note: [gradient fast paths] in
-        # tapegrad/_engine.pyx): keep the two in step when either changes.
+        # two calls of the kernel's _cpu_matmul on the same arrays; Note: [gradient fast
+        # paths] in tapegrad/_engine.pyx): keep the two in step when either changes.
         matmul_2d=True)
     registry.register_function("dot", dot, samples=_DOT_SAMPLES)
     # NOTE: einsum's rule reads every operand but the one it differentiates, so all are
