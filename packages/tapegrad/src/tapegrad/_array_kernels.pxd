@@ -11,7 +11,8 @@
 cimport numpy as cnp
 
 # np.add.reduce(a, 0) for a C-contiguous float array of ndim >= 2 whose trailing axes
-# hold at least 2 elements; None where it cannot (see sum_leading_axis's docstring).
+# hold at least 2 elements, up to 16,384 elements; None where it cannot or should not
+# (see sum_leading_axis's docstring: NumPy's SIMD reduction wins above that size).
 cdef object sum_leading_axis(object a)
 
 # np.ascontiguousarray(a.T) for a 2-D C-contiguous float array; None where it cannot.
