@@ -2183,12 +2183,6 @@ cdef inline bint _plain_float_matrix(object a, int type_num):
             and cnp.PyArray_TYPE(<cnp.ndarray>a) == type_num)
 
 
-cdef inline object _matmul_call(object a, object b):
-    # matmul's CPU kernel itself (Note: [matmul through a transposed copy] in
-    # _array_kernels.pyx): the rule's products, so the same bits
-    return matmul_2d(a, b, None)
-
-
 cdef inline bint _saved_needs_grad(SavedTensor rec):
     """tg.needs_grad of the tensor rec.unpack() gives the rule: the leaf itself (its
     requires_grad now) where it still holds the saved array, else the saved flag."""
@@ -2232,12 +2226,14 @@ cdef tuple _matmul_2d_vjp(OpNode node, object g):
             or rx.tangents or ry.tangents
             or not _plain_float_matrix(rx.data, tn) or not _plain_float_matrix(ry.data, tn)):
         return None
+    # matmul_2d: the op's CPU kernel itself (Note: [matmul through a transposed copy] in
+    # _array_kernels.pyx), so the rule's products and bits
     if _saved_needs_grad(rx):
         gx = _kernel_result_tensor(
-            _matmul_call(g0, cnp.PyArray_Transpose(<cnp.ndarray>ry.data, NULL)), device)
+            matmul_2d(g0, cnp.PyArray_Transpose(<cnp.ndarray>ry.data, NULL), None), device)
     if _saved_needs_grad(ry):
         gy = _kernel_result_tensor(
-            _matmul_call(cnp.PyArray_Transpose(<cnp.ndarray>rx.data, NULL), g0), device)
+            matmul_2d(cnp.PyArray_Transpose(<cnp.ndarray>rx.data, NULL), g0, None), device)
     return (gx, gy)
 
 

@@ -124,7 +124,7 @@ cdef void _relu_forward_loop(floating* x, floating* out, Py_ssize_t n) noexcept 
 # ---------------------------------------------------------------------------------------
 
 cdef enum Kind:
-    RELU, TANH, SIGMOID, SQRT, ABS, SQUARE
+    RELU, TANH, SIGMOID, SQRT, ABS, SQUARE, RELU_FORWARD    # (RELU_FORWARD reads y only)
 
 
 cdef int _fast_type(object g, object y):
@@ -188,6 +188,8 @@ cdef void _dispatch(Kind kind, int t, void* g, void* y, void* out, Py_ssize_t n)
             _sqrt_loop(<double*>g, <double*>y, <double*>out, n)
         elif kind == ABS:
             _abs_loop(<double*>g, <double*>y, <double*>out, n)
+        elif kind == RELU_FORWARD:
+            _relu_forward_loop(<double*>y, <double*>out, n)
         else:
             _square_loop(<double*>g, <double*>y, <double*>out, n)
     else:
@@ -201,6 +203,8 @@ cdef void _dispatch(Kind kind, int t, void* g, void* y, void* out, Py_ssize_t n)
             _sqrt_loop(<float*>g, <float*>y, <float*>out, n)
         elif kind == ABS:
             _abs_loop(<float*>g, <float*>y, <float*>out, n)
+        elif kind == RELU_FORWARD:
+            _relu_forward_loop(<float*>y, <float*>out, n)
         else:
             _square_loop(<float*>g, <float*>y, <float*>out, n)
 
@@ -212,27 +216,9 @@ cdef void _dispatch(Kind kind, int t, void* g, void* y, void* out, Py_ssize_t n)
 def relu(x):
     """``np.maximum(x, 0)``: relu's forward (NaN stays NaN, -0.0 becomes 0.0), one C pass
     where NumPy's call takes its slower path for a broadcast scalar operand."""
-    cdef cnp.ndarray xa, out
-    cdef int t = _fast_type(x, x)
-    cdef Py_ssize_t n
-    if t < 0:
-        return np.maximum(x, 0)
-    xa = <cnp.ndarray>x
-    out = cnp.PyArray_EMPTY(cnp.PyArray_NDIM(xa), cnp.PyArray_DIMS(xa), t, 0)
-    n = cnp.PyArray_SIZE(xa)
-    if t == cnp.NPY_DOUBLE:
-        if n >= _NOGIL_FROM:
-            with nogil:
-                _relu_forward_loop(<double*>cnp.PyArray_DATA(xa), <double*>cnp.PyArray_DATA(out), n)
-        else:
-            _relu_forward_loop(<double*>cnp.PyArray_DATA(xa), <double*>cnp.PyArray_DATA(out), n)
-    else:
-        if n >= _NOGIL_FROM:
-            with nogil:
-                _relu_forward_loop(<float*>cnp.PyArray_DATA(xa), <float*>cnp.PyArray_DATA(out), n)
-        else:
-            _relu_forward_loop(<float*>cnp.PyArray_DATA(xa), <float*>cnp.PyArray_DATA(out), n)
-    return out
+    if _fast_type(x, x) >= 0:
+        return _run(RELU_FORWARD, x, x)
+    return np.maximum(x, 0)
 
 
 def relu_backward(g, ans):
